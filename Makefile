@@ -1,0 +1,39 @@
+# The README's two commands: `make run` and `make test`. A second run reuses what the first installed.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+# torch is optional for users; pinned exactly here so that no looser requirement pulls CUDA wheels.
+TORCH  ?= torch==2.13.0
+PIP     = $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: run test setup setup-test lint typecheck bench clean
+
+run: $(VENV)/.run-ok
+	$(BIN)/gpuprobe doctor
+
+test: $(VENV)/.test-ok
+	$(BIN)/python -m pytest -q
+
+setup: $(VENV)/.run-ok
+setup-test: $(VENV)/.test-ok
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-ok: pyproject.toml | $(BIN)/python
+	$(PIP) install -e . "$(TORCH)"
+	touch $@
+
+$(VENV)/.test-ok: pyproject.toml $(VENV)/.run-ok
+	$(PIP) install -e ".[test,dev]" "$(TORCH)"
+	touch $@
+
+lint: $(VENV)/.test-ok
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: $(VENV)/.test-ok
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

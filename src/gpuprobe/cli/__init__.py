@@ -1,0 +1,60 @@
+"""The command line: parse, call the API, render. Nothing else lives here.
+
+Each command is a module in this package with ``register(subparsers)``, which adds its parser and
+sets ``handler`` to a function ``(args) -> int`` (the exit code). Modules import nothing heavy at
+import time, so ``gpuprobe --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from gpuprobe import __version__
+from gpuprobe.errors import EXIT_USAGE, GpuprobeError
+
+__all__ = ["COMMANDS", "main"]
+
+# The order here is the order in `gpuprobe --help`.
+COMMANDS: tuple[str, ...] = ("info", "doctor")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One line, exit code 2: argparse's own usage dump is too long for a typo."""
+        self.exit(EXIT_USAGE, f"gpuprobe: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole parser, one sub-command per module in :data:`COMMANDS`."""
+    parser = _Parser(
+        prog="gpuprobe",
+        description="Does my GPU setup really work, what can this machine do, and why doesn't "
+        "my job use the GPU well?",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuprobe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"gpuprobe.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.handler(args))
+    except GpuprobeError as exc:
+        print(f"gpuprobe: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("gpuprobe: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

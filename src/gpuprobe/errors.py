@@ -1,0 +1,41 @@
+"""The errors gpuprobe raises on purpose: each carries a message for people and an exit code.
+
+The command line prints ``gpuprobe: <message>`` on one line and exits with the code; a traceback
+means a bug in gpuprobe, never bad input.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_CHECK_FAILED", "EXIT_OK", "EXIT_USAGE", "GpuprobeError", "InputError", "UsageError"]
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+
+
+class GpuprobeError(Exception):
+    """An error with a one-line message saying what was wrong and what to do."""
+
+    exit_code: int = EXIT_CHECK_FAILED
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    @property
+    def message(self) -> str:
+        """The one-line message for people."""
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class UsageError(GpuprobeError):
+    """Bad usage of a command or function: a wrong option, an unknown name."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(GpuprobeError):
+    """Bad input data: a file that is not what it should be, a value out of range."""
+
+    exit_code = EXIT_USAGE

@@ -1,0 +1,1 @@
+"""What is here: the host, the NVIDIA driver and each GPU, read once into plain records."""
