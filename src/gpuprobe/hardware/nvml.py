@@ -1,0 +1,352 @@
+"""The one door to NVML (``nvidia-ml-py``): the only module that imports ``pynvml``.
+
+Everything NVML does not support on a card becomes ``None`` (shown as ``n/a``) and the rest still
+works, as nvitop's ``NA`` does. The library is loaded lazily and shut down when the session ends.
+
+Units: bytes, MHz, watts, degrees Celsius, percent. Each reader names the ``nvidia-smi`` query that
+shows the same value.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from gpuprobe.hardware.types import (
+    Driver,
+    DriverStatus,
+    Gpu,
+    GpuProcess,
+    GpuSample,
+    MigInstance,
+    Pcie,
+    decode_clock_event_reasons,
+)
+
+__all__ = ["NvmlSession", "NvmlUnavailable", "nvml_session", "read_driver"]
+
+T = TypeVar("T")
+
+# pynvml exception class name -> our driver status, and the fix a person needs.
+_INIT_ERRORS: dict[str, DriverStatus] = {
+    "NVMLError_LibraryNotFound": "no-library",
+    "NVMLError_DriverNotLoaded": "not-loaded",
+    "NVMLError_LibRmVersionMismatch": "version-mismatch",
+    "NVMLError_NoPermission": "no-permission",
+}
+
+
+class NvmlUnavailable(Exception):
+    """NVML could not be initialised; ``status`` says why (no library, driver not loaded, ...)."""
+
+    def __init__(self, status: DriverStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _pynvml() -> Any:
+    """Import pynvml (from ``nvidia-ml-py``); tests replace ``sys.modules['pynvml']``."""
+    try:
+        import pynvml
+    except ImportError as exc:  # the package itself is missing
+        raise NvmlUnavailable("no-library", f"nvidia-ml-py is not installed: {exc}") from exc
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _cuda_version(code: int | None) -> str | None:
+    """12040 -> "12.4" (nvmlSystemGetCudaDriverVersion's encoding: 1000*major + 10*minor)."""
+    if not code:
+        return None
+    return f"{code // 1000}.{(code % 1000) // 10}"
+
+
+class NvmlSession:
+    """An initialised NVML. Use :func:`nvml_session`; every getter returns ``None`` when the card
+    or driver does not support it."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self._handles: dict[int, Any] = {}
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def query(self, fn_name: str, *args: Any, default: T | None = None) -> Any:
+        """Call ``pynvml.<fn_name>(*args)``; on any NVML error (or a function this driver or
+        binding lacks) return ``default``."""
+        fn: Callable[..., Any] | None = getattr(self.lib, fn_name, None)
+        if fn is None:
+            return default
+        try:
+            return fn(*args)
+        except self.lib.NVMLError:
+            return default
+        except (AttributeError, TypeError, ValueError, OSError):  # binding/driver skew
+            return default
+
+    def handle(self, index: int) -> Any:
+        """The NVML handle of GPU ``index`` (cached: fetching handles per tick is costly)."""
+        if index not in self._handles:
+            self._handles[index] = self.lib.nvmlDeviceGetHandleByIndex(index)
+        return self._handles[index]
+
+    def device_count(self) -> int:
+        """Number of GPUs NVML sees (all of them: NVML ignores CUDA_VISIBLE_DEVICES)."""
+        return int(self.query("nvmlDeviceGetCount", default=0) or 0)
+
+    # -- the driver -----------------------------------------------------------------------------
+    def driver(self) -> Driver:
+        """Driver version (``nvidia-smi --query-gpu=driver_version``), the newest CUDA it supports
+        and the NVML version."""
+        cuda = self.query("nvmlSystemGetCudaDriverVersion_v2") or self.query(
+            "nvmlSystemGetCudaDriverVersion"
+        )
+        version = self.query("nvmlSystemGetDriverVersion")
+        nvml = self.query("nvmlSystemGetNVMLVersion")
+        return Driver(
+            status="ok",
+            driver_version=_text(version) if version is not None else None,
+            cuda_driver_version=_cuda_version(cuda),
+            nvml_version=_text(nvml) if nvml is not None else None,
+        )
+
+    # -- one GPU, read once ---------------------------------------------------------------------
+    def gpu(self, index: int) -> Gpu:
+        """Everything NVML knows about GPU ``index`` that does not change second to second, plus
+        the current clocks, power, temperature and processes. Peaks and SM counts are added by
+        :mod:`gpuprobe.inventory` from the CUDA driver and the spec tables."""
+        lib, h, q = self.lib, self.handle(index), self.query
+        pci = q("nvmlDeviceGetPciInfo", h)
+        mem = q("nvmlDeviceGetMemoryInfo", h)
+        cc = q("nvmlDeviceGetCudaComputeCapability", h)
+        ecc = q("nvmlDeviceGetEccMode", h)
+        mig = q("nvmlDeviceGetMigMode", h)
+        remap = q("nvmlDeviceGetRemappedRows", h)
+        power = q("nvmlDeviceGetPowerUsage", h)
+        limit = q("nvmlDeviceGetEnforcedPowerLimit", h) or q("nvmlDeviceGetPowerManagementLimit", h)
+        util = q("nvmlDeviceGetUtilizationRates", h)
+        persistence = q("nvmlDeviceGetPersistenceMode", h)
+        retired = self._retired_pages(h)
+        pending = q("nvmlDeviceGetRetiredPagesPendingStatus", h)
+        cores = q("nvmlDeviceGetNumGpuCores", h)
+        uuid = q("nvmlDeviceGetUUID", h)
+        name = q("nvmlDeviceGetName", h)
+        return Gpu(
+            index=index,
+            uuid=_text(uuid) if uuid is not None else None,
+            pci_bus_id=_normalise_bus_id(_text(pci.busId)) if pci is not None else None,
+            name=_text(name) if name is not None else None,
+            compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+            memory_total=int(mem.total) if mem is not None else None,
+            memory_used=int(mem.used) if mem is not None else None,
+            memory_free=int(mem.free) if mem is not None else None,
+            fp32_cores=int(cores) if cores else None,
+            sm_clock_mhz=q("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM),
+            sm_clock_max_mhz=q("nvmlDeviceGetMaxClockInfo", h, lib.NVML_CLOCK_SM),
+            mem_clock_mhz=q("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM),
+            mem_clock_max_mhz=q("nvmlDeviceGetMaxClockInfo", h, lib.NVML_CLOCK_MEM),
+            memory_bus_width=q("nvmlDeviceGetMemoryBusWidth", h),
+            pcie=self.pcie(index),
+            power_draw_w=power / 1000.0 if power is not None else None,
+            power_limit_w=limit / 1000.0 if limit else None,
+            temperature_c=q("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU),
+            utilization_gpu=int(util.gpu) if util is not None else None,
+            persistence_mode=bool(persistence) if persistence is not None else None,
+            ecc_mode=bool(ecc[0]) if ecc is not None else None,
+            ecc_uncorrected_volatile=q(
+                "nvmlDeviceGetTotalEccErrors",
+                h,
+                lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                lib.NVML_VOLATILE_ECC,
+            ),
+            retired_pages=retired,
+            retired_pages_pending=bool(pending) if pending is not None else None,
+            remapped_rows_correctable=int(remap[0]) if remap is not None else None,
+            remapped_rows_uncorrectable=int(remap[1]) if remap is not None else None,
+            remapped_rows_pending=bool(remap[2]) if remap is not None else None,
+            remapped_rows_failure=bool(remap[3]) if remap is not None else None,
+            mig_mode=bool(mig[0]) if mig is not None else None,
+            mig_instances=self.mig_instances(index) if mig is not None and mig[0] else (),
+            processes=self.processes(index),
+            clock_event_reasons=decode_clock_event_reasons(self._clock_event_mask(h)),
+        )
+
+    def pcie(self, index: int) -> Pcie:
+        """PCIe link (``nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.max,...``).
+        Links train down at idle: read it under load before judging."""
+        h, q = self.handle(index), self.query
+        return Pcie(
+            gen_current=q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            gen_max=q("nvmlDeviceGetMaxPcieLinkGeneration", h),
+            gen_max_gpu=q("nvmlDeviceGetGpuMaxPcieLinkGeneration", h),
+            width_current=q("nvmlDeviceGetCurrPcieLinkWidth", h),
+            width_max=q("nvmlDeviceGetMaxPcieLinkWidth", h),
+        )
+
+    def processes(self, index: int) -> tuple[GpuProcess, ...]:
+        """Compute and graphics processes on GPU ``index`` with their memory
+        (``nvidia-smi --query-compute-apps=pid,used_memory``). PIDs are the host's: inside a
+        container without ``--pid=host`` they may not resolve to a name."""
+        h = self.handle(index)
+        found: dict[int, GpuProcess] = {}
+        for fn, kind in (
+            ("nvmlDeviceGetComputeRunningProcesses", "compute"),
+            ("nvmlDeviceGetGraphicsRunningProcesses", "graphics"),
+        ):
+            for p in self.query(fn, h, default=[]) or []:
+                pid = int(p.pid)
+                if pid in found:
+                    continue
+                used = getattr(p, "usedGpuMemory", None)
+                # NVML reports "not available" (e.g. under WDDM) as a huge sentinel or None.
+                used = int(used) if used is not None and used < 2**63 else None
+                found[pid] = GpuProcess(
+                    pid=pid, name=_process_name(pid), used_memory=used, kind=kind
+                )
+        return tuple(found.values())
+
+    def mig_instances(self, index: int) -> tuple[MigInstance, ...]:
+        """MIG devices carved from GPU ``index`` (``nvidia-smi -L``)."""
+        h, q = self.handle(index), self.query
+        count = q("nvmlDeviceGetMaxMigDeviceCount", h, default=0) or 0
+        out = []
+        for i in range(int(count)):
+            m = q("nvmlDeviceGetMigDeviceHandleByIndex", h, i)
+            if m is None:
+                continue
+            mem = q("nvmlDeviceGetMemoryInfo", m)
+            uuid = q("nvmlDeviceGetUUID", m)
+            name = q("nvmlDeviceGetName", m)
+            out.append(
+                MigInstance(
+                    index=i,
+                    uuid=_text(uuid) if uuid is not None else None,
+                    name=_text(name) if name is not None else None,
+                    memory_total=int(mem.total) if mem is not None else None,
+                    gpu_instance_id=q("nvmlDeviceGetGpuInstanceId", m),
+                    compute_instance_id=q("nvmlDeviceGetComputeInstanceId", m),
+                )
+            )
+        return tuple(out)
+
+    # -- changing state, for monitors -----------------------------------------------------------
+    def sample(self, index: int, *, pcie_throughput: bool = False) -> GpuSample:
+        """One cheap reading of GPU ``index``'s changing state
+        (``nvidia-smi dmon -s pucm``). ``pcie_throughput`` adds rx/tx KB/s, which costs 20 ms per
+        counter (NVML measures over a 20 ms window)."""
+        lib, h, q = self.lib, self.handle(index), self.query
+        util = q("nvmlDeviceGetUtilizationRates", h)
+        mem = q("nvmlDeviceGetMemoryInfo", h)
+        power = q("nvmlDeviceGetPowerUsage", h)
+        rx = tx = None
+        if pcie_throughput:
+            rx = q("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_RX_BYTES)
+            tx = q("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_TX_BYTES)
+        return GpuSample(
+            index=index,
+            time=time.time(),
+            utilization_gpu=int(util.gpu) if util is not None else None,
+            utilization_memory=int(util.memory) if util is not None else None,
+            memory_used=int(mem.used) if mem is not None else None,
+            power_w=power / 1000.0 if power is not None else None,
+            temperature_c=q("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU),
+            sm_clock_mhz=q("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM),
+            mem_clock_mhz=q("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM),
+            clock_event_reasons=decode_clock_event_reasons(self._clock_event_mask(h)),
+            pcie_gen=q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            pcie_width=q("nvmlDeviceGetCurrPcieLinkWidth", h),
+            pcie_rx_kbs=rx,
+            pcie_tx_kbs=tx,
+        )
+
+    def process_utilization(self, index: int, since_us: int) -> dict[int, int]:
+        """SM utilization % per PID over samples newer than ``since_us`` (host µs timestamp),
+        from ``nvmlDeviceGetProcessUtilization``; values over 100 (an NVML bug) are dropped."""
+        samples = self.query("nvmlDeviceGetProcessUtilization", self.handle(index), since_us)
+        out: dict[int, int] = {}
+        for s in samples or []:
+            sm = int(getattr(s, "smUtil", 0))
+            if 0 <= sm <= 100:
+                out[int(s.pid)] = max(out.get(int(s.pid), 0), sm)
+        return out
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _clock_event_mask(self, h: Any) -> int | None:
+        mask = self.query("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if mask is None:
+            mask = self.query("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        return int(mask) if mask is not None else None
+
+    def _retired_pages(self, h: Any) -> int | None:
+        lib = self.lib
+        total = None
+        for cause in (
+            getattr(lib, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
+            getattr(lib, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+        ):
+            pages = self.query("nvmlDeviceGetRetiredPages", h, cause)
+            if pages is not None:
+                total = (total or 0) + len(pages)
+        return total
+
+
+def _normalise_bus_id(bus_id: str) -> str:
+    """NVML gives ``00000000:17:00.0``; sysfs and the CUDA driver use ``0000:17:00.0``."""
+    bus_id = bus_id.strip().lower()
+    domain, sep, rest = bus_id.partition(":")
+    if sep and len(domain) == 8:
+        return f"{domain[-4:]}:{rest}"
+    return bus_id
+
+
+def _process_name(pid: int) -> str | None:
+    try:
+        import psutil
+
+        return str(psutil.Process(pid).name())
+    except Exception:  # gone, or another PID namespace
+        return None
+
+
+@contextmanager
+def nvml_session() -> Iterator[NvmlSession]:
+    """Initialise NVML for the block; raises :class:`NvmlUnavailable` with the reason when it
+    cannot (``nvidia-smi`` would say "couldn't communicate with the NVIDIA driver")."""
+    lib = _pynvml()
+    try:
+        lib.nvmlInit()
+    except lib.NVMLError as exc:
+        status = _INIT_ERRORS.get(type(exc).__name__, "error")
+        raise NvmlUnavailable(status, f"{type(exc).__name__}: {exc}") from exc
+    except OSError as exc:
+        raise NvmlUnavailable("no-library", str(exc)) from exc
+    try:
+        yield NvmlSession(lib)
+    finally:
+        try:
+            lib.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def read_driver() -> tuple[Driver, list[Gpu]]:
+    """The driver and every GPU NVML sees, or a :class:`Driver` whose status says why not."""
+    try:
+        with nvml_session() as s:
+            driver = s.driver()
+            gpus = [s.gpu(i) for i in range(s.device_count())]
+    except NvmlUnavailable as exc:
+        return Driver(status=exc.status, error=str(exc)), []
+    if not gpus:
+        return Driver(
+            status="no-gpu",
+            error="NVML works but sees no GPU",
+            driver_version=driver.driver_version,
+            cuda_driver_version=driver.cuda_driver_version,
+            nvml_version=driver.nvml_version,
+        ), []
+    return driver, gpus
