@@ -1,0 +1,1 @@
+"""Measure what this machine can do: one timer, results that carry their own statistics."""

@@ -1,0 +1,104 @@
+"""A timing result that carries its own statistics and metadata, as
+``torch.utils.benchmark.Measurement`` does."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuprobe._data import Record
+
+__all__ = ["Measurement", "format_seconds", "quantile"]
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile ``q`` in [0, 1] of already sorted values."""
+    if not sorted_values:
+        raise ValueError("no values")
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def format_seconds(s: float | None) -> str:
+    """1.5e-05 -> '15.0 µs', 0.0123 -> '12.3 ms', 2.5 -> '2.50 s'."""
+    if s is None:
+        return "n/a"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    if s < 1:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s:.3g} s"
+
+
+@dataclass(frozen=True)
+class Measurement(Record):
+    """Repeated timings of one piece of work on one device, in seconds.
+
+    ``work`` holds what one repetition does (``flop``, ``bytes``), so rates follow from the median.
+    """
+
+    name: str
+    framework: str
+    device: str
+    times: tuple[float, ...]
+    median: float
+    p20: float
+    p80: float
+    min: float
+    n: int
+    timer: str = "perf_counter"  # or "cuda-event", "block_until_ready"
+    work: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, str | float | int | bool | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_times(
+        cls,
+        name: str,
+        framework: str,
+        device: str,
+        times: Sequence[float],
+        *,
+        timer: str = "perf_counter",
+        work: dict[str, float] | None = None,
+        metadata: dict[str, str | float | int | bool | None] | None = None,
+    ) -> Measurement:
+        """Build a measurement and its statistics from raw durations."""
+        if not times:
+            raise ValueError(f"{name}: no timings")
+        s = sorted(times)
+        return cls(
+            name=name,
+            framework=framework,
+            device=device,
+            times=tuple(times),
+            median=statistics.median(s),
+            p20=quantile(s, 0.2),
+            p80=quantile(s, 0.8),
+            min=s[0],
+            n=len(s),
+            timer=timer,
+            work=dict(work or {}),
+            metadata=dict(metadata or {}),
+        )
+
+    @property
+    def flops(self) -> float | None:
+        """FLOP/s at the median time, when ``work`` says how many FLOP a repetition does."""
+        f = self.work.get("flop")
+        return f / self.median if f and self.median > 0 else None
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """Bytes per second at the median time, when ``work`` has ``bytes``."""
+        b = self.work.get("bytes")
+        return b / self.median if b and self.median > 0 else None
+
+    def __str__(self) -> str:
+        return (
+            f"{self.name} [{self.framework} {self.device}]: median {format_seconds(self.median)} "
+            f"(p20 {format_seconds(self.p20)}, p80 {format_seconds(self.p80)}, "
+            f"min {format_seconds(self.min)}, n={self.n}, {self.timer})"
+        )

@@ -1,0 +1,165 @@
+"""What every framework door shares: the :class:`FrameworkInfo` record, package-metadata helpers,
+and the :class:`Backend` interface for running and timing array code on one device."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuprobe._data import Record
+
+__all__ = [
+    "Backend",
+    "FrameworkDevice",
+    "FrameworkInfo",
+    "dist_version",
+    "first_installed",
+    "module_dir",
+    "read_constants",
+]
+
+
+@dataclass(frozen=True)
+class FrameworkDevice(Record):
+    """A GPU as one framework sees it (its own index, after CUDA_VISIBLE_DEVICES)."""
+
+    index: int
+    name: str | None = None
+    compute_capability: str | None = None
+    uuid: str | None = None
+    memory_total: int | None = None  # bytes
+
+
+@dataclass(frozen=True)
+class FrameworkInfo(Record):
+    """One framework: installed or not, its build, the GPUs it sees or why it sees none."""
+
+    name: str
+    installed: bool = False
+    version: str | None = None
+    probe: Literal["static", "runtime"] = "static"
+    importable: bool | None = None  # None: not tried (static probe)
+    error: str | None = None  # the import error, when it fails to import
+    distribution: str | None = None  # e.g. torch, cupy-cuda12x, jax-cuda12-plugin
+    cuda_version: str | None = None  # the CUDA runtime it was built with / ships
+    cudnn_version: str | None = None
+    cpu_only_build: bool | None = None
+    arch_list: tuple[str, ...] | None = None  # compiled GPU architectures: sm_80, sm_90, ...
+    gpu_available: bool | None = None
+    devices: tuple[FrameworkDevice, ...] = ()
+    reason: str | None = None  # why it sees no GPU
+    warnings: tuple[str, ...] = ()
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def dist_version(name: str) -> str | None:
+    """Installed version of distribution ``name`` (no import), or None."""
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def first_installed(names: Iterable[str]) -> tuple[str, str] | None:
+    """The first installed distribution among ``names``, with its version."""
+    for name in names:
+        version = dist_version(name)
+        if version is not None:
+            return name, version
+    return None
+
+
+def module_dir(module: str) -> Path | None:
+    """Directory of a top-level package without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def read_constants(path: Path) -> dict[str, Any]:
+    """Top-level ``NAME = <literal>`` assignments of a Python file, parsed, never executed."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        for t in targets:
+            if isinstance(t, ast.Name) and value is not None:
+                try:
+                    out[t.id] = ast.literal_eval(value)
+                except ValueError:
+                    continue
+    return out
+
+
+class Backend(ABC):
+    """Arrays on one device of one framework, and the device's own clock.
+
+    ``time(fn, n)`` returns ``n`` durations in seconds of ``fn()``, each measured with the
+    device's events (CUDA events on a GPU; ``perf_counter`` on the CPU, where calls are
+    synchronous). Never a host clock around an asynchronous launch.
+    """
+
+    framework: str
+    device: str
+
+    @property
+    def is_gpu(self) -> bool:
+        """True when arrays live on a GPU."""
+        return self.device.startswith("cuda")
+
+    @abstractmethod
+    def asarray(self, a: Any) -> Any:
+        """Copy a NumPy array to this device."""
+
+    @abstractmethod
+    def to_numpy(self, x: Any) -> Any:
+        """Copy an array (or scalar) from this device to a NumPy array."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for all queued work on this device."""
+
+    @abstractmethod
+    def time(
+        self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
+    ) -> list[float]:
+        """Run ``fn`` ``n`` times; return each run's duration in seconds on the device clock.
+        ``setup`` (untimed) runs before each repetition, e.g. to flush the L2 cache."""
+
+    def e1(self, x: Any) -> Any:
+        """E1's expression ``(sin(x)**2 / cos(x)**2).sum()``."""
+        return self.xp.sum(self.xp.sin(x) ** 2 / self.xp.cos(x) ** 2)
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        """``a @ b``."""
+        return a @ b
+
+    @property
+    @abstractmethod
+    def xp(self) -> Any:
+        """The array namespace (numpy, torch, cupy, jax.numpy)."""
+
+    def release(self) -> None:
+        """Give cached device memory back (after an out-of-memory, between workloads)."""
+
+    def memory(self) -> dict[str, int] | None:
+        """Memory this process holds on the device, in bytes, when the framework says."""
+        return None

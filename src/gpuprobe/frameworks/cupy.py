@@ -1,0 +1,162 @@
+"""CuPy's door: the only module that imports ``cupy``. CuPy compiles its kernels at run time
+(NVRTC), so it has no compiled architecture list: any card its CUDA runtime knows works."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpuprobe.frameworks.base import Backend, FrameworkDevice, FrameworkInfo, first_installed
+
+__all__ = ["CUPY_DISTS", "CupyBackend", "runtime_probe", "static_probe"]
+
+# Wheel names CuPy publishes per CUDA major (docs.cupy.dev install guide), and the source build.
+CUPY_DISTS: dict[str, str | None] = {
+    "cupy-cuda13x": "13.x",
+    "cupy-cuda12x": "12.x",
+    "cupy-cuda11x": "11.x",
+    "cupy": None,
+}
+
+
+def _rt(code: int | None) -> str | None:
+    return f"{code // 1000}.{(code % 1000) // 10}" if code else None
+
+
+def static_probe() -> FrameworkInfo:
+    """The installed CuPy wheel from package metadata, without importing it."""
+    found = first_installed(CUPY_DISTS)
+    if found is None:
+        return FrameworkInfo(name="cupy", installed=False)
+    dist, version = found
+    return FrameworkInfo(
+        name="cupy",
+        installed=True,
+        version=version,
+        distribution=dist,
+        cuda_version=CUPY_DISTS[dist],
+        cpu_only_build=False,
+    )
+
+
+def runtime_probe() -> FrameworkInfo:
+    """Import CuPy and list the devices its runtime sees. Run it in a child process."""
+    static = static_probe()
+    try:
+        import cupy
+    except Exception as exc:
+        return FrameworkInfo(
+            name="cupy",
+            installed=static.installed,
+            version=static.version,
+            distribution=static.distribution,
+            probe="runtime",
+            importable=False,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    rt = cupy.cuda.runtime
+    cuda = reason = None
+    devices = []
+    try:
+        cuda = _rt(rt.runtimeGetVersion())
+        for i in range(rt.getDeviceCount()):
+            p = rt.getDeviceProperties(i)
+            raw_uuid = p.get("uuid")
+            uuid = None
+            if isinstance(raw_uuid, (bytes, bytearray)) and len(raw_uuid) == 16:
+                h = bytes(raw_uuid).hex()
+                uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            name = p.get("name")
+            devices.append(
+                FrameworkDevice(
+                    index=i,
+                    name=name.decode() if isinstance(name, bytes) else name,
+                    compute_capability=f"{p['major']}.{p['minor']}",
+                    uuid=uuid,
+                    memory_total=int(p["totalGlobalMem"]),
+                )
+            )
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    return FrameworkInfo(
+        name="cupy",
+        installed=True,
+        version=cupy.__version__,
+        distribution=static.distribution,
+        probe="runtime",
+        importable=True,
+        cuda_version=cuda or static.cuda_version,
+        cpu_only_build=False,
+        arch_list=None,
+        gpu_available=bool(devices),
+        devices=tuple(devices),
+        reason=reason if not devices else None,
+        extra={"kernels": "compiled at run time by NVRTC"},
+    )
+
+
+class CupyBackend(Backend):
+    """CuPy arrays on ``cuda:N``; durations from CUDA events."""
+
+    framework = "cupy"
+
+    def __init__(self, device: str = "cuda:0") -> None:
+        import cupy
+
+        self._cp = cupy
+        self.device = device
+        cupy.cuda.Device(int(device.partition(":")[2] or 0)).use()
+
+    @property
+    def xp(self) -> Any:
+        return self._cp
+
+    def asarray(self, a: Any) -> Any:
+        return self._cp.asarray(a)
+
+    def to_numpy(self, x: Any) -> Any:
+        return self._cp.asnumpy(x)
+
+    def synchronize(self) -> None:
+        self._cp.cuda.Device().synchronize()
+
+    def time(
+        self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
+    ) -> list[float]:
+        cuda = self._cp.cuda
+        pairs = []
+        for _ in range(n):
+            if setup is not None:
+                setup()
+            start, end = cuda.Event(), cuda.Event()
+            start.record()
+            fn()
+            end.record()
+            pairs.append((start, end))
+        self.synchronize()
+        return [cuda.get_elapsed_time(s, e) / 1000.0 for s, e in pairs]
+
+    def release(self) -> None:
+        self._cp.get_default_memory_pool().free_all_blocks()
+        self._cp.get_default_pinned_memory_pool().free_all_blocks()
+
+    def pinned(self, nbytes: int) -> Any:
+        """A page-locked host buffer of ``nbytes`` bytes."""
+        import cupyx
+
+        return cupyx.empty_pinned((nbytes,), dtype="uint8")
+
+    def device_buffer(self, nbytes: int) -> Any:
+        """An uninitialised device buffer of ``nbytes`` bytes."""
+        return self._cp.empty((nbytes,), dtype="uint8")
+
+    def copy_h2d(self, dst: Any, src: Any) -> None:
+        """Queue a host-to-device copy of ``src`` into ``dst``."""
+        dst.set(src, stream=self._cp.cuda.get_current_stream())
+
+    def memory(self) -> dict[str, int] | None:
+        pool = self._cp.get_default_memory_pool()
+        return {"allocated": int(pool.used_bytes()), "reserved": int(pool.total_bytes())}
+
+
+

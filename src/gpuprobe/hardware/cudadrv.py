@@ -1,0 +1,135 @@
+"""The CUDA driver API (``libcuda``) through ctypes: what a new CUDA process sees.
+
+NVML lists every GPU in PCI order and ignores ``CUDA_VISIBLE_DEVICES``; CUDA applies the variable
+and ``CUDA_DEVICE_ORDER`` once, at ``cuInit``. To see what the user's frameworks will see without
+initialising CUDA in the user's own process (which would freeze the variable there), the reading runs
+in a child process: ``python -m gpuprobe.hardware.cudadrv`` prints a :class:`CudaView` as JSON.
+The child also gives what NVML lacks: the SM count, bus width and L2 size.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+
+from gpuprobe.hardware.types import CudaDevice, CudaView
+
+__all__ = ["CUDA_ERRORS", "read_cuda_view", "view_in_child"]
+
+CHILD_TIMEOUT_S = 60.0  # cuInit can take seconds without persistence mode (system76-power #492)
+
+# CUresult values gpuprobe explains (cuda.h).
+CUDA_ERRORS: dict[int, str] = {
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+    46: "CUDA_ERROR_DEVICES_UNAVAILABLE",
+    100: "CUDA_ERROR_NO_DEVICE",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
+    217: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+    222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+    304: "CUDA_ERROR_OPERATING_SYSTEM",
+    802: "CUDA_ERROR_SYSTEM_NOT_READY",
+    803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+    999: "CUDA_ERROR_UNKNOWN",
+}
+
+# CUdevice_attribute values (cuda.h).
+_ATTR_SM_COUNT = 16
+_ATTR_BUS_WIDTH = 37
+_ATTR_L2_BYTES = 38
+_ATTR_CC_MAJOR = 75
+_ATTR_CC_MINOR = 76
+
+
+def _err(code: int) -> str:
+    return f"{CUDA_ERRORS.get(code, 'CUDA error')} ({code})"
+
+
+def _uuid(raw: bytes) -> str:
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def read_cuda_view() -> CudaView:
+    """Initialise the CUDA driver in *this* process and list its devices. Call it in a child."""
+    lib = None
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return CudaView(status="no-library", error="libcuda (the CUDA driver library) not found")
+    rc = lib.cuInit(0)
+    version = ctypes.c_int(0)
+    lib.cuDriverGetVersion(ctypes.byref(version))
+    drv = f"{version.value // 1000}.{(version.value % 1000) // 10}" if version.value else None
+    if rc != 0:
+        return CudaView(status="error", error=_err(rc), driver_version=drv)
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0:
+        return CudaView(status="error", error=_err(rc), driver_version=drv)
+    get_uuid = getattr(lib, "cuDeviceGetUuid_v2", None) or lib.cuDeviceGetUuid
+    devices = []
+    for ordinal in range(count.value):
+        dev = ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+            continue
+
+        def attr(a: int, d: ctypes.c_int = dev) -> int | None:
+            v = ctypes.c_int(0)
+            return v.value if lib.cuDeviceGetAttribute(ctypes.byref(v), a, d) == 0 else None
+
+        name_buf = ctypes.create_string_buffer(256)
+        lib.cuDeviceGetName(name_buf, 256, dev)
+        uuid_buf = ctypes.create_string_buffer(16)
+        uuid = _uuid(uuid_buf.raw) if get_uuid(uuid_buf, dev) == 0 else None
+        bus_buf = ctypes.create_string_buffer(32)
+        bus = bus_buf.value.decode().lower() if lib.cuDeviceGetPCIBusId(bus_buf, 32, dev) == 0 else None
+        mem = ctypes.c_size_t(0)
+        total = getattr(lib, "cuDeviceTotalMem_v2", None) or lib.cuDeviceTotalMem
+        major, minor = attr(_ATTR_CC_MAJOR), attr(_ATTR_CC_MINOR)
+        devices.append(
+            CudaDevice(
+                ordinal=ordinal,
+                uuid=uuid,
+                pci_bus_id=bus,
+                name=name_buf.value.decode(errors="replace") or None,
+                compute_capability=f"{major}.{minor}" if major is not None else None,
+                sm_count=attr(_ATTR_SM_COUNT),
+                memory_total=mem.value if total(ctypes.byref(mem), dev) == 0 else None,
+                memory_bus_width=attr(_ATTR_BUS_WIDTH),
+                l2_cache_bytes=attr(_ATTR_L2_BYTES),
+            )
+        )
+    return CudaView(status="ok", driver_version=drv, devices=tuple(devices))
+
+
+def view_in_child(env: Mapping[str, str] | None = None) -> CudaView:
+    """What a new CUDA process sees under ``env`` (default: this process's environment)."""
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "gpuprobe.hardware.cudadrv"],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+            env=dict(env) if env is not None else None,
+            check=False,
+        )
+        return CudaView.from_dict(json.loads(out.stdout))
+    except subprocess.TimeoutExpired:
+        return CudaView(status="error", error=f"cuInit did not return within {CHILD_TIMEOUT_S} s")
+    except (json.JSONDecodeError, ValueError, TypeError) as exc:
+        return CudaView(status="error", error=f"CUDA probe failed: {exc}")
+
+
+if __name__ == "__main__":
+    json.dump(read_cuda_view().to_dict(), sys.stdout)
