@@ -1,0 +1,694 @@
+"""What each NVIDIA GPU can do on paper: architecture, FP32 cores and theoretical dense peaks.
+
+Pure data and lookups: no pynvml, no torch. Three things live here.
+
+1. :func:`architecture` and :func:`fp32_cores_per_sm`: the compute capability (CC) mapped to an
+   architecture name and to FP32 lanes per SM, after cuda-samples ``Common/helper_cuda.h``
+   (``_ConvertSMVer2Cores`` / ``_ConvertSMVer2ArchName``). An unknown CC gives ``None``, never the
+   "last entry" cuda-samples falls back to.
+2. :data:`PRODUCTS`: one :class:`ProductSpec` per product, matched on the name NVML reports
+   (most specific pattern first), each with its SM count, its dense peaks and where every number
+   comes from.
+3. :func:`peaks`: the table entry for a known product; for an unknown product of a known
+   architecture, what can be computed from the SM count and clocks with the per-SM-per-clock
+   rates in :data:`SM_RATES` (and says so in ``source``); otherwise ``None``.
+
+Units: TFLOP/s (TOP/s for INT8) for compute, GB/s (10^9 bytes per second) for memory bandwidth,
+MHz for clocks, bits for bus widths, GB (10^9 bytes) for memory sizes.
+
+Every peak is DENSE. Datasheets since Ampere print tensor figures "with sparsity" (2:4
+structured sparsity doubles them); those are halved here and the source says so. ``fp16`` and
+``bf16`` are tensor-core rates with FP32 accumulate, which is what PyTorch, JAX and cuBLAS use by
+default. On GeForce cards (Turing, Ampere GA10x, Ada, Blackwell GB20x) NVIDIA runs FP16/BF16/TF32
+(and FP8 on Ada/Blackwell) with FP32 accumulate at half the FP16-accumulate rate; the table uses
+the FP32-accumulate figure. ``fp64`` is the non-tensor (CUDA-core) FP64 rate; the FP64
+tensor-core rate of GA100/GH100/GB100 parts is kept apart in :attr:`ProductSpec.fp64_tensor`.
+``int8`` is the INT8 tensor rate (Turing on). TF32/BF16 exist from Ampere on, FP8 from Ada on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from gpuprobe._data import Record
+from gpuprobe.hardware.types import Peaks
+
+__all__ = [
+    "ARCHITECTURES",
+    "FP32_CORES_PER_SM",
+    "MEMORY_TRANSFERS_PER_CLOCK",
+    "PRODUCTS",
+    "RATE_LIMITED_PARTS",
+    "SM_RATES",
+    "ProductSpec",
+    "SmRates",
+    "architecture",
+    "fp32_cores_per_sm",
+    "markdown_table",
+    "parse_compute_capability",
+    "peaks",
+    "spec_for",
+]
+
+# --- Sources (titles and addresses of the documents every number below comes from) -------------
+
+CUDA_SAMPLES = (
+    "NVIDIA cuda-samples Common/helper_cuda.h, _ConvertSMVer2Cores and _ConvertSMVer2ArchName "
+    "(https://github.com/NVIDIA/cuda-samples/blob/master/Common/helper_cuda.h)"
+)
+VOLTA_WP = (
+    "NVIDIA Tesla V100 GPU Architecture whitepaper, WP-08608-001 "
+    "(https://images.nvidia.com/content/volta-architecture/pdf/volta-architecture-whitepaper.pdf)"
+)
+V100_DS = (
+    "NVIDIA Tesla V100 GPU Accelerator datasheet "
+    "(https://images.nvidia.com/content/technologies/volta/pdf/"
+    "volta-v100-datasheet-update-us-1165301-r5.pdf)"
+)
+TURING_WP = (
+    "NVIDIA Turing GPU Architecture whitepaper, WP-09183-001, Appendix A "
+    "(https://images.nvidia.com/aem-dam/en-zz/Solutions/design-visualization/technologies/"
+    "turing-architecture/NVIDIA-Turing-Architecture-Whitepaper.pdf)"
+)
+T4_DS = (
+    "NVIDIA T4 Tensor Core GPU datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/"
+    "Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf)"
+)
+AMPERE_WP = (
+    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (https://images.nvidia.com/aem-dam/"
+    "en-zz/Solutions/data-center/nvidia-ampere-architecture-whitepaper.pdf)"
+)
+A100_DS = (
+    "NVIDIA A100 Tensor Core GPU datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/"
+    "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
+)
+A30_DS = (
+    "NVIDIA A30 Tensor Core GPU datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/"
+    "data-center/products/a30-gpu/pdf/a30-datasheet.pdf)"
+)
+GA102_WP = (
+    "NVIDIA Ampere GA102 GPU Architecture whitepaper v2, Appendix A "
+    "(https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf)"
+)
+A10_DS = (
+    "NVIDIA A10 Tensor Core GPU datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/"
+    "Data-Center/a10/pdf/datasheet-new/nvidia-a10-datasheet.pdf)"
+)
+A40_DS = (
+    "NVIDIA A40 datasheet "
+    "(https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf)"
+)
+RTX_A6000_DS = (
+    "NVIDIA RTX A6000 datasheet (https://www.nvidia.com/en-us/design-visualization/rtx-a6000/)"
+)
+RTX_A5000_DS = (
+    "NVIDIA RTX A5000 datasheet (https://www.nvidia.com/en-us/design-visualization/rtx-a5000/)"
+)
+ADA_WP = (
+    "NVIDIA Ada GPU Architecture whitepaper, Appendix A "
+    "(https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf)"
+)
+L4_DS = "NVIDIA L4 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/l4/)"
+L40_DS = (
+    "NVIDIA L40 GPU datasheet "
+    "(https://images.nvidia.com/content/Solutions/data-center/vgpu-L40-datasheet.pdf)"
+)
+L40S_DS = "NVIDIA L40S GPU datasheet (https://www.nvidia.com/en-us/data-center/l40s/)"
+RTX_6000_ADA_DS = (
+    "NVIDIA RTX 6000 Ada Generation datasheet "
+    "(https://www.nvidia.com/en-us/design-visualization/rtx-6000/)"
+)
+HOPPER_WP = (
+    "NVIDIA H100 Tensor Core GPU Architecture whitepaper "
+    "(https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper)"
+)
+H100_DS = (
+    "NVIDIA H100 Tensor Core GPU datasheet "
+    "(https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)"
+)
+H100_PCIE_PB = "NVIDIA H100 PCIe GPU product brief, PB-11133-001"
+H200_DS = "NVIDIA H200 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h200/)"
+HGX_B200_DS = (
+    "NVIDIA HGX B200 specifications, per-GPU column (https://www.nvidia.com/en-us/data-center/hgx/)"
+)
+RTX_BLACKWELL_WP = (
+    "NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix A (https://images.nvidia.com/"
+    "aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf)"
+)
+RTX_PRO_6000_DS = (
+    "NVIDIA RTX PRO 6000 Blackwell datasheet (https://www.nvidia.com/en-us/products/workstations/"
+    "professional-desktop-gpus/rtx-pro-6000/)"
+)
+SPARSE_HALVED = "tensor figures halved from the datasheet's 'with sparsity' values"
+
+# --- Compute capability -> architecture and FP32 lanes per SM -----------------------------------
+
+# Architecture names per CC; cuda-samples _ConvertSMVer2ArchName, except that 7.2 (Xavier) is
+# listed under its architecture, Volta, and 8.9 under the full name "Ada Lovelace".
+ARCHITECTURES: dict[tuple[int, int], str] = {
+    (3, 0): "Kepler",
+    (3, 2): "Kepler",
+    (3, 5): "Kepler",
+    (3, 7): "Kepler",
+    (5, 0): "Maxwell",
+    (5, 2): "Maxwell",
+    (5, 3): "Maxwell",
+    (6, 0): "Pascal",
+    (6, 1): "Pascal",
+    (6, 2): "Pascal",
+    (7, 0): "Volta",
+    (7, 2): "Volta",  # Xavier (Jetson AGX Xavier)
+    (7, 5): "Turing",
+    (8, 0): "Ampere",  # GA100
+    (8, 6): "Ampere",  # GA10x
+    (8, 7): "Ampere",  # Orin
+    (8, 9): "Ada Lovelace",
+    (9, 0): "Hopper",
+    (10, 0): "Blackwell",  # B200, GB200
+    (10, 1): "Blackwell",  # Thor before CUDA 13 renamed it 11.0
+    (10, 3): "Blackwell",  # B300, GB300
+    (11, 0): "Blackwell",  # Thor
+    (12, 0): "Blackwell",  # GB20x: RTX 50xx, RTX PRO Blackwell
+    (12, 1): "Blackwell",  # GB10 (DGX Spark)
+}
+
+# FP32 lanes ("CUDA cores") per SM; cuda-samples helper_cuda.h _ConvertSMVer2Cores, verbatim.
+FP32_CORES_PER_SM: dict[tuple[int, int], int] = {
+    (3, 0): 192,
+    (3, 2): 192,
+    (3, 5): 192,
+    (3, 7): 192,
+    (5, 0): 128,
+    (5, 2): 128,
+    (5, 3): 128,
+    (6, 0): 64,
+    (6, 1): 128,
+    (6, 2): 128,
+    (7, 0): 64,
+    (7, 2): 64,
+    (7, 5): 64,
+    (8, 0): 64,
+    (8, 6): 128,
+    (8, 7): 128,
+    (8, 9): 128,
+    (9, 0): 128,
+    (10, 0): 128,
+    (10, 1): 128,
+    (10, 3): 128,
+    (11, 0): 128,
+    (12, 0): 128,
+    (12, 1): 128,
+}
+
+_CC_RE = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*$")
+
+
+def parse_compute_capability(compute_capability: str | None) -> tuple[int, int] | None:
+    """``"9.0"`` -> ``(9, 0)``; ``"9"`` -> ``(9, 0)``; anything that is not a CC -> ``None``."""
+    if compute_capability is None:
+        return None
+    m = _CC_RE.match(str(compute_capability))
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2) or 0)
+
+
+def architecture(compute_capability: str | None) -> str | None:
+    """The architecture for a compute capability: ``"7.5"`` -> ``"Turing"``; unknown -> None."""
+    cc = parse_compute_capability(compute_capability)
+    return ARCHITECTURES.get(cc) if cc else None
+
+
+def fp32_cores_per_sm(compute_capability: str | None) -> int | None:
+    """FP32 lanes per SM (cuda-samples ``_ConvertSMVer2Cores``); an unknown CC gives ``None``."""
+    cc = parse_compute_capability(compute_capability)
+    return FP32_CORES_PER_SM.get(cc) if cc else None
+
+
+# --- Per-SM, per-clock dense rates --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SmRates(Record):
+    """Dense operations per SM per clock (an FMA counts 2) for one compute capability.
+
+    ``None`` means the architecture lacks the unit or no public document lets us state the rate.
+    ``fp16``/``bf16``/``tf32``/``fp8`` are tensor-core rates with FP32 accumulate at full rate
+    (data-centre and professional parts). ``geforce_half_rate``: GeForce parts run those four at
+    half this rate (INT8 and FP64 are unaffected). ``tensor_for_non_geforce``: False where
+    professional parts of the architecture do not all run at the full rate (the L40 runs at half
+    the L40S rate on the same AD102), so only GeForce tensor rates are computed for unknown parts.
+    """
+
+    fp32: int
+    fp64: int | None
+    tf32: int | None
+    bf16: int | None
+    fp16: int | None
+    fp8: int | None
+    int8: int | None
+    geforce_half_rate: bool
+    tensor_for_non_geforce: bool
+    source: str
+
+
+def _fp32_only(cores: int, source: str) -> SmRates:
+    return SmRates(2 * cores, None, None, None, None, None, None, False, False, source)
+
+
+# GV100: 64 FP32 + 32 FP64 lanes and 8 tensor cores x 64 FP16 FMA per SM per clock.
+# Check: V100 SXM2 80 SMs x 1024 x 1.53 GHz = 125.3 TFLOPS (datasheet 125).
+VOLTA_GV100_RATES = SmRates(128, 64, None, None, 1024, None, None, False, True, VOLTA_WP)
+# TU10x: 64 FP32 lanes, 2 FP64 units (FP64 = FP32/32) and 8 tensor cores x 64 FP16 FMA per SM;
+# INT8 twice FP16. Check: T4 40 SMs x 1024 x 1.59 GHz = 65.1 TFLOPS (datasheet 65).
+TURING_RATES = SmRates(128, 4, None, None, 1024, None, 2048, True, True, TURING_WP)
+# GA100: 64 FP32 + 32 FP64 lanes; 4 tensor cores: 1024 dense FP16 FMA per SM per clock.
+# Check: A100 108 SMs x 2048 x 1.41 GHz = 311.9 TFLOPS (datasheet 312).
+AMPERE_GA100_RATES = SmRates(128, 64, 1024, 2048, 2048, None, 4096, False, True, AMPERE_WP)
+# GA10x: 128 FP32 lanes, 2 FP64 units (FP64 = FP32/64); 4 tensor cores: 512 dense FP16 FMA.
+# Check: RTX A6000 84 SMs x 1024 x 1.80 GHz = 154.8 TFLOPS (whitepaper 154.8).
+AMPERE_GA10X_RATES = SmRates(256, 4, 512, 1024, 1024, None, 2048, True, False, GA102_WP)
+# AD10x: as GA10x plus FP8 at twice FP16. Check: L40S 142 SMs x 1024 x 2.52 GHz = 366 TFLOPS
+# (datasheet 362, i.e. ~2.49 GHz); L4 58 x 1024 x 2.04 GHz = 121.2 (datasheet 121).
+ADA_RATES = SmRates(256, 4, 512, 1024, 1024, 2048, 2048, True, False, ADA_WP)
+# GH100: 128 FP32 + 64 FP64 lanes; 4 tensor cores: 2048 dense FP16 FMA per SM per clock.
+# NVIDIA's tensor figures for the H100 SXM (989.4 TFLOPS = 132 x 4096 x 1.83 GHz) assume a
+# lower clock than the 1.98 GHz max SM clock behind its FP32 figure (66.9 = 132 x 256 x 1.98), so
+# tensor rates computed at the max SM clock overstate NVIDIA's figures by about 8 %.
+HOPPER_RATES = SmRates(
+    256, 128, 2048, 4096, 4096, 8192, 8192, False, True,
+    f"{HOPPER_WP} (at the max SM clock these run ~8 % above NVIDIA's H100 tensor figures, "
+    "which assume 1830 MHz)",
+)  # fmt: skip
+# GB20x: same SM tensor throughput per clock as AD10x (RTX 5090 170 SMs x 1024 x 2.407 GHz = 419
+# TFLOPS FP16-accumulate, whitepaper 419); INT8 rate not stated with confidence -> None.
+BLACKWELL_GB20X_RATES = SmRates(256, 4, 512, 1024, 1024, 2048, None, True, False, RTX_BLACKWELL_WP)
+
+# Compute capability -> rates. CCs not listed (Kepler..Pascal, Xavier 7.2, Orin 8.7, data-centre
+# Blackwell 10.x, Thor 11.0, GB10 12.1) get FP32 only: NVIDIA publishes no per-SM FP64/tensor
+# rates for them that we could check, and B300 (10.3) cut FP64 to ~1.25 TFLOPS, so 10.x differ.
+SM_RATES: dict[tuple[int, int], SmRates] = {
+    (7, 0): VOLTA_GV100_RATES,
+    (7, 5): TURING_RATES,
+    (8, 0): AMPERE_GA100_RATES,
+    (8, 6): AMPERE_GA10X_RATES,
+    (8, 9): ADA_RATES,
+    (9, 0): HOPPER_RATES,
+    (12, 0): BLACKWELL_GB20X_RATES,
+}
+
+# NVML's maximum memory clock is half the data rate per pin for HBM and GDDR alike, so bandwidth
+# = 2 x clock x bus width / 8. Same formula as mixbench and triton's get_dram_gbps. Checks (MHz
+# x bits -> GB/s vs datasheet): T4 5001 x 256 -> 320 (320); A100 40GB 1215 x 5120 -> 1555 (1555);
+# H100 SXM 2619 x 5120 -> 3352 (3350); RTX 4090 10501 x 384 -> 1008 (1008).
+MEMORY_TRANSFERS_PER_CLOCK = 2  # per NVML memory clock; see above
+
+# Parts whose FP32/tensor rates are capped below what their SM count and clock would give
+# (export-control variants): H20 (GH100, BF16 ~148 TFLOPS dense) and RTX 5090 D (AI TOPS capped).
+# For these only the memory bandwidth is computed.
+RATE_LIMITED_PARTS = re.compile(r"\bH20\b|RTX 5090 D", re.IGNORECASE)
+
+
+# --- The product table ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProductSpec(Record):
+    """One product: how NVML names it and its dense peaks, each with a source.
+
+    ``pattern`` is a case-insensitive regular expression searched in the NVML name.
+    Compute in TFLOP/s (TOP/s for INT8), bandwidth in GB/s, memory in GB, clock in MHz.
+    """
+
+    pattern: str
+    product: str
+    architecture: str
+    chip: str
+    compute_capability: str
+    sm_count: int
+    boost_clock_mhz: int | None
+    memory_gb: float | None
+    fp64: float | None
+    fp64_tensor: float | None
+    fp32: float | None
+    tf32: float | None
+    bf16: float | None
+    fp16: float | None
+    fp8: float | None
+    int8: float | None
+    memory_bandwidth_gbs: float | None
+    source: str
+
+    @property
+    def fp32_cores(self) -> int | None:
+        """SMs times FP32 lanes per SM: 2560 for a T4."""
+        per_sm = fp32_cores_per_sm(self.compute_capability)
+        return None if per_sm is None else self.sm_count * per_sm
+
+    def peaks(self) -> Peaks:
+        """The entry as a :class:`~gpuprobe.hardware.types.Peaks` record."""
+        return Peaks(
+            fp64=self.fp64,
+            fp32=self.fp32,
+            tf32=self.tf32,
+            bf16=self.bf16,
+            fp16=self.fp16,
+            fp8=self.fp8,
+            int8=self.int8,
+            memory_bandwidth_gbs=self.memory_bandwidth_gbs,
+            product=self.product,
+            source=self.source,
+        )
+
+
+def _p(
+    pattern: str,
+    product: str,
+    arch: str,
+    chip: str,
+    cc: str,
+    sms: int,
+    clock: int | None,
+    mem: float | None,
+    *,
+    fp64: float | None,
+    fp32: float | None,
+    bw: float | None,
+    source: str,
+    fp64_tensor: float | None = None,
+    tf32: float | None = None,
+    bf16: float | None = None,
+    fp16: float | None = None,
+    fp8: float | None = None,
+    int8: float | None = None,
+) -> ProductSpec:
+    return ProductSpec(
+        pattern, product, arch, chip, cc, sms, clock, mem, fp64, fp64_tensor, fp32,
+        tf32, bf16, fp16, fp8, int8, bw, source,
+    )  # fmt: skip
+
+
+# Laptop parts share the desktop name with a suffix but not its chip or clocks.
+_NOT_MOBILE = r"(?!.*(Laptop|Mobile|Max-Q))"
+
+# Most specific first: the first pattern that matches wins. FP64 of Turing/GA10x/AD10x/GB20x
+# parts is not printed on their datasheets; it is FP32/32 (Turing) or FP32/64 (the others) per
+# the architecture whitepapers (2 FP64 units per SM) and the source says so.
+PRODUCTS: tuple[ProductSpec, ...] = (
+    # --- Volta (CC 7.0): datasheet "Tensor Performance" is FP16 mixed precision, dense. ---
+    _p(r"V100S", "NVIDIA Tesla V100S PCIe 32GB", "Volta", "GV100", "7.0", 80, 1601, 32,
+       fp64=8.2, fp32=16.4, fp16=130, bw=1134,
+       source=f"{V100_DS}, V100S PCIe column; SM count {VOLTA_WP}"),
+    _p(r"V100.*SXM2", "NVIDIA Tesla V100 SXM2", "Volta", "GV100", "7.0", 80, 1530, None,
+       fp64=7.8, fp32=15.7, fp16=125, bw=900,
+       source=f"{V100_DS}, V100 SXM2 (NVLink) column; 16 and 32 GB share the peaks; "
+              f"SM count {VOLTA_WP}"),
+    _p(r"V100.*PCIE", "NVIDIA Tesla V100 PCIe", "Volta", "GV100", "7.0", 80, 1380, None,
+       fp64=7, fp32=14, fp16=112, bw=900,
+       source=f"{V100_DS}, V100 PCIe column; SM count {VOLTA_WP}"),
+    # --- Turing (CC 7.5) ---
+    _p(r"\bT4\b", "NVIDIA T4", "Turing", "TU104", "7.5", 40, 1590, 16,
+       fp64=0.25, fp32=8.1, fp16=65, int8=130, bw=320,
+       source=f"{T4_DS} (FP32 8.1, mixed-precision FP16/FP32 65, INT8 130, 320 GB/s); "
+              f"FP64 = FP32/32 and 40 SMs from {TURING_WP}"),
+    _p(r"RTX 2080 Ti" + _NOT_MOBILE,
+       "NVIDIA GeForce RTX 2080 Ti", "Turing", "TU102", "7.5", 68, 1545, 11,
+       fp64=0.42, fp32=13.4, fp16=53.8, int8=215.2, bw=616,
+       source=f"{TURING_WP}, RTX 2080 Ti reference-clock column (1545 MHz; the Founders Edition "
+              "runs 1635 MHz): FP16 with FP32 accumulate 53.8 (107.6 with FP16 accumulate); "
+              "FP64 = FP32/32"),
+    _p(r"RTX 2080(?! Ti| SUPER)" + _NOT_MOBILE,
+       "NVIDIA GeForce RTX 2080", "Turing", "TU104", "7.5", 46,
+       1710, 8, fp64=0.32, fp32=10.1, fp16=40.3, int8=161.1, bw=448,
+       source=f"{TURING_WP}, RTX 2080 reference-clock column (1710 MHz): FP16 with FP32 "
+              "accumulate 40.3 (80.5 with FP16 accumulate); FP64 = FP32/32"),
+    # --- Ampere GA100 (CC 8.0): TF32/BF16/FP16/INT8 halved from the datasheet's sparse values. ---
+    _p(r"A100.*(SXM.*80\s?GB|80\s?GB.*SXM)", "NVIDIA A100 80GB SXM", "Ampere", "GA100", "8.0",
+       108, 1410, 80, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
+       int8=624, bw=2039, source=f"{A100_DS}, A100 80GB SXM column; SM count {AMPERE_WP}"),
+    _p(r"A100.*(PCIE.*80\s?GB|80\s?GB.*PCIE)", "NVIDIA A100 80GB PCIe", "Ampere", "GA100", "8.0",
+       108, 1410, 80, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
+       int8=624, bw=1935, source=f"{A100_DS}, A100 80GB PCIe column; SM count {AMPERE_WP}"),
+    _p(r"A100.*(SXM.*40\s?GB|40\s?GB.*SXM)", "NVIDIA A100 40GB SXM", "Ampere", "GA100", "8.0",
+       108, 1410, 40, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
+       int8=624, bw=1555, source=f"{A100_DS}, A100 40GB SXM column; SM count {AMPERE_WP}"),
+    _p(r"A100.*(PCIE.*40\s?GB|40\s?GB.*PCIE)", "NVIDIA A100 40GB PCIe", "Ampere", "GA100", "8.0",
+       108, 1410, 40, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
+       int8=624, bw=1555, source=f"{A100_DS}, A100 40GB PCIe column; SM count {AMPERE_WP}"),
+    _p(r"\bA30\b", "NVIDIA A30", "Ampere", "GA100", "8.0", 56, 1440, 24,
+       fp64=5.2, fp64_tensor=10.3, fp32=10.3, tf32=82, bf16=165, fp16=165, int8=330, bw=933,
+       source=f"{A30_DS}; {SPARSE_HALVED}; 56 SMs = 3584 FP32 cores / 64"),
+    # --- Ampere GA10x (CC 8.6) ---
+    _p(r"\bA10\b", "NVIDIA A10", "Ampere", "GA102", "8.6", 72, 1695, 24,
+       fp64=0.49, fp32=31.2, tf32=62.5, bf16=125, fp16=125, int8=250, bw=600,
+       source=f"{A10_DS}; {SPARSE_HALVED}; FP64 = FP32/64 per {GA102_WP}"),
+    _p(r"\bA40\b", "NVIDIA A40", "Ampere", "GA102", "8.6", 84, 1740, 48,
+       fp64=0.58, fp32=37.4, tf32=74.8, bf16=149.7, fp16=149.7, int8=299.3, bw=696,
+       source=f"{A40_DS} (dense figures as printed before the sparse ones); "
+              f"FP64 = FP32/64 per {GA102_WP}"),
+    _p(r"RTX A6000" + _NOT_MOBILE, "NVIDIA RTX A6000", "Ampere", "GA102", "8.6", 84, 1800, 48,
+       fp64=0.6, fp32=38.7, tf32=77.4, bf16=154.8, fp16=154.8, int8=309.7, bw=768,
+       source=f"{GA102_WP}, RTX A6000 column (FP32-accumulate tensor rates at full rate on this "
+              f"professional card), agreeing with {RTX_A6000_DS} (Tensor 309.7 TFLOPS sparse); "
+              "FP64 = FP32/64"),
+    _p(r"RTX A5000" + _NOT_MOBILE, "NVIDIA RTX A5000", "Ampere", "GA102", "8.6", 64, 1695, 24,
+       fp64=0.43, fp32=27.8, tf32=55.6, bf16=111.1, fp16=111.1, int8=222.2, bw=768,
+       source=f"{RTX_A5000_DS} (FP32 27.8, Tensor 222.2 TFLOPS sparse -> 111.1 dense FP16); "
+              f"TF32 = FP16/2, INT8 = 2 x FP16 and FP64 = FP32/64 per {GA102_WP}"),
+    _p(r"RTX 3090(?! Ti)" + _NOT_MOBILE,
+       "NVIDIA GeForce RTX 3090", "Ampere", "GA102", "8.6", 82, 1695, 24,
+       fp64=0.56, fp32=35.6, tf32=35.6, bf16=71, fp16=71, int8=284, bw=936,
+       source=f"{GA102_WP}, RTX 3090 column: FP16/BF16 with FP32 accumulate 71 (142 with FP16 "
+              "accumulate), TF32 35.6, INT8 284; FP64 = FP32/64"),
+    # --- Ada Lovelace (CC 8.9) ---
+    _p(r"\bL40S\b", "NVIDIA L40S", "Ada Lovelace", "AD102", "8.9", 142, 2520, 48,
+       fp64=1.43, fp32=91.6, tf32=183, bf16=362.05, fp16=362.05, fp8=733, int8=733, bw=864,
+       source=f"{L40S_DS} (dense figures as printed before the sparse ones); "
+              f"FP64 = FP32/64 per {ADA_WP}"),
+    # The L40's datasheet tensor figures are half the L40S's on the same chip and clocks.
+    _p(r"\bL40\b(?!S)", "NVIDIA L40", "Ada Lovelace", "AD102", "8.9", 142, 2490, 48,
+       fp64=1.41, fp32=90.5, tf32=90.5, bf16=181.05, fp16=181.05, fp8=362, int8=362, bw=864,
+       source=f"{L40_DS} (dense figures as printed before the sparse ones); "
+              f"FP64 = FP32/64 per {ADA_WP}"),
+    _p(r"\bL4\b", "NVIDIA L4", "Ada Lovelace", "AD104", "8.9", 58, 2040, 24,
+       fp64=0.47, fp32=30.3, tf32=60, bf16=121, fp16=121, fp8=242.5, int8=242.5, bw=300,
+       source=f"{L4_DS}; {SPARSE_HALVED} (TF32 120, FP16/BF16 242, FP8/INT8 485); "
+              f"58 SMs = 7424 FP32 cores / 128; FP64 = FP32/64 per {ADA_WP}"),
+    _p(r"RTX 6000 Ada" + _NOT_MOBILE,
+       "NVIDIA RTX 6000 Ada Generation", "Ada Lovelace", "AD102", "8.9", 142,
+       2505, 48, fp64=1.42, fp32=91.1, tf32=182.1, bf16=364.2, fp16=364.2, fp8=728.5,
+       int8=728.5, bw=960,
+       source=f"{RTX_6000_ADA_DS} (FP32 91.1, Tensor 1457 TFLOPS = FP8 sparse -> 728.5 dense); "
+              f"FP16/BF16 = FP8/2, TF32 = FP8/4, FP64 = FP32/64 per {ADA_WP}"),
+    # FP8 with FP32 accumulate: the whitepaper's 660.6 is the FP16-accumulate figure; GeForce
+    # runs FP32 accumulate at half rate, 330.3 (as waredb.com lists). Unsure; see the report.
+    _p(r"RTX 4090(?! D)" + _NOT_MOBILE,
+       "NVIDIA GeForce RTX 4090", "Ada Lovelace", "AD102", "8.9", 128, 2520,
+       24, fp64=1.29, fp32=82.6, tf32=82.6, bf16=165.2, fp16=165.2, fp8=330.3, int8=660.6,
+       bw=1008,
+       source=f"{ADA_WP}, RTX 4090 column: FP16/BF16 with FP32 accumulate 165.2 (330.3 with FP16 "
+              "accumulate), TF32 82.6, INT8 660.6; FP8 with FP32 accumulate taken as half the "
+              "FP16-accumulate 660.6; FP64 = FP32/64"),
+    # --- Hopper (CC 9.0): datasheet tensor figures are sparse; halved. ---
+    _p(r"\bH200\b.*NVL", "NVIDIA H200 NVL", "Hopper", "GH100", "9.0", 132, None, 141,
+       fp64=30, fp64_tensor=60, fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5,
+       int8=1670.5, bw=4800, source=f"{H200_DS}, H200 NVL column; {SPARSE_HALVED}"),
+    _p(r"\bH200\b", "NVIDIA H200 SXM", "Hopper", "GH100", "9.0", 132, 1980, 141,
+       fp64=34, fp64_tensor=67, fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979,
+       int8=1979, bw=4800,
+       source=f"{H200_DS}, H200 SXM column; {SPARSE_HALVED}; SM count {HOPPER_WP}"),
+    _p(r"\bH100\b.*NVL", "NVIDIA H100 NVL", "Hopper", "GH100", "9.0", 132, None, 94,
+       fp64=30, fp64_tensor=60, fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5,
+       int8=1670.5, bw=3900,
+       source=f"{H100_DS}, H100 NVL column (per GPU; an early version printed the figures for a "
+              f"pair of cards); {SPARSE_HALVED}"),
+    _p(r"\bH100\b.*PCIE", "NVIDIA H100 PCIe", "Hopper", "GH100", "9.0", 114, 1755, 80,
+       fp64=26, fp64_tensor=51, fp32=51, tf32=378, bf16=756.5, fp16=756.5, fp8=1513,
+       int8=1513, bw=2000,
+       source=f"{H100_DS}, H100 PCIe column, and {H100_PCIE_PB}; {SPARSE_HALVED}; "
+              f"114 SMs per {HOPPER_WP}"),
+    _p(r"\bH100\b.*(SXM|HBM3)", "NVIDIA H100 SXM", "Hopper", "GH100", "9.0", 132, 1980, 80,
+       fp64=34, fp64_tensor=67, fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979,
+       int8=1979, bw=3350,
+       source=f"{H100_DS}, H100 SXM column; {SPARSE_HALVED}; SM count {HOPPER_WP}"),
+    # --- Blackwell ---
+    # The HGX B200 table has been revised: an earlier version gave 8 TB/s per GPU and a later
+    # one (Glenn Lockwood's notes cite it) FP64 40 / FP32 80; we use the figures NVIDIA's HGX
+    # page gives per GPU (FP64 37, FP32 75, 7.7 TB/s), the lower and more recent.
+    _p(r"\bB200\b", "NVIDIA B200 (HGX)", "Blackwell", "GB100", "10.0", 148, None, 180,
+       fp64=37, fp64_tensor=37, fp32=75, tf32=1100, bf16=2250, fp16=2250, fp8=4500, int8=4500,
+       bw=7700,
+       source=f"{HGX_B200_DS}: FP64 37, FP32 75, TF32 2.2 / FP16 4.5 / FP8 9 / INT8 9 P(FL)OPS "
+              "sparse (halved here), 7.7 TB/s; 148 SMs as CUDA reports them"),
+    # INT8 left None: not stated with confidence for GB20x.
+    _p(r"RTX 5090(?! D)" + _NOT_MOBILE,
+       "NVIDIA GeForce RTX 5090", "Blackwell", "GB202", "12.0", 170, 2407, 32,
+       fp64=1.64, fp32=104.8, tf32=104.8, bf16=209.5, fp16=209.5, fp8=419, bw=1792,
+       source=f"{RTX_BLACKWELL_WP}, RTX 5090 column: FP16/BF16 with FP32 accumulate 209.5 (419 "
+              "with FP16 accumulate), TF32 104.8, FP8 with FP32 accumulate 419 (838 with FP16 "
+              "accumulate); FP64 = FP32/64"),
+    # Datasheet: FP32 110 TFLOPS, 3511 AI TOPS (FP4, sparse). FP4 -> FP8 -> FP16 halve each step.
+    _p(r"RTX PRO 6000 Blackwell.*Max-Q", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation",
+       "Blackwell", "GB202", "12.0", 188, 2288, 96,
+       fp64=1.72, fp32=110, tf32=219.4, bf16=438.9, fp16=438.9, fp8=877.8, bw=1792,
+       source=f"{RTX_PRO_6000_DS}, Max-Q Workstation Edition: FP32 110 TFLOPS, AI 3511 TOPS "
+              "(FP4 sparse) -> FP8 877.8, FP16/BF16 438.9, TF32 219.4 dense, FP32 accumulate at "
+              "full rate as on earlier professional cards; FP64 = FP32/64"),
+    _p(r"RTX PRO 6000 Blackwell(?!.*(Max-Q|Server))", "NVIDIA RTX PRO 6000 Blackwell Workstation",
+       "Blackwell", "GB202", "12.0", 188, 2617, 96,
+       fp64=1.95, fp32=125, tf32=250, bf16=500, fp16=500, fp8=1000, bw=1792,
+       source=f"{RTX_PRO_6000_DS}, Workstation Edition: FP32 125 TFLOPS, AI 4000 TOPS (FP4 "
+              "sparse) -> FP8 1000, FP16/BF16 500, TF32 250 dense, FP32 accumulate at full rate "
+              "as on earlier professional cards; FP64 = FP32/64"),
+)  # fmt: skip
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def spec_for(name: str | None) -> ProductSpec | None:
+    """The table entry whose pattern matches the NVML product name first, or ``None``."""
+    if not name:
+        return None
+    for spec in PRODUCTS:
+        if _compiled(spec.pattern).search(name):
+            return spec
+    return None
+
+
+# --- Peaks ---------------------------------------------------------------------------------------
+
+
+def _tflops(ops_per_sm_clock: int | None, sm_count: int, clock_mhz: int) -> float | None:
+    if ops_per_sm_clock is None:
+        return None
+    return round(ops_per_sm_clock * sm_count * clock_mhz * 1e6 / 1e12, 2)
+
+
+def _bandwidth_gbs(mem_clock_max_mhz: int | None, memory_bus_width: int | None) -> float | None:
+    if not mem_clock_max_mhz or not memory_bus_width:
+        return None
+    bytes_per_s = MEMORY_TRANSFERS_PER_CLOCK * mem_clock_max_mhz * 1e6 * memory_bus_width / 8
+    return round(bytes_per_s / 1e9, 1)
+
+
+def peaks(
+    name: str | None,
+    compute_capability: str | None,
+    *,
+    sm_count: int | None = None,
+    sm_clock_max_mhz: int | None = None,
+    mem_clock_max_mhz: int | None = None,
+    memory_bus_width: int | None = None,
+    memory_total: int | None = None,
+) -> Peaks | None:
+    """Theoretical dense peaks for a GPU, from the product table or computed; ``None`` if neither.
+
+    1. A product in :data:`PRODUCTS` matching ``name``: its datasheet figures.
+    2. An unknown product of a known compute capability: FP32 (and, where :data:`SM_RATES` has
+       them, FP64 and tensor rates) = SMs x rate per SM per clock x max SM clock, and bandwidth =
+       2 x max memory clock x bus width / 8; ``source`` says "computed from ...". Parts whose
+       rates are capped below what their SMs could do (:data:`RATE_LIMITED_PARTS`) get only the
+       bandwidth.
+    3. Otherwise ``None`` (shown as n/a). ``memory_total`` (bytes) is only quoted in ``source``.
+    """
+    spec = spec_for(name)
+    if spec is not None:
+        return spec.peaks()
+    cc = parse_compute_capability(compute_capability)
+    cores = FP32_CORES_PER_SM.get(cc) if cc else None
+    if cc is None or cores is None:
+        return None
+    rates = SM_RATES.get(cc) or _fp32_only(cores, CUDA_SAMPLES)
+    bandwidth = _bandwidth_gbs(mem_clock_max_mhz, memory_bus_width)
+    limited = bool(name and RATE_LIMITED_PARTS.search(name))
+    geforce = "geforce" in (name or "").lower()
+    tensor_ok = rates.tensor_for_non_geforce or geforce
+    half = 2 if (geforce and rates.geforce_half_rate) else 1
+    compute: dict[str, float | None] = {}
+    if sm_count and sm_clock_max_mhz and not limited:
+
+        def rate(ops: int | None, divisor: int = 1, *, is_tensor: bool = True) -> float | None:
+            if ops is None or (is_tensor and not tensor_ok):
+                return None
+            return _tflops(ops // divisor, sm_count, sm_clock_max_mhz)
+
+        compute = {
+            "fp32": rate(2 * cores, is_tensor=False),
+            "fp64": rate(rates.fp64, is_tensor=False),
+            "tf32": rate(rates.tf32, half),
+            "bf16": rate(rates.bf16, half),
+            "fp16": rate(rates.fp16, half),
+            "fp8": rate(rates.fp8, half),
+            "int8": rate(rates.int8),
+        }
+    if not any(v is not None for v in compute.values()) and bandwidth is None:
+        return None
+    parts = []
+    if compute:
+        parts.append(
+            f"computed from {sm_count} SMs x {cores} FP32 lanes/SM x 2 x {sm_clock_max_mhz} MHz "
+            f"max SM clock (lanes per SM: {CUDA_SAMPLES})"
+        )
+        if any(compute[k] is not None for k in ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")):
+            note = "; GeForce runs FP32-accumulate tensor math at half rate" if half == 2 else ""
+            parts.append(f"FP64 and tensor rates per SM per clock from {rates.source}{note}")
+        if not tensor_ok and rates.fp16 is not None:
+            parts.append(
+                "tensor rates not computed: professional parts of this architecture differ "
+                "(the L40 runs at half the L40S rate on the same chip)"
+            )
+    elif limited:
+        parts.append("compute rates not computed: this part's rates are capped below its SMs'")
+    if bandwidth is not None:
+        parts.append(
+            f"bandwidth computed from 2 x {mem_clock_max_mhz} MHz max memory clock x "
+            f"{memory_bus_width}-bit bus / 8 (NVML convention, as in mixbench and triton)"
+        )
+    if memory_total:
+        parts.append(f"{memory_total / 1e9:.0f} GB memory")
+    return Peaks(
+        fp64=compute.get("fp64"),
+        fp32=compute.get("fp32"),
+        tf32=compute.get("tf32"),
+        bf16=compute.get("bf16"),
+        fp16=compute.get("fp16"),
+        fp8=compute.get("fp8"),
+        int8=compute.get("int8"),
+        memory_bandwidth_gbs=bandwidth,
+        product=None,
+        source="; ".join(parts),
+    )
+
+
+# --- Markdown ------------------------------------------------------------------------------------
+
+_COLUMNS = (
+    "Product", "Arch", "CC", "SMs", "FP32 cores", "FP64", "FP32", "TF32", "BF16", "FP16", "FP8",
+    "INT8", "GB/s", "Source",
+)  # fmt: skip
+
+
+def _cell(value: float | int | str | None) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    """Every product of :data:`PRODUCTS` as a Markdown table (dense TFLOP/s, INT8 TOP/s, GB/s)."""
+    lines = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    for s in PRODUCTS:
+        row = (
+            s.product, s.architecture, s.compute_capability, s.sm_count, s.fp32_cores,
+            s.fp64, s.fp32, s.tf32, s.bf16, s.fp16, s.fp8, s.int8, s.memory_bandwidth_gbs,
+            s.source,
+        )  # fmt: skip
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
