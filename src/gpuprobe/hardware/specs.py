@@ -692,3 +692,7 @@ def markdown_table() -> str:
         )  # fmt: skip
         lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m gpuprobe.hardware.specs: the table in docs/peaks.md
+    print(markdown_table(), end="")
