@@ -390,6 +390,47 @@ def _p(
     )  # fmt: skip
 
 
+def _a100(form: str, memory_gb: int, *, bw: float) -> ProductSpec:
+    """An A100 board: the four share their compute peaks and differ in memory bandwidth.
+
+    NVML writes "A100-SXM4-80GB", "A100-PCIE-40GB" and "A100 80GB PCIe": form and size in
+    either order.
+    """
+    size = rf"{memory_gb}\s?GB"
+    label = "SXM" if form == "SXM" else "PCIe"
+    return _p(
+        rf"A100.*({form}.*{size}|{size}.*{form})",
+        f"NVIDIA A100 {memory_gb}GB {label}",
+        "Ampere", "GA100", "8.0", 108, 1410, memory_gb,
+        fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312, int8=624, bw=bw,
+        source=f"{A100_DS}, A100 {memory_gb}GB {label} column; {SPARSE_HALVED}; "
+        f"SM count {AMPERE_WP}",
+    )  # fmt: skip
+
+
+def _rtx_pro_6000_blackwell(
+    suffix: str, edition: str, clock: int, *, fp32: float, ai_tops: float
+) -> ProductSpec:
+    """An RTX PRO 6000 Blackwell edition from its datasheet FP32 and "AI TOPS" (FP4, sparse).
+
+    Dense FP8 = AI TOPS / 4 (FP4 -> FP8 and sparse -> dense each halve), FP16/BF16 = FP8 / 2,
+    TF32 = FP16 / 2, with FP32 accumulate at full rate as on the earlier professional cards
+    (RTX A6000, RTX 6000 Ada); FP64 = FP32/64 per the RTX Blackwell whitepaper. INT8 is left
+    unknown.
+    """
+    fp8 = ai_tops / 4
+    return _p(
+        r"RTX PRO 6000 Blackwell" + suffix,
+        f"NVIDIA RTX PRO 6000 Blackwell {edition}",
+        "Blackwell", "GB202", "12.0", 188, clock, 96,
+        fp64=round(fp32 / 64, 2), fp32=fp32, tf32=round(fp8 / 4, 1), bf16=round(fp8 / 2, 1),
+        fp16=round(fp8 / 2, 1), fp8=round(fp8, 1), bw=1792,
+        source=f"{RTX_PRO_6000_DS}, {edition} Edition: FP32 {fp32:g} TFLOPS, AI {ai_tops:g} TOPS "
+        f"(FP4 sparse) -> FP8 {fp8:g}, FP16/BF16 {fp8 / 2:g}, TF32 {fp8 / 4:g} dense, FP32 "
+        "accumulate at full rate as on earlier professional cards; FP64 = FP32/64",
+    )  # fmt: skip
+
+
 # Laptop parts share the desktop name with a suffix but not its chip or clocks.
 _NOT_MOBILE = r"(?!.*(Laptop|Mobile|Max-Q))"
 
@@ -425,18 +466,10 @@ PRODUCTS: tuple[ProductSpec, ...] = (
        source=f"{TURING_WP}, RTX 2080 reference-clock column (1710 MHz): FP16 with FP32 "
               "accumulate 40.3 (80.5 with FP16 accumulate); FP64 = FP32/32"),
     # --- Ampere GA100 (CC 8.0): TF32/BF16/FP16/INT8 halved from the datasheet's sparse values. ---
-    _p(r"A100.*(SXM.*80\s?GB|80\s?GB.*SXM)", "NVIDIA A100 80GB SXM", "Ampere", "GA100", "8.0",
-       108, 1410, 80, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
-       int8=624, bw=2039, source=f"{A100_DS}, A100 80GB SXM column; SM count {AMPERE_WP}"),
-    _p(r"A100.*(PCIE.*80\s?GB|80\s?GB.*PCIE)", "NVIDIA A100 80GB PCIe", "Ampere", "GA100", "8.0",
-       108, 1410, 80, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
-       int8=624, bw=1935, source=f"{A100_DS}, A100 80GB PCIe column; SM count {AMPERE_WP}"),
-    _p(r"A100.*(SXM.*40\s?GB|40\s?GB.*SXM)", "NVIDIA A100 40GB SXM", "Ampere", "GA100", "8.0",
-       108, 1410, 40, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
-       int8=624, bw=1555, source=f"{A100_DS}, A100 40GB SXM column; SM count {AMPERE_WP}"),
-    _p(r"A100.*(PCIE.*40\s?GB|40\s?GB.*PCIE)", "NVIDIA A100 40GB PCIe", "Ampere", "GA100", "8.0",
-       108, 1410, 40, fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312,
-       int8=624, bw=1555, source=f"{A100_DS}, A100 40GB PCIe column; SM count {AMPERE_WP}"),
+    _a100("SXM", 80, bw=2039),
+    _a100("PCIE", 80, bw=1935),
+    _a100("SXM", 40, bw=1555),
+    _a100("PCIE", 40, bw=1555),
     _p(r"\bA30\b", "NVIDIA A30", "Ampere", "GA100", "8.0", 56, 1440, 24,
        fp64=5.2, fp64_tensor=10.3, fp32=10.3, tf32=82, bf16=165, fp16=165, int8=330, bw=933,
        source=f"{A30_DS}; {SPARSE_HALVED}; 56 SMs = 3584 FP32 cores / 64"),
@@ -529,19 +562,8 @@ PRODUCTS: tuple[ProductSpec, ...] = (
        source=f"{RTX_BLACKWELL_WP}, RTX 5090 column: FP16/BF16 with FP32 accumulate 209.5 (419 "
               "with FP16 accumulate), TF32 104.8, FP8 with FP32 accumulate 419 (838 with FP16 "
               "accumulate); FP64 = FP32/64"),
-    # Datasheet: FP32 110 TFLOPS, 3511 AI TOPS (FP4, sparse). FP4 -> FP8 -> FP16 halve each step.
-    _p(r"RTX PRO 6000 Blackwell.*Max-Q", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation",
-       "Blackwell", "GB202", "12.0", 188, 2288, 96,
-       fp64=1.72, fp32=110, tf32=219.4, bf16=438.9, fp16=438.9, fp8=877.8, bw=1792,
-       source=f"{RTX_PRO_6000_DS}, Max-Q Workstation Edition: FP32 110 TFLOPS, AI 3511 TOPS "
-              "(FP4 sparse) -> FP8 877.8, FP16/BF16 438.9, TF32 219.4 dense, FP32 accumulate at "
-              "full rate as on earlier professional cards; FP64 = FP32/64"),
-    _p(r"RTX PRO 6000 Blackwell(?!.*(Max-Q|Server))", "NVIDIA RTX PRO 6000 Blackwell Workstation",
-       "Blackwell", "GB202", "12.0", 188, 2617, 96,
-       fp64=1.95, fp32=125, tf32=250, bf16=500, fp16=500, fp8=1000, bw=1792,
-       source=f"{RTX_PRO_6000_DS}, Workstation Edition: FP32 125 TFLOPS, AI 4000 TOPS (FP4 "
-              "sparse) -> FP8 1000, FP16/BF16 500, TF32 250 dense, FP32 accumulate at full rate "
-              "as on earlier professional cards; FP64 = FP32/64"),
+    _rtx_pro_6000_blackwell(r".*Max-Q", "Max-Q Workstation", 2288, fp32=110, ai_tops=3511),
+    _rtx_pro_6000_blackwell(r"(?!.*(Max-Q|Server))", "Workstation", 2617, fp32=125, ai_tops=4000),
 )  # fmt: skip
 
 
@@ -692,3 +714,7 @@ def markdown_table() -> str:
         )  # fmt: skip
         lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m gpuprobe.hardware.specs: the table in docs/peaks.md
+    print(markdown_table(), end="")
