@@ -43,6 +43,8 @@ def _decode(tp: Any, value: Any) -> Any:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
+        if any(type(value) is a for a in args):  # an exact fit wins: 3 stays an int
+            return value
         for arg in args:
             try:
                 return _decode(arg, value)

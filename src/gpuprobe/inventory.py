@@ -69,7 +69,7 @@ class Inventory(Record):
         return json.dumps(self.to_dict(), indent=2)
 
     def _repr_html_(self) -> str:
-        from gpuprobe.report.html import inventory_html
+        from gpuprobe.report.notebook import inventory_html
 
         return inventory_html(self)
 

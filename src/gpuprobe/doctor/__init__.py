@@ -53,7 +53,7 @@ class DoctorReport(Record):
         return next((f for f in self.findings if f.id == finding_id), None)
 
     def _repr_html_(self) -> str:
-        from gpuprobe.report.html import doctor_html
+        from gpuprobe.report.notebook import doctor_html
 
         return doctor_html(self)
 

@@ -59,34 +59,39 @@ def pcie_link_gbs(gen: int | None, width: int | None) -> float | None:
     return PCIE_LANE_GBS[gen] * width
 
 
-def plan_workers(inv: Inventory) -> list[tuple[str, str]]:
-    """(framework, device) pairs to run: the CPU baseline, then every GPU each framework sees."""
-    plan = [("numpy", "cpu")]
+def plan_workers(inv: Inventory) -> list[tuple[str, str, bool]]:
+    """(framework, device, time the big matmul) to run: the CPU baseline, then every GPU each
+    framework sees. The CPU's matmul is timed once, and only as a GPU's baseline."""
     torch = inv.framework("torch")
-    if torch is not None and torch.installed and torch.importable is not False:
-        plan.append(("torch", "cpu"))
+    cpu_torch = torch is not None and torch.installed and torch.importable is not False
+    gpu = inv.has_gpu
+    plan = [("numpy", "cpu", gpu and not cpu_torch)]
+    if cpu_torch:
+        plan.append(("torch", "cpu", gpu))
     for name in ("torch", "cupy", "jax"):
         f = inv.framework(name)
         if f is None or not f.importable:
             continue
-        plan.extend((name, f"cuda:{d.index}") for d in f.devices)
+        plan.extend((name, f"cuda:{d.index}", True) for d in f.devices)
     return plan
 
 
 def run_workers(
-    plan: Iterable[tuple[str, str]],
+    plan: Iterable[tuple[str, str, bool]],
     quick: bool,
     progress: Callable[[str], None] | None = None,
 ) -> list[WorkerResult]:
     """Run each planned check in its own child process, one at a time."""
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     out = []
-    for framework, device in plan:
+    for framework, device, time_matmul in plan:
         if progress:
             progress(f"{framework} on {device}")
         cmd = [sys.executable, "-m", "gpuprobe.doctor.worker", framework, device]
         if quick:
             cmd.append("--quick")
+        if not time_matmul:
+            cmd.append("--no-matmul")
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                timeout=WORKER_TIMEOUT_S, check=False)

@@ -95,8 +95,11 @@ def _nvml_index(uuid: str | None) -> tuple[Any, int | None]:
     return session, None
 
 
-def run_checks(framework: str, device: str, quick: bool = False) -> WorkerResult:
-    """Run every check for ``framework`` on ``device``; errors become ``error``, not crashes."""
+def run_checks(
+    framework: str, device: str, quick: bool = False, time_matmul: bool = True
+) -> WorkerResult:
+    """Run every check for ``framework`` on ``device``; errors become ``error``, not crashes.
+    ``time_matmul`` times the large matmul (the CPU only needs it as a GPU's baseline)."""
     import numpy as np
 
     from gpuprobe.frameworks.backends import make_backend
@@ -141,6 +144,8 @@ def run_checks(framework: str, device: str, quick: bool = False) -> WorkerResult
             )
             del xd
         del x32
+        if not time_matmul:
+            return WorkerResult(framework, device, uuid=uuid, rel_errors=rel, measurements=tuple(ms))
         n = SIZES["matmul"][q]
         am, cm = b.asarray(rng.standard_normal((n, n), dtype=np.float32)), b.asarray(
             rng.standard_normal((n, n), dtype=np.float32)
@@ -185,5 +190,8 @@ def run_checks(framework: str, device: str, quick: bool = False) -> WorkerResult
 
 
 if __name__ == "__main__":
-    result = run_checks(sys.argv[1], sys.argv[2], quick="--quick" in sys.argv[3:])
+    result = run_checks(
+        sys.argv[1], sys.argv[2], quick="--quick" in sys.argv[3:],
+        time_matmul="--no-matmul" not in sys.argv[3:],
+    )
     sys.stdout.write(json.dumps(result.to_dict()))

@@ -1,0 +1,41 @@
+"""``gpuprobe info [--json]``: the machine, read once."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuprobe.cli._common import console, print_json
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "info",
+        help="the machine read once: host, driver, GPUs with their peaks, frameworks",
+        description="Read the host, the NVIDIA driver, every GPU (with theoretical peaks) and "
+        "the installed frameworks. Frameworks are imported (in child processes) only when there "
+        "is a GPU for them to see, or with --frameworks runtime.",
+    )
+    p.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    p.add_argument(
+        "--frameworks",
+        choices=("auto", "static", "runtime"),
+        default="auto",
+        help="static: read package files only (fast); runtime: import each framework in a child "
+        "process to list the GPUs it sees; auto (default): runtime when a GPU is present",
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuprobe.inventory import inventory
+
+    inv = inventory(frameworks=args.frameworks)
+    if args.json:
+        print_json(inv.to_dict())
+    else:
+        from gpuprobe.report.terminal import render_inventory
+
+        render_inventory(inv, console())
+    return 0

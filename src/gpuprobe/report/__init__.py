@@ -1,0 +1,1 @@
+"""Show results: the terminal (rich), notebooks (HTML tables), plots and HTML reports."""
