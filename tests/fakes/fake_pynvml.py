@@ -114,7 +114,8 @@ def build(snapshot: dict[str, Any], init_error: type[NVMLError] | None = None) -
         "nvmlDeviceGetEccMode": lambda h: (int(need(g(h)["ecc_mode"])),) * 2,
         "nvmlDeviceGetTotalEccErrors": lambda h, _a, _b: need(g(h)["ecc_uncorrected_volatile"]),
         "nvmlDeviceGetRetiredPages": lambda h, cause: (
-            list(range(need(g(h)["retired_pages"]))) if cause == 1 else []),
+            list(range(need(g(h)["retired_pages"]))) if cause == 1 else need(
+                [] if g(h)["retired_pages"] is not None else None)),
         "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: int(
             need(g(h)["retired_pages_pending"])),
         "nvmlDeviceGetRemappedRows": lambda h: (
