@@ -59,28 +59,44 @@ def main() -> int:
     exe = [sys.executable, "-m", "gpuprobe"]
     rows = {}
     doctor_json = None
-    for label, cmd in (("info --json", ["info", "--json"]), ("doctor --quick", ["doctor", "--quick", "--json"]),
-                       ("doctor", ["doctor", "--json"])):
+    for label, cmd in (
+        ("info --json", ["info", "--json"]),
+        ("doctor --quick", ["doctor", "--quick", "--json"]),
+        ("doctor", ["doctor", "--json"]),
+    ):
         times = []
         for _ in range(args.runs):
             t, rc, out = wall(exe + cmd)
             times.append(t)
             if label == "doctor":
                 doctor_json = json.loads(out)
-        rows[label] = {"median_s": statistics.median(times), "min_s": min(times),
-                       "max_s": max(times), "runs": args.runs, "exit_code": rc}
+        rows[label] = {
+            "median_s": statistics.median(times),
+            "min_s": min(times),
+            "max_s": max(times),
+            "runs": args.runs,
+            "exit_code": rc,
+        }
     has_gpu = bool(doctor_json and doctor_json["inventory"]["gpus"])
     result = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu": doctor_json["inventory"]["host"]["cpu_model"] if doctor_json else None,
-                    "cores": doctor_json["inventory"]["host"]["logical_cores"] if doctor_json else None,
-                    "python": platform.python_version(), "gpu": has_gpu},
+        "machine": {
+            "cpu": doctor_json["inventory"]["host"]["cpu_model"] if doctor_json else None,
+            "cores": doctor_json["inventory"]["host"]["logical_cores"] if doctor_json else None,
+            "python": platform.python_version(),
+            "gpu": has_gpu,
+        },
         "wall_seconds": rows,
         "targets_s": GPU_TARGETS_S | {"info --json": 1.0} if has_gpu else TARGETS_S,
     }
     if has_gpu and doctor_json:
-        ours = [m for w in doctor_json["workers"] if w["framework"] == "torch" and w["device"] != "cpu"
-                for m in w["measurements"] if m["name"] == "h2d-pinned"]
+        ours = [
+            m
+            for w in doctor_json["workers"]
+            if w["framework"] == "torch" and w["device"] != "cpu"
+            for m in w["measurements"]
+            if m["name"] == "h2d-pinned"
+        ]
         direct = direct_torch_h2d()
         if ours and direct:
             g = ours[0]["work"]["bytes"] / ours[0]["median"] / 1e9
@@ -92,12 +108,16 @@ def main() -> int:
     for label, r in rows.items():
         target = result["targets_s"].get(label)
         ok = "yes" if target is None or r["median_s"] < target else "NO"
-        print(f"{label:<16} {r['median_s']:9.2f} {r['min_s']:7.2f} {r['max_s']:7.2f} "
-              f"{target if target else '':>7}  {ok}")
+        print(
+            f"{label:<16} {r['median_s']:9.2f} {r['min_s']:7.2f} {r['max_s']:7.2f} "
+            f"{target if target else '':>7}  {ok}"
+        )
     if "h2d_pinned_gbs" in result:
         h = result["h2d_pinned_gbs"]
-        print(f"pinned H2D: gpuprobe {h['gpuprobe']:.1f} GB/s, torch {h['direct_torch']:.1f} GB/s, "
-              f"ratio {h['ratio']:.3f} (target within 10 %)")
+        print(
+            f"pinned H2D: gpuprobe {h['gpuprobe']:.1f} GB/s, torch {h['direct_torch']:.1f} GB/s, "
+            f"ratio {h['ratio']:.3f} (target within 10 %)"
+        )
     print(f"wrote {out}")
     return 0
 

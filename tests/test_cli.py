@@ -6,14 +6,18 @@ import json
 import subprocess
 import sys
 
-from gpuprobe.cli import main
-
 from conftest import DATA
+from gpuprobe.cli import main
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpuprobe", *args], capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprobe", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_info_json_is_a_loadable_snapshot(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -31,8 +35,7 @@ def test_doctor_from_snapshot_exit_codes(capsys) -> None:  # type: ignore[no-unt
     capsys.readouterr()
     assert main(["doctor", "--from", str(DATA / "rtx5090_torch_cu124.json"), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert any(f["id"] == "torch-arch-missing" and f["status"] == "fail"
-               for f in data["findings"])
+    assert any(f["id"] == "torch-arch-missing" and f["status"] == "fail" for f in data["findings"])
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -46,8 +49,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path) -> None:  # type: ignore[no-
     other.write_text('{"traceEvents": []}')
     r = _run("doctor", "--from", str(other))
     assert r.returncode == 2 and "not a gpuprobe inventory snapshot" in r.stderr
-    for r in (missing, r):
-        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    for res in (missing, r):
+        assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     r = _run("info", "--frameworks", "bogus")
     assert r.returncode == 2 and "invalid choice" in r.stderr and "Traceback" not in r.stderr
     r = _run("nonsense")
@@ -58,7 +61,14 @@ def test_info_renders_for_people_and_help_is_fast_to_import() -> None:
     r = _run("info", "--frameworks", "static")
     assert r.returncode == 0 and "Host" in r.stdout and "Frameworks" in r.stdout
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, gpuprobe.cli; gpuprobe.cli.build_parser(); "
-         "print(sorted(m for m in ('torch','numpy','rich','matplotlib','jax') if m in sys.modules))"],
-        capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, gpuprobe.cli; gpuprobe.cli.build_parser(); "
+            "print(sorted(m for m in ('torch','numpy','rich','matplotlib','jax') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert probe.stdout.strip() == "[]"  # --help imports no heavy library

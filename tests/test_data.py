@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
+from conftest import DATA
 from gpuprobe.bench.measurement import Measurement
 from gpuprobe.findings import Evidence, Finding, Status, worst, worst_first
 from gpuprobe.inventory import Inventory, load
-
-from conftest import DATA
 
 
 def test_inventory_snapshots_round_trip() -> None:
@@ -21,8 +20,14 @@ def test_inventory_snapshots_round_trip() -> None:
 
 
 def test_measurement_statistics_and_types_survive_json() -> None:
-    m = Measurement.from_times("x", "numpy", "cpu", [0.5, 0.1, 0.3, 0.2, 0.4],
-                               work={"flop": 1e9}, metadata={"n": 10_000, "dtype": "float32"})
+    m = Measurement.from_times(
+        "x",
+        "numpy",
+        "cpu",
+        [0.5, 0.1, 0.3, 0.2, 0.4],
+        work={"flop": 1e9},
+        metadata={"n": 10_000, "dtype": "float32"},
+    )
     assert (m.min, m.median, m.n) == (0.1, 0.3, 5)
     assert abs(m.p20 - 0.18) < 1e-12 and abs(m.p80 - 0.42) < 1e-12
     assert m.flops == 1e9 / 0.3
@@ -32,8 +37,15 @@ def test_measurement_statistics_and_types_survive_json() -> None:
 
 
 def test_worst_first_orders_by_severity() -> None:
-    fs = [Finding(i, s, i) for i, s in (("a", Status.OK), ("b", Status.FAIL),
-                                         ("c", Status.SKIPPED), ("d", Status.WARN))]
+    fs = [
+        Finding(i, s, i)
+        for i, s in (
+            ("a", Status.OK),
+            ("b", Status.FAIL),
+            ("c", Status.SKIPPED),
+            ("d", Status.WARN),
+        )
+    ]
     assert [f.id for f in worst_first(fs)] == ["b", "d", "a", "c"]
     assert worst(fs) is Status.FAIL and worst([]) is Status.OK
     assert str(Evidence("gpu_busy", 7.0, "%")) == "gpu_busy=7%"

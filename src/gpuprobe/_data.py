@@ -42,7 +42,7 @@ def _decode(tp: Any, value: Any) -> Any:
         return value
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
-        args = [a for a in get_args(tp) if a is not type(None)]
+        args = tuple(a for a in get_args(tp) if a is not type(None))
         if any(type(value) is a for a in args):  # an exact fit wins: 3 stays an int
             return value
         for arg in args:
@@ -96,7 +96,7 @@ class Record:
     def from_dict(cls: type[R], data: dict[str, Any]) -> R:
         """Rebuild a record from ``to_dict()`` output; unknown keys are ignored, missing optional
         keys take their defaults, so snapshots written by older versions still load."""
-        hints = _hints(cls)
+        hints = _hints(cls)  # type: ignore[arg-type]
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             if f.name in data:

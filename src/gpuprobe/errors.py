@@ -6,7 +6,14 @@ means a bug in gpuprobe, never bad input.
 
 from __future__ import annotations
 
-__all__ = ["EXIT_CHECK_FAILED", "EXIT_OK", "EXIT_USAGE", "GpuprobeError", "InputError", "UsageError"]
+__all__ = [
+    "EXIT_CHECK_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "GpuprobeError",
+    "InputError",
+    "UsageError",
+]
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1

@@ -48,8 +48,10 @@ class Evidence(Record):
             shown = f"{self.value:.4g}"
         else:
             shown = str(self.value)
-        unit = "" if not self.unit or self.value is None else (
-            self.unit if self.unit == "%" else f" {self.unit}"
+        unit = (
+            ""
+            if not self.unit or self.value is None
+            else (self.unit if self.unit == "%" else f" {self.unit}")
         )
         return f"{self.name}={shown}{unit}"
 

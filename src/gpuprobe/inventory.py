@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from gpuprobe import __version__
 from gpuprobe._data import Record
@@ -80,15 +80,21 @@ def load(path: str | Path) -> Inventory:
     try:
         data = json.loads(p.read_text())
     except FileNotFoundError:
-        raise InputError(f"{p}: no such file; write one with 'gpuprobe info --json > FILE'") from None
+        raise InputError(
+            f"{p}: no such file; write one with 'gpuprobe info --json > FILE'"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read it ({exc})") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not JSON ({exc.msg} at line {exc.lineno}); expected the output "
-                         "of 'gpuprobe info --json'") from None
+        raise InputError(
+            f"{p}: not JSON ({exc.msg} at line {exc.lineno}); expected the output "
+            "of 'gpuprobe info --json'"
+        ) from None
     if not isinstance(data, dict) or "host" not in data or "driver" not in data:
-        raise InputError(f"{p}: not a gpuprobe inventory snapshot (no 'host' and 'driver'); "
-                         "expected the output of 'gpuprobe info --json'")
+        raise InputError(
+            f"{p}: not a gpuprobe inventory snapshot (no 'host' and 'driver'); "
+            "expected the output of 'gpuprobe info --json'"
+        )
     try:
         return Inventory.from_dict(data)
     except (TypeError, ValueError, KeyError) as exc:

@@ -7,12 +7,11 @@ import json
 
 import pytest
 
+from conftest import HAS_GPU
 from gpuprobe.cli import main
 from gpuprobe.doctor import doctor
 from gpuprobe.doctor.kernels import E1_REL_ERR_FAIL, MATMUL_REL_ERR_FAIL
 from gpuprobe.findings import Status
-
-from conftest import HAS_GPU
 
 pytestmark = pytest.mark.skipif(HAS_GPU, reason="checks the verdicts of a machine without a GPU")
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from conftest import DATA
 from gpuprobe.doctor import doctor, judge
 from gpuprobe.doctor.env import parse_visible_devices
 from gpuprobe.doctor.frameworks import arch_supports, cuda_compat
@@ -13,8 +14,6 @@ from gpuprobe.findings import Status
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.types import Driver, GpuProcess, PciDevice
 from gpuprobe.inventory import Inventory, load
-
-from conftest import DATA
 
 
 def _inv(name: str) -> Inventory:
@@ -26,8 +25,9 @@ def _ids(inv: Inventory) -> dict[str, Status]:
 
 
 def _with_torch(inv: Inventory, **changes: object) -> Inventory:
-    fws = tuple(dataclasses.replace(f, **changes) if f.name == "torch" else f
-                for f in inv.frameworks)
+    fws = tuple(
+        dataclasses.replace(f, **changes) if f.name == "torch" else f for f in inv.frameworks
+    )
     return dataclasses.replace(inv, frameworks=fws)
 
 
@@ -40,7 +40,9 @@ def test_healthy_h200_has_no_warning_or_failure() -> None:
     assert report.exit_code == 0 and not report.live
     bad = [f for f in report.findings if f.status in (Status.WARN, Status.FAIL)]
     assert bad == []
-    assert {"driver-ok", "torch-ok", "cupy-ok", "jax-ok", "gpu-ok"} <= {f.id for f in report.findings}
+    assert {"driver-ok", "torch-ok", "cupy-ok", "jax-ok", "gpu-ok"} <= {
+        f.id for f in report.findings
+    }
 
 
 def test_blackwell_card_with_a_torch_lacking_sm_120() -> None:
@@ -52,13 +54,22 @@ def test_blackwell_card_with_a_torch_lacking_sm_120() -> None:
 
 
 def test_cpu_only_torch_on_a_gpu_machine_gets_the_matching_cuda_build() -> None:
-    inv = _with_torch(_inv("t4.json"), version="2.5.1+cpu", cuda_version=None,
-                      cpu_only_build=True, arch_list=(), devices=(), gpu_available=False)
+    inv = _with_torch(
+        _inv("t4.json"),
+        version="2.5.1+cpu",
+        cuda_version=None,
+        cpu_only_build=True,
+        arch_list=(),
+        devices=(),
+        gpu_available=False,
+    )
     f = next(x for x in judge(inv) if x.id == "torch-cpu-only-build")
     assert f.status is Status.FAIL and "Torch not compiled with CUDA enabled" in f.title
     # the driver supports CUDA 12.4, and torch 2.5 ships a cu124 build
-    assert f.fix == ("pip install --force-reinstall 'torch==2.5.1' "
-                     "--index-url https://download.pytorch.org/whl/cu124")
+    assert f.fix == (
+        "pip install --force-reinstall 'torch==2.5.1' "
+        "--index-url https://download.pytorch.org/whl/cu124"
+    )
 
 
 def test_driver_too_old_for_the_frameworks_cuda() -> None:
@@ -148,20 +159,28 @@ def test_driver_failures(status: str, finding: str) -> None:
         assert "reboot" in f.fix
 
 
-@pytest.mark.parametrize(("bound", "words"), [(None, "no driver is bound"),
-                                              ("nouveau", "nouveau"), ("vfio-pci", "vfio-pci")])
+@pytest.mark.parametrize(
+    ("bound", "words"),
+    [(None, "no driver is bound"), ("nouveau", "nouveau"), ("vfio-pci", "vfio-pci")],
+)
 def test_card_on_the_bus_without_a_working_driver_fails(bound, words: str) -> None:
     inv = dataclasses.replace(
-        _inv("t4.json"), driver=Driver(status="no-library", error="NVML Shared Library Not Found"),
-        gpus=(), pci_nvidia=(PciDevice("0000:00:04.0", "0x10de", "0x1eb8", "0x030200", bound),))
+        _inv("t4.json"),
+        driver=Driver(status="no-library", error="NVML Shared Library Not Found"),
+        gpus=(),
+        pci_nvidia=(PciDevice("0000:00:04.0", "0x10de", "0x1eb8", "0x030200", bound),),
+    )
     f = next(x for x in judge(inv) if x.id == "gpu-without-driver")
     assert f.status is Status.FAIL and words in f.title
 
 
 def test_no_gpu_at_all_is_information_not_failure() -> None:
-    inv = Inventory(driver=Driver(status="no-library"),
-                    frameworks=(FrameworkInfo(name="torch", installed=True, version="2.13.0+cpu",
-                                              cpu_only_build=True),))
+    inv = Inventory(
+        driver=Driver(status="no-library"),
+        frameworks=(
+            FrameworkInfo(name="torch", installed=True, version="2.13.0+cpu", cpu_only_build=True),
+        ),
+    )
     report = doctor(inventory=inv)
     assert report.exit_code == 0
     assert report.finding("no-gpu").status is Status.INFO
@@ -172,8 +191,9 @@ def test_gpu_health_failures() -> None:
     inv = _inv("h200.json")
     assert _ids(_with_gpu(inv, ecc_uncorrected_volatile=3))["gpu-ecc-uncorrected"] is Status.FAIL
     assert _ids(_with_gpu(inv, remapped_rows_failure=True))["gpu-row-remap-failed"] is Status.FAIL
-    assert _ids(_with_gpu(inv, remapped_rows_pending=True))[
-        "gpu-memory-repair-pending"] is Status.WARN
+    assert (
+        _ids(_with_gpu(inv, remapped_rows_pending=True))["gpu-memory-repair-pending"] is Status.WARN
+    )
     assert _ids(_with_gpu(inv, mig_mode=True))["gpu-mig-no-instances"] is Status.FAIL
     assert _ids(_with_gpu(inv, persistence_mode=False))["gpu-persistence-off"] is Status.WARN
     big = GpuProcess(pid=999_999, name="python", used_memory=80 * 2**30)
@@ -182,7 +202,10 @@ def test_gpu_health_failures() -> None:
 
 
 def test_framework_that_fails_to_import() -> None:
-    inv = _with_torch(_inv("t4.json"), importable=False,
-                      error="ImportError: libcudnn.so.9: cannot open shared object file")
+    inv = _with_torch(
+        _inv("t4.json"),
+        importable=False,
+        error="ImportError: libcudnn.so.9: cannot open shared object file",
+    )
     f = next(x for x in judge(inv) if x.id == "torch-import-failed")
     assert f.status is Status.FAIL and "libcudnn" in str(f.evidence[0])

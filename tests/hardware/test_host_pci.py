@@ -37,6 +37,8 @@ def test_pci_finds_nvidia_display_devices_and_their_driver(tmp_path: Path) -> No
     _dev(tmp_path, "0000:3b:00.0", "0x10de", "0x030000", None)
     _dev(tmp_path, "0000:00:02.0", "0x8086", "0x030000", "i915")
     found = nvidia_devices(tmp_path / "devices")
-    assert [(d.address, d.driver) for d in found] == [("0000:18:00.0", "nvidia"),
-                                                      ("0000:3b:00.0", None)]
+    assert [(d.address, d.driver) for d in found] == [
+        ("0000:18:00.0", "nvidia"),
+        ("0000:3b:00.0", None),
+    ]
     assert nvidia_devices(tmp_path / "missing") == ()

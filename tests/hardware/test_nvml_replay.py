@@ -6,11 +6,10 @@ import dataclasses
 
 import pytest
 
-from gpuprobe.hardware.nvml import nvml_session, read_driver
-from gpuprobe.inventory import enrich_gpu, load
-
 from conftest import DATA, snapshot_dict
 from fakes import fake_pynvml
+from gpuprobe.hardware.nvml import nvml_session, read_driver
+from gpuprobe.inventory import enrich_gpu, load
 
 
 @pytest.mark.parametrize("name", ["t4.json", "h200.json", "rtx5090_torch_cu124.json"])
@@ -23,7 +22,7 @@ def test_nvml_door_reproduces_the_snapshot(fake_nvml, monkeypatch, name: str) ->
     driver, gpus = read_driver()
     assert driver == inv.driver
     assert len(gpus) == len(inv.gpus)
-    for read, recorded in zip(gpus, inv.gpus):
+    for read, recorded in zip(gpus, inv.gpus, strict=True):
         enriched = enrich_gpu(read, inv.cuda_all)
         assert enriched == recorded
 
@@ -69,8 +68,15 @@ def test_samples_and_mig_instances(fake_nvml) -> None:
     snap = snapshot_dict("h200.json")
     snap["gpus"][0]["mig_mode"] = True
     snap["gpus"][0]["mig_instances"] = [
-        {"index": 0, "uuid": "MIG-1", "name": "NVIDIA H200 MIG 1g.18gb",
-         "memory_total": 18 * 2**30, "gpu_instance_id": 9, "compute_instance_id": 0}]
+        {
+            "index": 0,
+            "uuid": "MIG-1",
+            "name": "NVIDIA H200 MIG 1g.18gb",
+            "memory_total": 18 * 2**30,
+            "gpu_instance_id": 9,
+            "compute_instance_id": 0,
+        }
+    ]
     snap["gpus"][0]["clock_event_reasons"] = ["sw_power_cap", "hw_thermal_slowdown"]
     fake_nvml(snap)
     with nvml_session() as s:

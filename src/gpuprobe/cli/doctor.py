@@ -9,7 +9,7 @@ from gpuprobe.cli._common import console, print_json, progress
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "doctor",
         help="check driver, frameworks, each GPU and performance; verdicts with evidence and fix",

@@ -9,7 +9,7 @@ from gpuprobe.cli._common import console, print_json
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "info",
         help="the machine read once: host, driver, GPUs with their peaks, frameworks",

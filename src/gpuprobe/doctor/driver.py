@@ -89,10 +89,7 @@ def check_driver(inv: Inventory) -> list[Finding]:
             why = "it is bound to vfio-pci (passed through to a virtual machine)"
             fix = "unbind it from vfio-pci or use it inside the VM it is passed to"
         elif "nvidia" in drivers:
-            why = (
-                "the nvidia kernel module is bound, but NVML fails: "
-                f"{d.error or d.status}"
-            )
+            why = f"the nvidia kernel module is bound, but NVML fails: {d.error or d.status}"
             fix = "reinstall the NVIDIA driver so the library matches the module, then reboot"
         else:
             why = f"no driver is bound to it ({d.error or d.status})"

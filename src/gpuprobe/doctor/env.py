@@ -88,42 +88,67 @@ def check_env(inv: Inventory) -> list[Finding]:
             Evidence("gpus_cuda_sees", seen),
         )
         if not cvd.strip():
-            out.append(Finding(
-                "cuda-visible-devices-empty", Status.FAIL,
-                "CUDA_VISIBLE_DEVICES is set but empty, so CUDA sees no GPU "
-                "('RuntimeError: No CUDA GPUs are available')",
-                evidence, fix="unset CUDA_VISIBLE_DEVICES (or list the GPUs to use: "
-                "export CUDA_VISIBLE_DEVICES=0)", group=GROUP))
+            out.append(
+                Finding(
+                    "cuda-visible-devices-empty",
+                    Status.FAIL,
+                    "CUDA_VISIBLE_DEVICES is set but empty, so CUDA sees no GPU "
+                    "('RuntimeError: No CUDA GPUs are available')",
+                    evidence,
+                    fix="unset CUDA_VISIBLE_DEVICES (or list the GPUs to use: "
+                    "export CUDA_VISIBLE_DEVICES=0)",
+                    group=GROUP,
+                )
+            )
         elif parsed.problem is not None:
             status = Status.FAIL if not parsed.visible else Status.WARN
             kept = ",".join(cvd.split(",")[: len(parsed.visible)])
-            out.append(Finding(
-                "cuda-visible-devices-invalid", status,
-                f"CUDA_VISIBLE_DEVICES: {parsed.problem}; CUDA ignores "
-                f"{', '.join(parsed.ignored)} and sees {len(parsed.visible)} GPU(s)",
-                evidence, fix=f"export CUDA_VISIBLE_DEVICES={kept}" if kept else
-                "unset CUDA_VISIBLE_DEVICES, or list indices from 'nvidia-smi -L'", group=GROUP))
+            out.append(
+                Finding(
+                    "cuda-visible-devices-invalid",
+                    status,
+                    f"CUDA_VISIBLE_DEVICES: {parsed.problem}; CUDA ignores "
+                    f"{', '.join(parsed.ignored)} and sees {len(parsed.visible)} GPU(s)",
+                    evidence,
+                    fix=f"export CUDA_VISIBLE_DEVICES={kept}"
+                    if kept
+                    else "unset CUDA_VISIBLE_DEVICES, or list indices from 'nvidia-smi -L'",
+                    group=GROUP,
+                )
+            )
         else:
             mapping = ", ".join(
                 f"cuda:{i}=GPU {nvml_idx.get(u, '?')}" for i, u in enumerate(parsed.visible)
             )
-            out.append(Finding(
-                "cuda-visible-devices", Status.INFO,
-                f"CUDA_VISIBLE_DEVICES={cvd}: CUDA sees {len(parsed.visible)} of "
-                f"{len(inv.gpus)} GPU(s) ({mapping})", evidence, group=GROUP))
+            out.append(
+                Finding(
+                    "cuda-visible-devices",
+                    Status.INFO,
+                    f"CUDA_VISIBLE_DEVICES={cvd}: CUDA sees {len(parsed.visible)} of "
+                    f"{len(inv.gpus)} GPU(s) ({mapping})",
+                    evidence,
+                    group=GROUP,
+                )
+            )
     if len(order) > 1:
         nvml_order = [g.uuid for g in sorted(inv.gpus, key=lambda g: g.index)]
         if order != nvml_order and inv.env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
             pairs = [
                 f"cuda:{i} is nvidia-smi's GPU {nvml_idx.get(u, '?')}"
-                for i, u in enumerate(order) if nvml_idx.get(u) != i
+                for i, u in enumerate(order)
+                if nvml_idx.get(u) != i
             ]
-            out.append(Finding(
-                "cuda-device-order-differs", Status.WARN,
-                "CUDA numbers the GPUs differently from nvidia-smi (CUDA_DEVICE_ORDER is "
-                f"{inv.env.get('CUDA_DEVICE_ORDER', 'FASTEST_FIRST, the default')}): "
-                + "; ".join(pairs),
-                (Evidence("CUDA_DEVICE_ORDER", inv.env.get("CUDA_DEVICE_ORDER")),),
-                fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID (before anything initialises CUDA) so "
-                "indices match nvidia-smi", group=GROUP))
+            out.append(
+                Finding(
+                    "cuda-device-order-differs",
+                    Status.WARN,
+                    "CUDA numbers the GPUs differently from nvidia-smi (CUDA_DEVICE_ORDER is "
+                    f"{inv.env.get('CUDA_DEVICE_ORDER', 'FASTEST_FIRST, the default')}): "
+                    + "; ".join(pairs),
+                    (Evidence("CUDA_DEVICE_ORDER", inv.env.get("CUDA_DEVICE_ORDER")),),
+                    fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID (before anything initialises CUDA) so "
+                    "indices match nvidia-smi",
+                    group=GROUP,
+                )
+            )
     return out

@@ -84,71 +84,140 @@ def _check_one(f: FrameworkInfo, inv: Inventory) -> list[Finding]:
     subject = f"{name} {f.version}"
     ev_build = (Evidence("version", f.version), Evidence("built_with_cuda", f.cuda_version))
     if f.importable is False:
-        return [Finding(
-            f"{name}-import-failed", Status.FAIL, f"{name} is installed but fails to import",
-            (Evidence("error", f.error),), fix=f"pip install --force-reinstall {f.distribution or name}"
-            " (or fix the error above)", group=GROUP, subject=subject)]
+        return [
+            Finding(
+                f"{name}-import-failed",
+                Status.FAIL,
+                f"{name} is installed but fails to import",
+                (Evidence("error", f.error),),
+                fix=f"pip install --force-reinstall {f.distribution or name}"
+                " (or fix the error above)",
+                group=GROUP,
+                subject=subject,
+            )
+        ]
     has_gpu = inv.has_gpu
     if f.cpu_only_build:
         if has_gpu:
             msg = (
                 "Torch not compiled with CUDA enabled: this is a CPU-only build on a machine with "
-                f"{len(inv.gpus)} NVIDIA GPU(s)" if name == "torch" else
-                f"{name} is a CPU-only build on a machine with {len(inv.gpus)} NVIDIA GPU(s)"
+                f"{len(inv.gpus)} NVIDIA GPU(s)"
+                if name == "torch"
+                else f"{name} is a CPU-only build on a machine with {len(inv.gpus)} NVIDIA GPU(s)"
             )
-            return [Finding(f"{name}-cpu-only-build", Status.FAIL, msg,
-                            (*ev_build, Evidence("driver_cuda", inv.driver.cuda_driver_version)),
-                            fix=_install_fix(f, inv), group=GROUP, subject=subject)]
-        return [Finding(f"{name}-cpu-only-build", Status.INFO,
-                        f"{name} {f.version} is a CPU-only build (right for this machine: no GPU)",
-                        ev_build, group=GROUP, subject=subject)]
+            return [
+                Finding(
+                    f"{name}-cpu-only-build",
+                    Status.FAIL,
+                    msg,
+                    (*ev_build, Evidence("driver_cuda", inv.driver.cuda_driver_version)),
+                    fix=_install_fix(f, inv),
+                    group=GROUP,
+                    subject=subject,
+                )
+            ]
+        return [
+            Finding(
+                f"{name}-cpu-only-build",
+                Status.INFO,
+                f"{name} {f.version} is a CPU-only build (right for this machine: no GPU)",
+                ev_build,
+                group=GROUP,
+                subject=subject,
+            )
+        ]
     if not has_gpu:
-        return [Finding(f"{name}-ok", Status.INFO, f"{name} {f.version} (CUDA {f.cuda_version}) "
-                        "is installed; there is no GPU for it here", ev_build, group=GROUP,
-                        subject=subject)]
+        return [
+            Finding(
+                f"{name}-ok",
+                Status.INFO,
+                f"{name} {f.version} (CUDA {f.cuda_version}) "
+                "is installed; there is no GPU for it here",
+                ev_build,
+                group=GROUP,
+                subject=subject,
+            )
+        ]
     out: list[Finding] = []
     compat = cuda_compat(f.cuda_version, inv.driver.cuda_driver_version)
-    ev = (*ev_build, Evidence("driver_supports_cuda", inv.driver.cuda_driver_version),
-          Evidence("driver", inv.driver.driver_version))
+    ev = (
+        *ev_build,
+        Evidence("driver_supports_cuda", inv.driver.cuda_driver_version),
+        Evidence("driver", inv.driver.driver_version),
+    )
     if compat is Status.FAIL:
-        out.append(Finding(
-            f"{name}-driver-too-old", Status.FAIL,
-            f"CUDA driver version is insufficient for CUDA runtime version: {name} was built "
-            f"with CUDA {f.cuda_version}, the driver supports up to {inv.driver.cuda_driver_version}",
-            ev, fix=f"{_install_fix(f, inv)}   (or upgrade the NVIDIA driver to one that supports "
-            f"CUDA {f.cuda_version})", group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                f"{name}-driver-too-old",
+                Status.FAIL,
+                f"CUDA driver version is insufficient for CUDA runtime version: {name} was built "
+                f"with CUDA {f.cuda_version}, the driver supports up to {inv.driver.cuda_driver_version}",
+                ev,
+                fix=f"{_install_fix(f, inv)}   (or upgrade the NVIDIA driver to one that supports "
+                f"CUDA {f.cuda_version})",
+                group=GROUP,
+                subject=subject,
+            )
+        )
     elif compat is Status.WARN:
-        out.append(Finding(
-            f"{name}-driver-older-minor", Status.WARN,
-            f"{name} uses CUDA {f.cuda_version}, newer than the driver's "
-            f"{inv.driver.cuda_driver_version}: it runs through minor-version compatibility, but "
-            "PTX JIT and newer CUDA features fail (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)",
-            ev, fix=f"upgrade the NVIDIA driver, or {_install_fix(f, inv)}",
-            group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                f"{name}-driver-older-minor",
+                Status.WARN,
+                f"{name} uses CUDA {f.cuda_version}, newer than the driver's "
+                f"{inv.driver.cuda_driver_version}: it runs through minor-version compatibility, but "
+                "PTX JIT and newer CUDA features fail (CUDA_ERROR_UNSUPPORTED_PTX_VERSION)",
+                ev,
+                fix=f"upgrade the NVIDIA driver, or {_install_fix(f, inv)}",
+                group=GROUP,
+                subject=subject,
+            )
+        )
     if f.arch_list:
         for g in inv.gpus:
             if g.cc is not None and not arch_supports(f.arch_list, g.cc):
-                out.append(Finding(
-                    f"{name}-arch-missing", Status.FAIL,
-                    f"{g.label} has compute capability {g.compute_capability} (sm_"
-                    f"{g.cc[0]}{g.cc[1]}), which this {name} build has no kernels for: every "
-                    "kernel fails with 'no kernel image is available for execution on the device'",
-                    (Evidence("compute_capability", g.compute_capability),
-                     Evidence("compiled_for", " ".join(f.arch_list)), *ev_build),
-                    fix=_arch_fix(f, g, inv), group=GROUP, subject=subject))
+                out.append(
+                    Finding(
+                        f"{name}-arch-missing",
+                        Status.FAIL,
+                        f"{g.label} has compute capability {g.compute_capability} (sm_"
+                        f"{g.cc[0]}{g.cc[1]}), which this {name} build has no kernels for: every "
+                        "kernel fails with 'no kernel image is available for execution on the device'",
+                        (
+                            Evidence("compute_capability", g.compute_capability),
+                            Evidence("compiled_for", " ".join(f.arch_list)),
+                            *ev_build,
+                        ),
+                        fix=_arch_fix(f, g, inv),
+                        group=GROUP,
+                        subject=subject,
+                    )
+                )
     if f.probe == "runtime" and not f.devices and not any(x.status is Status.FAIL for x in out):
-        out.append(Finding(
-            f"{name}-sees-no-gpu", Status.FAIL,
-            f"{name} sees no GPU although the driver sees {len(inv.gpus)}",
-            (Evidence("reason", f.reason), *ev_build), fix="see the reason; check "
-            "CUDA_VISIBLE_DEVICES and that the driver supports this build's CUDA",
-            group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                f"{name}-sees-no-gpu",
+                Status.FAIL,
+                f"{name} sees no GPU although the driver sees {len(inv.gpus)}",
+                (Evidence("reason", f.reason), *ev_build),
+                fix="see the reason; check "
+                "CUDA_VISIBLE_DEVICES and that the driver supports this build's CUDA",
+                group=GROUP,
+                subject=subject,
+            )
+        )
     if not any(x.status in (Status.FAIL, Status.WARN) for x in out):
         seen = f"sees {len(f.devices)} GPU(s)" if f.probe == "runtime" else "(not imported)"
-        out.append(Finding(f"{name}-ok", Status.OK,
-                           f"{name} {f.version} built with CUDA {f.cuda_version} {seen}",
-                           (*ev_build, Evidence("gpus_seen", len(f.devices))),
-                           group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                f"{name}-ok",
+                Status.OK,
+                f"{name} {f.version} built with CUDA {f.cuda_version} {seen}",
+                (*ev_build, Evidence("gpus_seen", len(f.devices))),
+                group=GROUP,
+                subject=subject,
+            )
+        )
     return out
 
 
@@ -158,18 +227,26 @@ def _arch_fix(f: FrameworkInfo, g: Gpu, inv: Inventory) -> str:
 
         cmd = install_command("2.7", "12.8").replace("'torch==2.7'", "'torch>=2.7'")
         return f"{cmd}   (Blackwell sm_120 needs torch >= 2.7 built with CUDA >= 12.8)"
-    return f"{_install_fix(f, inv)}   (a build whose arch list includes sm_{g.cc[0]}{g.cc[1]})" \
-        if g.cc else _install_fix(f, inv)
+    return (
+        f"{_install_fix(f, inv)}   (a build whose arch list includes sm_{g.cc[0]}{g.cc[1]})"
+        if g.cc
+        else _install_fix(f, inv)
+    )
 
 
 def check_frameworks(inv: Inventory) -> list[Finding]:
     """Findings for every installed framework (none installed is itself a finding)."""
     installed = [f for f in inv.frameworks if f.installed]
     if not installed:
-        return [Finding(
-            "no-gpu-framework", Status.INFO if not inv.has_gpu else Status.WARN,
-            "No GPU array framework (torch, cupy, jax, numba) is installed",
-            fix="pip install 'gpuprobe[torch]'", group=GROUP)]
+        return [
+            Finding(
+                "no-gpu-framework",
+                Status.INFO if not inv.has_gpu else Status.WARN,
+                "No GPU array framework (torch, cupy, jax, numba) is installed",
+                fix="pip install 'gpuprobe[torch]'",
+                group=GROUP,
+            )
+        ]
     out: list[Finding] = []
     for f in installed:
         out.extend(_check_one(f, inv))

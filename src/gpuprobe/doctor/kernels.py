@@ -93,12 +93,16 @@ def run_workers(
         if not time_matmul:
             cmd.append("--no-matmul")
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                               timeout=WORKER_TIMEOUT_S, check=False)
+            p = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, timeout=WORKER_TIMEOUT_S, check=False
+            )
             out.append(WorkerResult.from_dict(json.loads(p.stdout)))
         except subprocess.TimeoutExpired:
-            out.append(WorkerResult(framework, device,
-                                    error=f"did not finish within {WORKER_TIMEOUT_S:.0f} s"))
+            out.append(
+                WorkerResult(
+                    framework, device, error=f"did not finish within {WORKER_TIMEOUT_S:.0f} s"
+                )
+            )
         except (json.JSONDecodeError, TypeError, ValueError):
             tail = (p.stderr.strip().splitlines() or [f"exit code {p.returncode}"])[-1]
             out.append(WorkerResult(framework, device, error=f"crashed: {tail}"))
@@ -114,12 +118,18 @@ def _correctness(r: WorkerResult, subject: str) -> list[Finding]:
     for check, limit in (("matmul-float32", MATMUL_REL_ERR_FAIL), ("e1-float32", E1_REL_ERR_FAIL)):
         err = r.rel_errors.get(check)
         if err is not None and not err <= limit:
-            out.append(Finding(
-                f"{r.framework}-wrong-result", Status.FAIL,
-                f"{subject}: {check} differs from NumPy float64 by {err:.3g} (limit {limit:g})",
-                (Evidence("relative_error", err), Evidence("limit", limit)),
-                fix="run 'gpuprobe doctor' again; if it repeats, the card or driver is faulty "
-                "(check ECC with 'nvidia-smi -q -d ECC')", group=GROUP, subject=subject))
+            out.append(
+                Finding(
+                    f"{r.framework}-wrong-result",
+                    Status.FAIL,
+                    f"{subject}: {check} differs from NumPy float64 by {err:.3g} (limit {limit:g})",
+                    (Evidence("relative_error", err), Evidence("limit", limit)),
+                    fix="run 'gpuprobe doctor' again; if it repeats, the card or driver is faulty "
+                    "(check ECC with 'nvidia-smi -q -d ECC')",
+                    group=GROUP,
+                    subject=subject,
+                )
+            )
     return out
 
 
@@ -132,9 +142,15 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
         if r.device != "cpu":
             continue
         if r.error:
-            out.append(Finding(f"{r.framework}-cpu-failed", Status.FAIL,
-                               f"{r.framework} on the CPU failed: {r.error}",
-                               (Evidence("error", r.error),), group=GROUP))
+            out.append(
+                Finding(
+                    f"{r.framework}-cpu-failed",
+                    Status.FAIL,
+                    f"{r.framework} on the CPU failed: {r.error}",
+                    (Evidence("error", r.error),),
+                    group=GROUP,
+                )
+            )
             continue
         out.extend(_correctness(r, f"{r.framework} cpu"))
         for m in r.measurements:
@@ -147,19 +163,38 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
             if note is not None and m.metadata.get("n") == 10_000:
                 ev.append(_ev_time(f"note: {label}", note))
     if parts:
-        n = next((m.metadata.get("n") for r in results for m in r.measurements
-                  if m.name.startswith("e1-")), None)
-        out.append(Finding(
-            "cpu-e1", Status.INFO,
-            f"CPU on E1 (sin²/cos² summed over {n}×{n}): " + ", ".join(parts)
-            + " (the note: NumPy 4.12 s, torch CPU 738 ms on a 4-vCPU VM)",
-            tuple(ev), group=GROUP, subject="cpu"))
+        n = next(
+            (
+                m.metadata.get("n")
+                for r in results
+                for m in r.measurements
+                if m.name.startswith("e1-")
+            ),
+            None,
+        )
+        out.append(
+            Finding(
+                "cpu-e1",
+                Status.INFO,
+                f"CPU on E1 (sin²/cos² summed over {n}×{n}): "
+                + ", ".join(parts)
+                + " (the note: NumPy 4.12 s, torch CPU 738 ms on a 4-vCPU VM)",
+                tuple(ev),
+                group=GROUP,
+                subject="cpu",
+            )
+        )
     return out
 
 
 def _best_cpu(results: list[WorkerResult], name: str) -> float | None:
-    times = [m.median for r in results if r.device == "cpu" and not r.error
-             for m in r.measurements if m.name == name]
+    times = [
+        m.median
+        for r in results
+        if r.device == "cpu" and not r.error
+        for m in r.measurements
+        if m.name == name
+    ]
     return min(times) if times else None
 
 
@@ -175,38 +210,62 @@ def _under_load(g: Gpu, samples: tuple[GpuSample, ...]) -> list[Finding]:
     gen = max((s.pcie_gen for s in samples if s.pcie_gen is not None), default=None)
     width = max((s.pcie_width for s in samples if s.pcie_width is not None), default=None)
     max_gen, max_width = g.pcie.gen_max, g.pcie.width_max
-    if gen is not None and max_gen is not None and width is not None and max_width is not None:
-        if gen < max_gen or width < max_width:
-            out.append(Finding(
-                "pcie-link-downgraded", Status.WARN,
+    known = None not in (gen, width, max_gen, max_width)
+    if known and (gen < max_gen or width < max_width):  # type: ignore[operator]
+        out.append(
+            Finding(
+                "pcie-link-downgraded",
+                Status.WARN,
                 f"{g.label}: under load the PCIe link runs at gen {gen} x{width}, below its "
                 f"maximum gen {max_gen} x{max_width}",
-                (Evidence("gen_under_load", gen), Evidence("width_under_load", width),
-                 Evidence("gen_max", max_gen), Evidence("width_max", max_width),
-                 Evidence("link_gbs_now", pcie_link_gbs(gen, width), "GB/s"),
-                 Evidence("link_gbs_max", pcie_link_gbs(max_gen, max_width), "GB/s")),
+                (
+                    Evidence("gen_under_load", gen),
+                    Evidence("width_under_load", width),
+                    Evidence("gen_max", max_gen),
+                    Evidence("width_max", max_width),
+                    Evidence("link_gbs_now", pcie_link_gbs(gen, width), "GB/s"),
+                    Evidence("link_gbs_max", pcie_link_gbs(max_gen, max_width), "GB/s"),
+                ),
                 fix="reseat the card in an x16 slot wired to the CPU, check BIOS PCIe settings "
                 "and risers; 'nvidia-smi -q -d PCIE' shows the link",
-                group=GROUP, subject=subject))
+                group=GROUP,
+                subject=subject,
+            )
+        )
     reasons = sorted({r for s in samples for r in (s.clock_event_reasons or ())})
     bad = [r for r in reasons if r in THROTTLE_WARN_REASONS]
     if bad:
-        out.append(Finding(
-            "gpu-throttled", Status.WARN,
-            f"{g.label}: clocks held down under load by {', '.join(bad)}",
-            (Evidence("reasons", ", ".join(reasons)),
-             Evidence("sm_clock", max((s.sm_clock_mhz or 0) for s in samples), "MHz"),
-             Evidence("sm_clock_max", g.sm_clock_max_mhz, "MHz"),
-             Evidence("temperature", max((s.temperature_c or 0) for s in samples), "°C")),
-            fix="improve cooling/airflow, check the power supply and cables; "
-            "'nvidia-smi -q -d PERFORMANCE' shows the reasons",
-            group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                "gpu-throttled",
+                Status.WARN,
+                f"{g.label}: clocks held down under load by {', '.join(bad)}",
+                (
+                    Evidence("reasons", ", ".join(reasons)),
+                    Evidence("sm_clock", max((s.sm_clock_mhz or 0) for s in samples), "MHz"),
+                    Evidence("sm_clock_max", g.sm_clock_max_mhz, "MHz"),
+                    Evidence("temperature", max((s.temperature_c or 0) for s in samples), "°C"),
+                ),
+                fix="improve cooling/airflow, check the power supply and cables; "
+                "'nvidia-smi -q -d PERFORMANCE' shows the reasons",
+                group=GROUP,
+                subject=subject,
+            )
+        )
     elif "sw_power_cap" in reasons:
-        out.append(Finding(
-            "gpu-power-capped", Status.INFO,
-            f"{g.label}: under full load the clocks follow the power limit ({g.power_limit_w} W)",
-            (Evidence("reasons", ", ".join(reasons)), Evidence("power_limit", g.power_limit_w, "W")),
-            group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                "gpu-power-capped",
+                Status.INFO,
+                f"{g.label}: under full load the clocks follow the power limit ({g.power_limit_w} W)",
+                (
+                    Evidence("reasons", ", ".join(reasons)),
+                    Evidence("power_limit", g.power_limit_w, "W"),
+                ),
+                group=GROUP,
+                subject=subject,
+            )
+        )
     return out
 
 
@@ -215,11 +274,22 @@ def judge_gpu(r: WorkerResult, cpu: list[WorkerResult], inv: Inventory) -> list[
     g = _gpu_for(r, inv)
     subject = f"{r.framework} {r.device}" + (f" ({g.name})" if g and g.name else "")
     if r.error:
-        hint = ("the build lacks kernels for this card: see the framework's arch finding"
-                if "no kernel image" in r.error else "see the error")
-        return [Finding(f"{r.framework}-kernel-failed", Status.FAIL,
-                        f"{subject}: a kernel failed: {r.error}", (Evidence("error", r.error),),
-                        fix=hint, group=GROUP, subject=subject)]
+        hint = (
+            "the build lacks kernels for this card: see the framework's arch finding"
+            if "no kernel image" in r.error
+            else "see the error"
+        )
+        return [
+            Finding(
+                f"{r.framework}-kernel-failed",
+                Status.FAIL,
+                f"{subject}: a kernel failed: {r.error}",
+                (Evidence("error", r.error),),
+                fix=hint,
+                group=GROUP,
+                subject=subject,
+            )
+        ]
     out = _correctness(r, subject)
     ev: list[Evidence] = []
     slow = []
@@ -238,38 +308,65 @@ def judge_gpu(r: WorkerResult, cpu: list[WorkerResult], inv: Inventory) -> list[
         if m.flops:
             ev.append(Evidence(f"{name} rate", round(m.flops / 1e12, 2), "TFLOP/s"))
     if slow:
-        out.append(Finding(
-            f"{r.framework}-gpu-not-faster", Status.WARN,
-            f"{subject}: the GPU is not faster than the CPU on problems that should favour it "
-            f"({', '.join(slow)})", tuple(ev),
-            fix="look for throttling, a downgraded PCIe link or another process on the card "
-            "(findings above); run 'gpuprobe bench' for detail", group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                f"{r.framework}-gpu-not-faster",
+                Status.WARN,
+                f"{subject}: the GPU is not faster than the CPU on problems that should favour it "
+                f"({', '.join(slow)})",
+                tuple(ev),
+                fix="look for throttling, a downgraded PCIe link or another process on the card "
+                "(findings above); run 'gpuprobe bench' for detail",
+                group=GROUP,
+                subject=subject,
+            )
+        )
     elif ev and not out:
-        out.append(Finding(
-            f"{r.framework}-gpu-kernels-ok", Status.OK,
-            f"{subject}: matmul and E1 correct and faster than the CPU", tuple(ev),
-            group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                f"{r.framework}-gpu-kernels-ok",
+                Status.OK,
+                f"{subject}: matmul and E1 correct and faster than the CPU",
+                tuple(ev),
+                group=GROUP,
+                subject=subject,
+            )
+        )
     h2d = r.measurement("h2d-pinned")
     if g is not None and h2d is not None and h2d.bytes_per_s:
         gbs = h2d.bytes_per_s / 1e9
         link = pcie_link_gbs(g.pcie.gen_max, g.pcie.width_max)
-        ev_h = (Evidence("pinned_h2d", round(gbs, 2), "GB/s"),
-                Evidence("link_max", link, "GB/s"),
-                Evidence("bytes", h2d.work.get("bytes"), "B"))
+        ev_h = (
+            Evidence("pinned_h2d", round(gbs, 2), "GB/s"),
+            Evidence("link_max", link, "GB/s"),
+            Evidence("bytes", h2d.work.get("bytes"), "B"),
+        )
         if link and gbs < PINNED_H2D_WARN_FRACTION * link:
-            out.append(Finding(
-                "pcie-h2d-slow", Status.WARN,
-                f"{g.label}: pinned host-to-device copies reach {gbs:.1f} GB/s, "
-                f"{gbs / link:.0%} of the link's {link:.1f} GB/s",
-                ev_h, fix="check the link (gen/width under load), NUMA placement ('nvidia-smi "
-                "topo -m'; run on the GPU's CPU socket) and other traffic",
-                group=GROUP, subject=subject))
+            out.append(
+                Finding(
+                    "pcie-h2d-slow",
+                    Status.WARN,
+                    f"{g.label}: pinned host-to-device copies reach {gbs:.1f} GB/s, "
+                    f"{gbs / link:.0%} of the link's {link:.1f} GB/s",
+                    ev_h,
+                    fix="check the link (gen/width under load), NUMA placement ('nvidia-smi "
+                    "topo -m'; run on the GPU's CPU socket) and other traffic",
+                    group=GROUP,
+                    subject=subject,
+                )
+            )
         else:
-            out.append(Finding(
-                "pcie-h2d", Status.OK,
-                f"{g.label}: pinned host-to-device {gbs:.1f} GB/s"
-                + (f" ({gbs / link:.0%} of the link's {link:.1f} GB/s)" if link else ""),
-                ev_h, group=GROUP, subject=subject))
+            out.append(
+                Finding(
+                    "pcie-h2d",
+                    Status.OK,
+                    f"{g.label}: pinned host-to-device {gbs:.1f} GB/s"
+                    + (f" ({gbs / link:.0%} of the link's {link:.1f} GB/s)" if link else ""),
+                    ev_h,
+                    group=GROUP,
+                    subject=subject,
+                )
+            )
     if g is not None:
         out.extend(_under_load(g, r.under_load))
     return out

@@ -134,9 +134,17 @@ def run_checks(
         x32 = rng.random((n, n), dtype=np.float32)
         for dt in dtypes:
             xd = b.asarray(x32.astype(dt) if dt != "float32" else x32)
+
+            def e1(xd: Any = xd) -> Any:
+                return b.e1(xd)
+
             ms.append(
                 measure(
-                    f"e1-{dt}", lambda xd=xd: b.e1(xd), b, budget_s=budget, min_runs=1,
+                    f"e1-{dt}",
+                    e1,
+                    b,
+                    budget_s=budget,
+                    min_runs=1,
                     warmup=0 if not b.is_gpu else 1,
                     work={"bytes": float(n * n * np.dtype(dt).itemsize)},
                     metadata={"n": n, "dtype": dt},
@@ -145,14 +153,22 @@ def run_checks(
             del xd
         del x32
         if not time_matmul:
-            return WorkerResult(framework, device, uuid=uuid, rel_errors=rel, measurements=tuple(ms))
+            return WorkerResult(
+                framework, device, uuid=uuid, rel_errors=rel, measurements=tuple(ms)
+            )
         n = SIZES["matmul"][q]
-        am, cm = b.asarray(rng.standard_normal((n, n), dtype=np.float32)), b.asarray(
-            rng.standard_normal((n, n), dtype=np.float32)
+        am, cm = (
+            b.asarray(rng.standard_normal((n, n), dtype=np.float32)),
+            b.asarray(rng.standard_normal((n, n), dtype=np.float32)),
         )
         mm = measure(
-            "matmul-float32", lambda: b.matmul(am, cm), b, budget_s=budget, min_runs=2,
-            work={"flop": 2.0 * n**3}, metadata={"n": n, "dtype": "float32"},
+            "matmul-float32",
+            lambda: b.matmul(am, cm),
+            b,
+            budget_s=budget,
+            min_runs=2,
+            work={"flop": 2.0 * n**3},
+            metadata={"n": n, "dtype": "float32"},
         )
         ms.append(mm)
 
@@ -169,8 +185,12 @@ def run_checks(
             if hasattr(b, "pinned"):
                 host, dev = b.pinned(nbytes), b.device_buffer(nbytes)  # type: ignore[attr-defined]
                 h2d = measure(
-                    "h2d-pinned", lambda: b.copy_h2d(dev, host), b,  # type: ignore[attr-defined]
-                    budget_s=budget, min_runs=3, work={"bytes": float(nbytes)},
+                    "h2d-pinned",
+                    lambda: b.copy_h2d(dev, host),  # type: ignore[attr-defined]
+                    b,
+                    budget_s=budget,
+                    min_runs=3,
+                    work={"bytes": float(nbytes)},
                     metadata={"bytes": nbytes},
                 )
                 ms.append(h2d)
@@ -183,15 +203,30 @@ def run_checks(
             b.release()
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
-        return WorkerResult(framework, device, uuid=uuid, error=msg, rel_errors=rel,
-                            measurements=tuple(ms), under_load=tuple(under_load))
-    return WorkerResult(framework, device, uuid=uuid, rel_errors=rel, measurements=tuple(ms),
-                        under_load=tuple(under_load))
+        return WorkerResult(
+            framework,
+            device,
+            uuid=uuid,
+            error=msg,
+            rel_errors=rel,
+            measurements=tuple(ms),
+            under_load=tuple(under_load),
+        )
+    return WorkerResult(
+        framework,
+        device,
+        uuid=uuid,
+        rel_errors=rel,
+        measurements=tuple(ms),
+        under_load=tuple(under_load),
+    )
 
 
 if __name__ == "__main__":
     result = run_checks(
-        sys.argv[1], sys.argv[2], quick="--quick" in sys.argv[3:],
+        sys.argv[1],
+        sys.argv[2],
+        quick="--quick" in sys.argv[3:],
         time_matmul="--no-matmul" not in sys.argv[3:],
     )
     sys.stdout.write(json.dumps(result.to_dict()))

@@ -22,8 +22,9 @@ def make_backend(framework: str, device: str) -> Backend:
     if framework not in BACKENDS:
         raise UsageError(f"unknown backend {framework!r}; choose from {', '.join(BACKENDS)}")
     if kind not in BACKENDS[framework]:
-        raise UsageError(f"{framework} cannot run on {device!r}; it runs on "
-                         f"{', '.join(BACKENDS[framework])}")
+        raise UsageError(
+            f"{framework} cannot run on {device!r}; it runs on {', '.join(BACKENDS[framework])}"
+        )
     if framework == "numpy":
         from gpuprobe.frameworks.numpy import NumpyBackend
 

@@ -157,7 +157,7 @@ class Backend(ABC):
     def xp(self) -> Any:
         """The array namespace (numpy, torch, cupy, jax.numpy)."""
 
-    def release(self) -> None:
+    def release(self) -> None:  # noqa: B027 (optional hook: nothing to release on the CPU)
         """Give cached device memory back (after an out-of-memory, between workloads)."""
 
     def memory(self) -> dict[str, int] | None:

@@ -157,6 +157,3 @@ class CupyBackend(Backend):
     def memory(self) -> dict[str, int] | None:
         pool = self._cp.get_default_memory_pool()
         return {"allocated": int(pool.used_bytes()), "reserved": int(pool.total_bytes())}
-
-
-

@@ -93,7 +93,11 @@ def read_cuda_view() -> CudaView:
         uuid_buf = ctypes.create_string_buffer(16)
         uuid = _uuid(uuid_buf.raw) if get_uuid(uuid_buf, dev) == 0 else None
         bus_buf = ctypes.create_string_buffer(32)
-        bus = bus_buf.value.decode().lower() if lib.cuDeviceGetPCIBusId(bus_buf, 32, dev) == 0 else None
+        bus = (
+            bus_buf.value.decode().lower()
+            if lib.cuDeviceGetPCIBusId(bus_buf, 32, dev) == 0
+            else None
+        )
         mem = ctypes.c_size_t(0)
         total = getattr(lib, "cuDeviceTotalMem_v2", None) or lib.cuDeviceTotalMem
         major, minor = attr(_ATTR_CC_MAJOR), attr(_ATTR_CC_MINOR)

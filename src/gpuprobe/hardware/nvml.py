@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from contextlib import contextmanager, suppress
+from typing import Any, Literal, TypeVar
 
 from gpuprobe.hardware.types import (
     Driver,
@@ -193,10 +193,11 @@ class NvmlSession:
         container without ``--pid=host`` they may not resolve to a name."""
         h = self.handle(index)
         found: dict[int, GpuProcess] = {}
-        for fn, kind in (
+        kinds: tuple[tuple[str, Literal["compute", "graphics"]], ...] = (
             ("nvmlDeviceGetComputeRunningProcesses", "compute"),
             ("nvmlDeviceGetGraphicsRunningProcesses", "graphics"),
-        ):
+        )
+        for fn, kind in kinds:
             for p in self.query(fn, h, default=[]) or []:
                 pid = int(p.pid)
                 if pid in found:
@@ -327,10 +328,8 @@ def nvml_session() -> Iterator[NvmlSession]:
     try:
         yield NvmlSession(lib)
     finally:
-        try:
+        with suppress(Exception):
             lib.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def read_driver() -> tuple[Driver, list[Gpu]]:

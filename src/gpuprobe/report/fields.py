@@ -7,7 +7,7 @@ from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.types import Gpu, Host
 from gpuprobe.inventory import Inventory
 
-__all__ = ["NA", "driver_rows", "framework_row", "gpu_rows", "gib", "host_rows", "na"]
+__all__ = ["NA", "driver_rows", "framework_row", "gib", "gpu_rows", "host_rows", "na"]
 
 NA = "n/a"
 FRAMEWORK_HEADER = ("framework", "version", "CUDA", "cuDNN", "compiled for", "GPUs it sees")
@@ -34,13 +34,18 @@ def host_rows(h: Host) -> list[tuple[str, str]]:
     blas = h.blas
     blas_text = (
         f"{blas.name} {blas.version or ''} ({blas.threads} threads"
-        + (f", {blas.architecture} kernels" if blas.architecture else "") + ")"
-        if blas else NA
+        + (f", {blas.architecture} kernels" if blas.architecture else "")
+        + ")"
+        if blas
+        else NA
     )
     return [
         ("CPU", na(h.cpu_model)),
-        ("cores", f"{na(h.physical_cores)} physical, {na(h.logical_cores)} logical, "
-                  f"{na(h.usable_cores)} usable by this process"),
+        (
+            "cores",
+            f"{na(h.physical_cores)} physical, {na(h.logical_cores)} logical, "
+            f"{na(h.usable_cores)} usable by this process",
+        ),
         ("SIMD", " ".join(h.simd) or NA),
         ("memory", f"{gib(h.memory_total)} ({gib(h.memory_available)} available)"),
         ("OS", na(h.os)),
@@ -53,19 +58,34 @@ def driver_rows(inv: Inventory) -> list[tuple[str, str]]:
     """Driver and CUDA rows."""
     d = inv.driver
     rows = [
-        ("NVIDIA driver", na(d.driver_version) if d.status in ("ok", "no-gpu")
-         else f"{NA} (NVML: {d.status}; {d.error})"),
+        (
+            "NVIDIA driver",
+            na(d.driver_version)
+            if d.status in ("ok", "no-gpu")
+            else f"{NA} (NVML: {d.status}; {d.error})",
+        ),
         ("newest CUDA it supports", na(d.cuda_driver_version)),
         ("NVML", na(d.nvml_version)),
     ]
     if inv.pci_nvidia or d.status != "ok":
-        rows.append(("NVIDIA devices on PCI", ", ".join(
-            f"{p.address} [{p.device_id}] driver={p.driver or 'none'}" for p in inv.pci_nvidia
-        ) or "none"))
+        rows.append(
+            (
+                "NVIDIA devices on PCI",
+                ", ".join(
+                    f"{p.address} [{p.device_id}] driver={p.driver or 'none'}"
+                    for p in inv.pci_nvidia
+                )
+                or "none",
+            )
+        )
     if inv.cuda is not None:
         cv = inv.cuda
-        rows.append(("a new CUDA process sees", f"{len(cv.devices)} device(s)" if cv.status == "ok"
-                     else f"nothing: {cv.error}"))
+        rows.append(
+            (
+                "a new CUDA process sees",
+                f"{len(cv.devices)} device(s)" if cv.status == "ok" else f"nothing: {cv.error}",
+            )
+        )
     for k, v in inv.env.items():
         rows.append((k, v if v else "(set, empty)"))
     return rows
@@ -78,38 +98,60 @@ def _peak(g: Gpu, attr: str, unit: str) -> str:
 def gpu_rows(g: Gpu) -> list[tuple[str, str]]:
     """Every fact about one GPU."""
     p = g.peaks
-    procs = ", ".join(
-        f"{x.name or '?'}[{x.pid}] {gib(x.used_memory)}" for x in g.processes
-    ) or "none"
+    procs = (
+        ", ".join(f"{x.name or '?'}[{x.pid}] {gib(x.used_memory)}" for x in g.processes) or "none"
+    )
     migs = ", ".join(f"{m.name or '?'} {m.uuid}" for m in g.mig_instances) or "none"
     return [
         ("name", na(g.name)),
         ("UUID", na(g.uuid)),
         ("PCI bus id", na(g.pci_bus_id)),
         ("architecture", f"{na(g.architecture)}, compute capability {na(g.compute_capability)}"),
-        ("memory", f"{gib(g.memory_total)} total, {gib(g.memory_used)} used, "
-                   f"{gib(g.memory_free)} free; bus {na(g.memory_bus_width, 'bit')}"),
-        ("SMs", f"{na(g.sm_count)} × {na(g.fp32_cores_per_sm)} FP32 cores = "
-                f"{na(g.fp32_cores)} FP32 cores"),
-        ("clocks", f"SM {na(g.sm_clock_mhz)}/{na(g.sm_clock_max_mhz)} MHz, memory "
-                   f"{na(g.mem_clock_mhz)}/{na(g.mem_clock_max_mhz)} MHz (current/max)"),
-        ("peak TFLOP/s (dense)", f"FP64 {_peak(g, 'fp64', '')}, FP32 {_peak(g, 'fp32', '')}, "
-                                 f"TF32 {_peak(g, 'tf32', '')}, BF16 {_peak(g, 'bf16', '')}, "
-                                 f"FP16 {_peak(g, 'fp16', '')}, FP8 {_peak(g, 'fp8', '')}, "
-                                 f"INT8 {_peak(g, 'int8', 'TOP/s')}"),
+        (
+            "memory",
+            f"{gib(g.memory_total)} total, {gib(g.memory_used)} used, "
+            f"{gib(g.memory_free)} free; bus {na(g.memory_bus_width, 'bit')}",
+        ),
+        (
+            "SMs",
+            f"{na(g.sm_count)} × {na(g.fp32_cores_per_sm)} FP32 cores = "
+            f"{na(g.fp32_cores)} FP32 cores",
+        ),
+        (
+            "clocks",
+            f"SM {na(g.sm_clock_mhz)}/{na(g.sm_clock_max_mhz)} MHz, memory "
+            f"{na(g.mem_clock_mhz)}/{na(g.mem_clock_max_mhz)} MHz (current/max)",
+        ),
+        (
+            "peak TFLOP/s (dense)",
+            f"FP64 {_peak(g, 'fp64', '')}, FP32 {_peak(g, 'fp32', '')}, "
+            f"TF32 {_peak(g, 'tf32', '')}, BF16 {_peak(g, 'bf16', '')}, "
+            f"FP16 {_peak(g, 'fp16', '')}, FP8 {_peak(g, 'fp8', '')}, "
+            f"INT8 {_peak(g, 'int8', 'TOP/s')}",
+        ),
         ("peak memory bandwidth", _peak(g, "memory_bandwidth_gbs", "GB/s")),
         ("peaks source", f"{p.product}: {p.source}" if p else NA),
-        ("PCIe", f"gen {na(g.pcie.gen_current)}/{na(g.pcie.gen_max)}, "
-                 f"x{na(g.pcie.width_current)}/x{na(g.pcie.width_max)} (current/max)"),
+        (
+            "PCIe",
+            f"gen {na(g.pcie.gen_current)}/{na(g.pcie.gen_max)}, "
+            f"x{na(g.pcie.width_current)}/x{na(g.pcie.width_max)} (current/max)",
+        ),
         ("power", f"{na(g.power_draw_w, 'W')} of {na(g.power_limit_w, 'W')} limit"),
         ("temperature, utilization", f"{na(g.temperature_c, '°C')}, {na(g.utilization_gpu, '%')}"),
-        ("clock event reasons", ", ".join(g.clock_event_reasons)
-         if g.clock_event_reasons else ("none" if g.clock_event_reasons is not None else NA)),
+        (
+            "clock event reasons",
+            ", ".join(g.clock_event_reasons)
+            if g.clock_event_reasons
+            else ("none" if g.clock_event_reasons is not None else NA),
+        ),
         ("persistence mode", na(g.persistence_mode)),
-        ("ECC", f"{na(g.ecc_mode)}; uncorrected (volatile) {na(g.ecc_uncorrected_volatile)}; "
-                f"retired pages {na(g.retired_pages)}; remapped rows "
-                f"{na(g.remapped_rows_correctable)}+{na(g.remapped_rows_uncorrectable)}, "
-                f"failure {na(g.remapped_rows_failure)}"),
+        (
+            "ECC",
+            f"{na(g.ecc_mode)}; uncorrected (volatile) {na(g.ecc_uncorrected_volatile)}; "
+            f"retired pages {na(g.retired_pages)}; remapped rows "
+            f"{na(g.remapped_rows_correctable)}+{na(g.remapped_rows_uncorrectable)}, "
+            f"failure {na(g.remapped_rows_failure)}",
+        ),
         ("MIG", f"{na(g.mig_mode)}; instances: {migs}"),
         ("processes", procs),
     ]

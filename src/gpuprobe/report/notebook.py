@@ -14,14 +14,20 @@ from gpuprobe.report.fields import (
 
 __all__ = ["doctor_html", "inventory_html"]
 
-_COLORS = {"ok": "#1a7f37", "info": "#0969da", "warn": "#9a6700", "fail": "#cf222e",
-           "skipped": "#6e7781"}
+_COLORS = {
+    "ok": "#1a7f37",
+    "info": "#0969da",
+    "warn": "#9a6700",
+    "fail": "#cf222e",
+    "skipped": "#6e7781",
+}
 
 
 def _kv_table(rows: list[tuple[str, str]], title: str) -> str:
     body = "".join(
         f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>"
-        f"{escape(v)}</td></tr>" for k, v in rows
+        f"{escape(v)}</td></tr>"
+        for k, v in rows
     )
     return f"<h4>{escape(title)}</h4><table>{body}</table>"
 
@@ -35,8 +41,9 @@ def inventory_html(inv: object) -> str:
     parts += [_kv_table(gpu_rows(g), f"GPU {g.index}") for g in inv.gpus]
     head = "".join(f"<th>{escape(h)}</th>" for h in FRAMEWORK_HEADER)
     rows = "".join(
-        "<tr>" + "".join(f"<td style='text-align:left'>{escape(c)}</td>"
-                         for c in framework_row(f)) + "</tr>"
+        "<tr>"
+        + "".join(f"<td style='text-align:left'>{escape(c)}</td>" for c in framework_row(f))
+        + "</tr>"
         for f in inv.frameworks
     )
     parts.append(f"<h4>Frameworks</h4><table><tr>{head}</tr>{rows}</table>")

@@ -42,11 +42,21 @@ def render_inventory(inv: Inventory, console: Console) -> None:
     console.print(_kv(host_rows(inv.host), "Host"))
     console.print(_kv(driver_rows(inv), "Driver and CUDA"))
     if not inv.gpus:
-        console.print(Panel(Text("none: " + ("no NVIDIA device on the PCI bus and no driver"
-                                             if not inv.pci_nvidia else
-                                             "NVIDIA device(s) on the PCI bus, but no working "
-                                             "driver (run 'gpuprobe doctor')")),
-                            title="GPUs", title_align="left"))
+        console.print(
+            Panel(
+                Text(
+                    "none: "
+                    + (
+                        "no NVIDIA device on the PCI bus and no driver"
+                        if not inv.pci_nvidia
+                        else "NVIDIA device(s) on the PCI bus, but no working "
+                        "driver (run 'gpuprobe doctor')"
+                    )
+                ),
+                title="GPUs",
+                title_align="left",
+            )
+        )
     for g in inv.gpus:
         console.print(_kv(gpu_rows(g), f"GPU {g.index}"))
     t = Table(title="Frameworks", title_justify="left", expand=True)
@@ -88,7 +98,7 @@ def render_doctor(report: object, console: Console) -> None:
     for group, findings in report.by_group().items():
         render_findings(findings, console, group.capitalize())
     counts = {s: sum(1 for f in report.findings if f.status is s) for s in Status}
-    label, style = STATUS_STYLE[report.status]
+    style = STATUS_STYLE[report.status][1]
     summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
     verdict = {
         Status.FAIL: "something is broken: see the FAIL rows and their fixes",
@@ -98,5 +108,6 @@ def render_doctor(report: object, console: Console) -> None:
         verdict = "no GPU here; the CPU was measured instead"
     elapsed = f" in {report.elapsed_s:.1f} s" if report.elapsed_s is not None else ""
     mode = "" if report.live else " (recorded snapshot: no kernels run)"
-    console.print(Text.assemble(("verdict: ", "bold"), (verdict, style),
-                                f"  [{summary}]{elapsed}{mode}"))
+    console.print(
+        Text.assemble(("verdict: ", "bold"), (verdict, style), f"  [{summary}]{elapsed}{mode}")
+    )
