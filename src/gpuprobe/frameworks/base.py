@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata as md
 import importlib.util
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ __all__ = [
     "FrameworkInfo",
     "dist_version",
     "first_installed",
+    "host_times",
+    "import_failed",
     "module_dir",
     "read_constants",
 ]
@@ -106,6 +109,34 @@ def read_constants(path: Path) -> dict[str, Any]:
                     out[t.id] = ast.literal_eval(value)
                 except ValueError:
                     continue
+    return out
+
+
+def import_failed(static: FrameworkInfo, error: BaseException | str) -> FrameworkInfo:
+    """The record of a framework that is installed but does not import (or whose probe died)."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return FrameworkInfo(
+        name=static.name,
+        installed=static.installed,
+        version=static.version,
+        distribution=static.distribution,
+        probe="runtime",
+        importable=False,
+        error=text,
+    )
+
+
+def host_times(
+    fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
+) -> list[float]:
+    """Durations of ``n`` calls of a synchronous ``fn`` on the host clock, ``setup`` untimed."""
+    out = []
+    for _ in range(n):
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
     return out
 
 

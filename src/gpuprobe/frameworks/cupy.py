@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpuprobe.frameworks.base import Backend, FrameworkDevice, FrameworkInfo, first_installed
+from gpuprobe.frameworks.base import (
+    Backend,
+    FrameworkDevice,
+    FrameworkInfo,
+    first_installed,
+    import_failed,
+)
 
 __all__ = ["CUPY_DISTS", "CupyBackend", "runtime_probe", "static_probe"]
 
@@ -45,15 +51,7 @@ def runtime_probe() -> FrameworkInfo:
     try:
         import cupy
     except Exception as exc:
-        return FrameworkInfo(
-            name="cupy",
-            installed=static.installed,
-            version=static.version,
-            distribution=static.distribution,
-            probe="runtime",
-            importable=False,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        return import_failed(static, exc)
     rt = cupy.cuda.runtime
     cuda = reason = None
     devices = []

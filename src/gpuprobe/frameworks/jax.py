@@ -14,6 +14,7 @@ from gpuprobe.frameworks.base import (
     FrameworkInfo,
     dist_version,
     first_installed,
+    import_failed,
 )
 
 __all__ = ["JaxBackend", "runtime_probe", "static_probe"]
@@ -51,14 +52,7 @@ def runtime_probe() -> FrameworkInfo:
     try:
         import jax
     except Exception as exc:
-        return FrameworkInfo(
-            name="jax",
-            installed=static.installed,
-            version=static.version,
-            probe="runtime",
-            importable=False,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        return import_failed(static, exc)
     devices = []
     reason = None
     try:

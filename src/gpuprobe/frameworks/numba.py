@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuprobe.frameworks.base import FrameworkDevice, FrameworkInfo, dist_version
+from gpuprobe.frameworks.base import FrameworkDevice, FrameworkInfo, dist_version, import_failed
 
 __all__ = ["runtime_probe", "static_probe"]
 
@@ -29,14 +29,7 @@ def runtime_probe() -> FrameworkInfo:
         import numba
         from numba import cuda
     except Exception as exc:
-        return FrameworkInfo(
-            name="numba",
-            installed=static.installed,
-            version=static.version,
-            probe="runtime",
-            importable=False,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        return import_failed(static, exc)
     devices = []
     reason = None
     try:

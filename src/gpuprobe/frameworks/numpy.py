@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from gpuprobe.frameworks.base import Backend
+from gpuprobe.frameworks.base import Backend, host_times
 
 __all__ = ["NumpyBackend"]
 
@@ -38,11 +37,4 @@ class NumpyBackend(Backend):
     def time(
         self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
     ) -> list[float]:
-        out = []
-        for _ in range(n):
-            if setup is not None:
-                setup()
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-        return out
+        return host_times(fn, n, setup)

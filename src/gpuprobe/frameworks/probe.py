@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from gpuprobe.frameworks import FRAMEWORKS
-from gpuprobe.frameworks.base import FrameworkInfo
+from gpuprobe.frameworks.base import FrameworkInfo, import_failed
 
 __all__ = ["CHILD_TIMEOUT_S", "probe_frameworks", "runtime_probe_all", "static_probe_all"]
 
@@ -58,26 +58,14 @@ def runtime_probe_all(
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
-            out.append(_failed(s, f"probe did not finish within {CHILD_TIMEOUT_S:.0f} s"))
+            out.append(import_failed(s, f"probe did not finish within {CHILD_TIMEOUT_S:.0f} s"))
             continue
         try:
             out.append(FrameworkInfo.from_dict(json.loads(stdout)))
         except (json.JSONDecodeError, TypeError, ValueError):
             tail = (stderr.strip().splitlines() or [f"exit code {p.returncode}"])[-1]
-            out.append(_failed(s, f"import crashed: {tail}"))
+            out.append(import_failed(s, f"import crashed: {tail}"))
     return tuple(out)
-
-
-def _failed(s: FrameworkInfo, error: str) -> FrameworkInfo:
-    return FrameworkInfo(
-        name=s.name,
-        installed=True,
-        version=s.version,
-        distribution=s.distribution,
-        probe="runtime",
-        importable=False,
-        error=error,
-    )
 
 
 def probe_frameworks(runtime: bool) -> tuple[FrameworkInfo, ...]:

@@ -18,6 +18,8 @@ from gpuprobe.frameworks.base import (
     FrameworkInfo,
     dist_version,
     first_installed,
+    host_times,
+    import_failed,
     module_dir,
     read_constants,
 )
@@ -120,13 +122,8 @@ def runtime_probe() -> FrameworkInfo:
     try:
         import torch
     except Exception as exc:  # a broken install: report it, don't crash
-        return FrameworkInfo(
-            name="torch",
-            installed=version is not None,
-            version=version,
-            probe="runtime",
-            importable=False,
-            error=f"{type(exc).__name__}: {exc}",
+        return import_failed(
+            FrameworkInfo(name="torch", installed=version is not None, version=version), exc
         )
     cuda = torch.version.cuda
     hip = getattr(torch.version, "hip", None)
@@ -217,16 +214,7 @@ class TorchBackend(Backend):
         self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
     ) -> list[float]:
         if not self.is_gpu:
-            import time as _time
-
-            out = []
-            for _ in range(n):
-                if setup is not None:
-                    setup()
-                t0 = _time.perf_counter()
-                fn()
-                out.append(_time.perf_counter() - t0)
-            return out
+            return host_times(fn, n, setup)
         cuda = self._torch.cuda
         pairs = []
         for _ in range(n):
