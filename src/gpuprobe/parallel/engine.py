@@ -279,7 +279,7 @@ def _cuda_cluster(ids: tuple[int, ...], threads_per_worker: int) -> Any:
     # dask-cuda's own options changed between releases: pass only the ones this version names.
     accepted = inspect.signature(LocalCUDACluster.__init__).parameters
     kwargs = {k: v for k, v in wanted.items() if k in accepted}
-    kwargs.update(threads_per_worker=threads_per_worker, dashboard_address=None)
+    kwargs.update(threads_per_worker=threads_per_worker, dashboard_address="127.0.0.1:0")
     return LocalCUDACluster(**kwargs)
 
 
@@ -348,7 +348,8 @@ def open_engine(
             n_workers=n,
             threads_per_worker=tpw,
             processes=processes,
-            dashboard_address=None,
+            host="127.0.0.1" if processes else None,
+            dashboard_address="127.0.0.1:0",  # a free port, this machine only
             silence_logs=40,  # logging.ERROR: a restarted worker is reported in the result
         )
         name = "LocalCluster"
