@@ -17,9 +17,12 @@ def client() -> Iterator[Any]:
     """Two workers of one thread each, in this process: quick to start, shared by a module."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0"
-    ) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 

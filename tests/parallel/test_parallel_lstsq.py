@@ -300,8 +300,13 @@ def test_own_local_cluster_is_sized_and_closed(rhs):
 def test_split_times_busiest_worker():
     recs = [
         {"worker": "w1", "startstops": [{"action": "compute", "start": 0.0, "stop": 2.0}]},
-        {"worker": "w1", "startstops": [{"action": "transfer", "start": 2.0, "stop": 2.5},
-                                        {"action": "compute", "start": 2.5, "stop": 3.0}]},
+        {
+            "worker": "w1",
+            "startstops": [
+                {"action": "transfer", "start": 2.0, "stop": 2.5},
+                {"action": "compute", "start": 2.5, "stop": 3.0},
+            ],
+        },
         {"worker": "w2", "startstops": [{"action": "compute", "start": 0.0, "stop": 1.0}]},
     ]
     t = L._split_times(recs, wall=4.0, dense=0.25)
@@ -330,8 +335,6 @@ def _gpu() -> bool:
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:
         return False
-
-
 
 
 @pytest.mark.parametrize("method", ["normal", "tsqr"])

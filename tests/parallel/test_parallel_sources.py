@@ -118,8 +118,9 @@ def test_parquet_directory_and_bad_columns(tmp_path, problem):
 def test_parquet_nulls_become_nan_and_are_refused(client, tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    pq.write_table(pa.table({"x": [1.0, None, 3.0, 4.0], "y": [1.0, 2.0, 3.0, 4.0]}),
-                   tmp_path / "n.parquet")
+    pq.write_table(
+        pa.table({"x": [1.0, None, 3.0, 4.0], "y": [1.0, 2.0, 3.0, 4.0]}), tmp_path / "n.parquet"
+    )
     with pytest.raises(InputError, match="1 NaN"):
         lstsq(str(tmp_path / "n.parquet"), "y", client=client)
 

@@ -38,9 +38,12 @@ def process_client():
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
-    ) as cluster, distributed.Client(cluster) as c:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
         yield c
 
 
@@ -50,14 +53,18 @@ def test_killed_worker_still_exact(process_client, tmp_path, method):
 
     marker = str(tmp_path / f"killed-{method}")
     pids_before = set(process_client.run(os.getpid).values())
-    a = da.concatenate([
-        da.from_delayed(delayed(_a_block_killing_once)(i, marker), (ROWS, COLS), np.float64)
-        for i in range(BLOCKS)
-    ])
-    b = da.concatenate([
-        da.from_delayed(delayed(lambda i: _block(i)[1])(i), (ROWS,), np.float64)
-        for i in range(BLOCKS)
-    ])
+    a = da.concatenate(
+        [
+            da.from_delayed(delayed(_a_block_killing_once)(i, marker), (ROWS, COLS), np.float64)
+            for i in range(BLOCKS)
+        ]
+    )
+    b = da.concatenate(
+        [
+            da.from_delayed(delayed(lambda i: _block(i)[1])(i), (ROWS,), np.float64)
+            for i in range(BLOCKS)
+        ]
+    )
     a_np = np.vstack([_block(i)[0] for i in range(BLOCKS)])
     b_np = np.concatenate([_block(i)[1] for i in range(BLOCKS)])
     ref = np.linalg.lstsq(a_np, b_np, rcond=None)[0]
