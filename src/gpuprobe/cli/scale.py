@@ -1,0 +1,234 @@
+"""``gpuprobe scale TARGET``: how a computation scales over Dask workers.
+
+Targets (sub-commands; more can be added beside ``lstsq``):
+
+- ``lstsq``: data-parallel least squares (E6 done right): for each worker count and method, time,
+  speedup, parallel efficiency, communication share, residual and error against
+  ``numpy.linalg.lstsq``; optionally a plot of speedup and error against workers.
+
+Nothing heavy is imported until a target runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+
+__all__ = ["register", "run_lstsq"]
+
+_ALL_METHODS = ("normal", "tsqr", "local-sgd")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give worker counts of 1 or more, like 1,2,4")
+    return values
+
+
+def _methods(text: str) -> list[str]:
+    if text == "all":
+        return list(_ALL_METHODS)
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [n for n in names if n not in (*_ALL_METHODS, "auto")]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: methods are normal, tsqr, local-sgd, auto, or 'all'"
+        )
+    return names
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
+    return value
+
+
+def register(sub: Any) -> None:
+    """Add ``gpuprobe scale`` and its targets to the command line."""
+    p = sub.add_parser(
+        "scale",
+        help="how a computation scales over Dask workers (least squares)",
+        description="Run a computation on 1, 2, 4… Dask workers and report time, speedup, "
+        "parallel efficiency, communication share and accuracy.",
+    )
+    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
+    p.set_defaults(handler=lambda _args: _print_help(p))
+
+    lp = targets.add_parser(
+        "lstsq",
+        help="data-parallel least squares: normal equations, TSQR, E6's local SGD",
+        description="Solve min ||b - Ax|| on each worker count with each method and compare "
+        "with numpy.linalg.lstsq. Without --input, a synthetic problem is made on the workers.",
+    )
+    src = lp.add_argument_group("problem")
+    src.add_argument("--rows", type=_positive, help="rows of a synthetic A (default 100000)")
+    src.add_argument("--cols", type=_positive, help="columns of a synthetic A (default 500)")
+    src.add_argument(
+        "--problem",
+        choices=("gaussian", "uniform"),
+        default="gaussian",
+        help="synthetic data: gaussian with --cond, or uniform (E6's rand data)",
+    )
+    src.add_argument(
+        "--cond",
+        type=float,
+        default=1.0,
+        help="condition number of a gaussian A (default 1: well conditioned)",
+    )
+    src.add_argument("--seed", type=int, default=0, help="seed of the synthetic data")
+    src.add_argument(
+        "--input",
+        metavar="FILE",
+        help=".npy (last column b), Zarr (group with A and b) or Parquet, read lazily",
+    )
+    src.add_argument(
+        "--target", metavar="NAME", help="b: a Parquet column, a Zarr array, or a second .npy file"
+    )
+    run = lp.add_argument_group("run")
+    run.add_argument(
+        "--workers",
+        type=_int_list,
+        metavar="N,N,...",
+        help="worker counts (default 1,2,4,… up to the cores here)",
+    )
+    run.add_argument(
+        "--method",
+        type=_methods,
+        default=["normal", "tsqr"],
+        metavar="M,M,...",
+        help="normal, tsqr, local-sgd, auto, or 'all' (default normal,tsqr)",
+    )
+    run.add_argument(
+        "--chunk-rows",
+        type=_positive,
+        metavar="ROWS",
+        help="rows per block (default: blocks of ≤128 MiB, a multiple of workers)",
+    )
+    run.add_argument("--repeats", type=_positive, default=1, help="runs per point; best kept")
+    run.add_argument("--epochs", type=_positive, help="local-sgd epochs (default 40, as E6)")
+    run.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786",
+    )
+    run.add_argument(
+        "--threads",
+        action="store_true",
+        help="workers as threads of this process (default: one process each)",
+    )
+    run.add_argument(
+        "--compare-dask",
+        action="store_true",
+        help="also time dask.array.linalg.lstsq on the same chunks (needs scipy)",
+    )
+    run.add_argument(
+        "--no-numpy",
+        action="store_true",
+        help="skip numpy.linalg.lstsq (for data larger than this machine's memory)",
+    )
+    out = lp.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    out.add_argument("--plot", metavar="FILE", help="speedup and error against workers (.png/.svg)")
+    lp.set_defaults(handler=run_lstsq)
+
+
+def _print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+def _default_workers() -> list[int]:
+    from gpuprobe.parallel.engine import available_cores
+
+    cores = available_cores()
+    sizes = [1]
+    while sizes[-1] * 2 <= cores:
+        sizes.append(sizes[-1] * 2)
+    if sizes[-1] != cores:
+        sizes.append(cores)
+    return sizes
+
+
+def run_lstsq(args: argparse.Namespace) -> int:
+    """``gpuprobe scale lstsq``: run the sweep, print it (or JSON), plot it; exit 1 on a failed
+    accuracy check."""
+    if args.input and (args.rows or args.cols):
+        raise UsageError("--input reads the problem from FILE: leave out --rows and --cols")
+    if args.target and not args.input:
+        raise UsageError("--target names b inside --input FILE: give --input too")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
+    from gpuprobe.parallel.lstsq import SgdSettings
+    from gpuprobe.parallel.scale import scale_lstsq
+
+    sgd = SgdSettings(epochs=args.epochs) if args.epochs else None
+    status = _progress()
+    try:
+        result = scale_lstsq(
+            rows=args.rows or 100_000,
+            cols=args.cols or 500,
+            input=args.input,
+            target=args.target,
+            workers=args.workers or _default_workers(),
+            methods=args.method,
+            problem=args.problem,
+            cond=args.cond,
+            seed=args.seed,
+            chunk_rows=args.chunk_rows,
+            repeats=args.repeats,
+            scheduler=args.scheduler,
+            processes=not args.threads,
+            compare_numpy=not args.no_numpy,
+            compare_dask=args.compare_dask,
+            sgd=sgd,
+            progress=status.update if status else None,
+        )
+    finally:
+        if status:
+            status.stop()
+    if args.plot:
+        result.plot(args.plot)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result)
+        if args.plot:
+            print(f"\nplot: {args.plot}")
+    return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK
+
+
+class _Status:
+    """A one-line spinner on stderr (only when stderr is a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self._status = Console(stderr=True).status("starting the Dask cluster")
+        self._status.start()
+
+    def update(self, message: str) -> None:
+        self._status.update(message)
+
+    def stop(self) -> None:
+        self._status.stop()
+
+
+def _progress() -> _Status | None:
+    if not sys.stderr.isatty():
+        return None
+    try:
+        return _Status()
+    except ImportError:
+        return None

@@ -1,0 +1,22 @@
+"""Data-parallel least squares on Dask: the exact answer, as parallel as the approximate one.
+
+Each worker reduces its rows to ``AᵢᵀAᵢ`` and ``Aᵢᵀbᵢ`` (``normal``) or to a small R factor
+(``tsqr``); one tree reduction combines them, and the client solves an ``n × n`` system. The
+``local-sgd`` method (E6 in ``references/README.md``: shards, local SGD, models averaged every epoch)
+is kept as the baseline, and reported as the approximation it is.
+
+Modules:
+
+- :mod:`gpuprobe.parallel.engine`: the Dask cluster (a LocalCluster sized to the machine, dask-cuda's
+  LocalCUDACluster on GPUs, or an existing scheduler), BLAS threads, teardown and memory release.
+- :mod:`gpuprobe.parallel.sources`: inputs as dask arrays: NumPy, CuPy, torch, dask, and lazy
+  ``.npy`` / Zarr / Parquet files larger than memory.
+- :mod:`gpuprobe.parallel.lstsq`: :func:`~gpuprobe.parallel.lstsq.lstsq` and :class:`LstsqReport`.
+- :mod:`gpuprobe.parallel.scale`: the worker-count sweep behind ``gpuprobe scale lstsq``.
+
+Nothing heavy is imported here; Dask is imported only when a solve starts.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

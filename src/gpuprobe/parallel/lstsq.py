@@ -1,0 +1,929 @@
+"""``gpuprobe.lstsq``: exact data-parallel least squares on Dask, and E6's approximation beside it.
+
+Methods (``A`` is m × n, split into row blocks ``Aᵢ``; every block is reduced on the worker that
+holds it, and one tree reduction of fan-in :data:`REDUCE_FAN_IN` combines the pieces):
+
+- ``normal``: each block gives ``AᵢᵀAᵢ`` (a BLAS syrk) and ``Aᵢᵀbᵢ`` in float64; the sums are
+  factored by Cholesky on the client and the solution refined with passes that compute
+  ``r = b − Ax`` and ``Aᵀr`` blockwise (each pass also gives ‖r‖). When the condition estimate
+  makes the normal equations unsafe (:data:`NORMAL_MAX_KAPPA2_EPS`) or Cholesky fails, the solve
+  switches to ``tsqr`` and says so in a Finding.
+- ``tsqr``: each block gives the R factor of ``[Aᵢ bᵢ]`` (no Q is formed); stacked R factors are
+  factored again up the tree. The last row and column of the final R hold ``Qᵀb`` and the residual
+  norm, so no further pass is needed. The SVD of the n × n R gives κ(A) without squaring it, the
+  rank, and, for a rank-deficient A, the minimum-norm solution (with a :class:`RankDeficiencyWarning`).
+- ``local-sgd``: E6 (``references/README.md``): the rows in shards, SGD on a sample of each shard,
+  the models averaged every epoch. Kept as the baseline and reported as an approximation, with its
+  distance from the exact solution (computed by ``auto`` on the same cluster, untimed).
+- ``auto``: ``normal``, with its switch to ``tsqr`` reported as information rather than a warning.
+
+Times in this module are seconds.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gpuprobe._data import Record
+from gpuprobe.errors import GpuprobeError, InputError, UsageError
+from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.parallel.engine import EngineInfo, open_engine, release_memory, require_dask
+from gpuprobe.parallel.sources import Problem, as_dask_problem, is_path
+
+__all__ = [
+    "AGREEMENT_KAPPA2_FACTOR",
+    "EPS64",
+    "EXACT_ERROR_OK",
+    "METHODS",
+    "NORMAL_MAX_KAPPA2_EPS",
+    "REDUCE_FAN_IN",
+    "REFERENCE_MEMORY_FRACTION",
+    "REFINE_MAX_STEPS",
+    "REFINE_RTOL",
+    "LstsqReport",
+    "LstsqResult",
+    "RankDeficiencyWarning",
+    "SgdSettings",
+    "expected_error_bound",
+    "lstsq",
+]
+
+METHODS = ("auto", "normal", "tsqr", "local-sgd")
+
+EPS64 = float(np.finfo(np.float64).eps)  # 2.22e-16, float64 machine epsilon
+# κ(A)²·eps above which the normal equations are unsafe: their forward error is of order
+# κ(A)²·eps whatever the residual (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+# §20.4; Golub & Van Loan, Matrix Computations, 4th ed., §5.3.7), and fixed-precision refinement
+# does not lower that floor. 1e-6 keeps six correct digits guaranteed: κ(A) ≤ 6.7e4.
+NORMAL_MAX_KAPPA2_EPS = 1e-6
+# Refinement passes after the first solve; research/benchmarks-and-lstsq.md §4 ("fp64 plus 1-2
+# refinement steps"). Each pass costs 4mn flops and one n-vector reduction.
+REFINE_MAX_STEPS = 2
+# A refinement update smaller than this × ‖x‖ is at x's rounding level: stop, and keep x (whose
+# residual the pass just measured).
+REFINE_RTOL = 64 * EPS64
+# Partial results combined per reduction task: dask.array reductions' default split_every
+# (dask/array/_reductions_generic.py).
+REDUCE_FAN_IN = 4
+# Relative error against a reference that counts as agreement for a well-conditioned problem
+# (the issue's acceptance bound for 400,000 × 1,000).
+EXACT_ERROR_OK = 1e-10
+# Any backward-stable least-squares solver is off by O(κ·eps + κ²·eps·‖r‖/(‖A‖‖x‖)) (Higham 2002,
+# Theorem 20.1); two of them may differ by this factor × κ²·eps and both be right.
+AGREEMENT_KAPPA2_FACTOR = 10.0
+# numpy.linalg.lstsq as a reference needs A gathered plus gelsd's copy: run it only when that fits
+# in this fraction of the memory available now.
+REFERENCE_MEMORY_FRACTION = 0.5
+
+# E6's settings (references/data-parallel-lstsq-and-pycuda-notebook.md): 40 epochs of 500 steps on
+# 1000 sampled rows per shard, learning rate 1e-3 / n, starting from uniform [0, 1) values.
+SGD_EPOCHS = 40
+SGD_ITERS_PER_EPOCH = 500
+SGD_BATCH_ROWS = 1000
+SGD_LR_TIMES_N = 1e-3
+
+
+class RankDeficiencyWarning(UserWarning):
+    """A is rank-deficient: the minimum-norm least-squares solution was returned."""
+
+
+def expected_error_bound(kappa: float | None) -> float:
+    """The relative difference two correct float64 solvers may show: max(1e-10, 10·κ²·eps)."""
+    if kappa is None or not math.isfinite(kappa):
+        return math.inf
+    return max(EXACT_ERROR_OK, AGREEMENT_KAPPA2_FACTOR * kappa * kappa * EPS64)
+
+
+@dataclass(frozen=True)
+class SgdSettings(Record):
+    """E6's local SGD: ``shards`` (default: one per worker used), epochs, steps per epoch, rows
+    sampled per shard per epoch, learning rate (default 1e-3 / n) and seed."""
+
+    epochs: int = SGD_EPOCHS
+    iters_per_epoch: int = SGD_ITERS_PER_EPOCH
+    batch_rows: int = SGD_BATCH_ROWS
+    lr: float | None = None
+    seed: int = 0
+    shards: int | None = None
+
+
+# -- blockwise work (runs on the workers; module-level so it pickles by reference) ----------------
+
+
+def _xp(a: Any) -> Any:
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _host(a: Any) -> Any:
+    return a.get() if hasattr(a, "get") and _xp(a) is not np else a
+
+
+def _row_block(to_gpu: bool, cols: Sequence[Any]) -> Any:
+    """A row block's column chunks joined, in float64, on the GPU when asked."""
+    if to_gpu:
+        import cupy
+
+        cols = [cupy.asarray(c) for c in cols]
+    xp = _xp(cols[0])
+    a = cols[0] if len(cols) == 1 else xp.concatenate(cols, axis=1)
+    return a.astype(xp.float64, copy=False)
+
+
+def _vector(to_gpu: bool, b: Any, like: Any) -> Any:
+    xp = _xp(like)
+    return xp.asarray(b).reshape(-1).astype(xp.float64, copy=False)
+
+
+def _gram_block(start: int, to_gpu: bool, b: Any, *cols: Any) -> dict[str, Any]:
+    """AᵢᵀAᵢ, Aᵢᵀbᵢ, bᵢᵀbᵢ. A NaN or Inf in the block makes diag(AᵢᵀAᵢ) or the rest non-finite,
+    so the check costs O(n²), not a pass over the block."""
+    a = _row_block(to_gpu, cols)
+    v = _vector(to_gpu, b, a)
+    g = _host(a.T @ a)  # syrk: numpy recognises a.T @ a
+    c = _host(a.T @ v)
+    bb = float(v @ v)
+    ok = bool(np.isfinite(np.diagonal(g)).all() and np.isfinite(c).all() and math.isfinite(bb))
+    return {"G": g, "c": c, "bb": bb, "bad": [] if ok else [(start, start + a.shape[0])]}
+
+
+def _residual_block(start: int, to_gpu: bool, x: np.ndarray, b: Any, *cols: Any) -> dict[str, Any]:
+    """Aᵢᵀrᵢ and ‖rᵢ‖² for rᵢ = bᵢ − Aᵢx."""
+    a = _row_block(to_gpu, cols)
+    r = _vector(to_gpu, b, a) - a @ _xp(a).asarray(x)
+    return {"g": _host(a.T @ r), "rr": float(r @ r), "bad": []}
+
+
+def _qr_block(start: int, to_gpu: bool, b: Any, *cols: Any) -> dict[str, Any]:
+    """The R factor of [Aᵢ bᵢ] (Householder QR, Q never formed)."""
+    a = _row_block(to_gpu, cols)
+    xp = _xp(a)
+    aug = xp.concatenate([a, _vector(to_gpu, b, a)[:, None]], axis=1)
+    ok = bool(xp.isfinite(aug).all())
+    r = _host(xp.linalg.qr(aug, mode="r")) if ok else np.zeros((0, aug.shape[1]))
+    return {"R": r, "bad": [] if ok else [(start, start + a.shape[0])]}
+
+
+def _merge_r(*parts: dict[str, Any]) -> dict[str, Any]:
+    bad = [p for part in parts for p in part["bad"]]
+    stacked = np.vstack([p["R"] for p in parts])
+    r = np.linalg.qr(stacked, mode="r") if stacked.shape[0] else stacked
+    return {"R": r, "bad": bad}
+
+
+def _sum_parts(*parts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in parts[0]:
+        if key == "bad":
+            out[key] = [p for part in parts for p in part["bad"]]
+        else:
+            total = parts[0][key]
+            for part in parts[1:]:
+                total = total + part[key]
+            out[key] = total
+    return out
+
+
+def _nonfinite_counts(to_gpu: bool, b: Any, *cols: Any) -> dict[str, float]:
+    """Only on the error path: what is wrong with a block whose sums came out non-finite."""
+    a = _row_block(to_gpu, cols)
+    v = _vector(to_gpu, b, a)
+    xp = _xp(a)
+    finite = a[xp.isfinite(a)]
+    return {
+        "A_nan": int(xp.isnan(a).sum()),
+        "A_inf": int(xp.isinf(a).sum()),
+        "b_nan": int(xp.isnan(v).sum()),
+        "b_inf": int(xp.isinf(v).sum()),
+        "max_abs": float(abs(finite).max()) if finite.size else 0.0,
+    }
+
+
+def _sgd_shard(
+    x: np.ndarray,
+    seed: int,
+    epoch: int,
+    shard: int,
+    lr: float,
+    iters: int,
+    batch: int,
+    to_gpu: bool,
+    ncols: int,
+    *arrays: Any,
+) -> np.ndarray:
+    """One epoch of E6 on one shard: sample ``batch`` rows, ``iters`` gradient steps from ``x``.
+    ``arrays`` holds, per row block of the shard, ``b`` then its ``ncols`` column chunks."""
+    groups = [arrays[k : k + 1 + ncols] for k in range(0, len(arrays), 1 + ncols)]
+    sizes = [int(g[0].shape[0]) for g in groups]
+    offsets = np.cumsum([0, *sizes])
+    rng = np.random.default_rng([seed, epoch, shard])
+    idx = np.sort(rng.choice(int(offsets[-1]), size=batch, replace=True))  # E6: np.random.choice
+    rows_a, rows_b = [], []
+    for j, g in enumerate(groups):
+        sel = idx[(idx >= offsets[j]) & (idx < offsets[j + 1])] - offsets[j]
+        if sel.size:
+            rows_a.append(_row_block(to_gpu, [c[sel] for c in g[1:]]))
+            rows_b.append(_vector(to_gpu, g[0][sel], rows_a[-1]))
+    xp = _xp(rows_a[0])
+    a, v = xp.concatenate(rows_a), xp.concatenate(rows_b)
+    w = xp.asarray(x, dtype=xp.float64)
+    for _ in range(iters):
+        w = w - lr * (2.0 * (a.T @ (a @ w - v)))
+    return np.asarray(_host(w))
+
+
+def _mean(*xs: np.ndarray) -> np.ndarray:
+    return np.mean(np.stack(xs), axis=0)
+
+
+# -- the client side --------------------------------------------------------------------------------
+
+
+class _Cholesky:
+    """G = LLᵀ; solves with SciPy's triangular solvers when installed, NumPy's solve otherwise."""
+
+    def __init__(self, g: np.ndarray) -> None:
+        self.lower = np.linalg.cholesky(g)
+        try:
+            from scipy.linalg import solve_triangular
+        except ImportError:
+            solve_triangular = None
+        self._tri = solve_triangular
+
+    def solve(self, v: np.ndarray) -> np.ndarray:
+        if self._tri is not None:
+            y = self._tri(self.lower, v, lower=True, check_finite=False)
+            return np.asarray(self._tri(self.lower.T, y, lower=False, check_finite=False))
+        return np.linalg.solve(self.lower.T, np.linalg.solve(self.lower, v))
+
+
+class _Session:
+    """One problem on one cluster: builds blockwise graphs, reduces them, counts passes and
+    client-side time."""
+
+    def __init__(self, client: Any, problem: Problem, workers: Sequence[str] | None, to_gpu: bool):
+        self.client = client
+        self.problem = problem
+        self.workers = list(workers) if workers else None
+        self.to_gpu = to_gpu
+        self.m, self.n = (int(s) for s in problem.A.shape)
+        self.a_blocks = problem.A.to_delayed()
+        self.b_blocks = problem.b.to_delayed()
+        sizes = problem.A.chunks[0]
+        self.starts = [int(s) for s in np.cumsum([0, *sizes[:-1]])]
+        self.passes = 0
+        self.dense_s = 0.0
+
+    def blockwise(self, func: Callable[..., Any], *extra: Any) -> list[Any]:
+        from dask import delayed
+
+        return [
+            delayed(func, pure=True)(
+                self.starts[i], self.to_gpu, *extra, self.b_blocks[i], *self.a_blocks[i]
+            )
+            for i in range(len(self.starts))
+        ]
+
+    def compute(self, obj: Any) -> Any:
+        if self.workers:
+            fut = self.client.compute(obj, workers=self.workers, allow_other_workers=False)
+        else:
+            fut = self.client.compute(obj)
+        return self.client.gather(fut)
+
+    def reduce(self, func: Callable[..., Any], combine: Callable[..., Any], *extra: Any) -> Any:
+        """One pass over the data: ``func`` on every row block, ``combine`` up a tree."""
+        from dask import delayed
+
+        items = self.blockwise(func, *extra)
+        while len(items) > 1:
+            items = [
+                delayed(combine, pure=True)(*items[k : k + REDUCE_FAN_IN])
+                for k in range(0, len(items), REDUCE_FAN_IN)
+            ]
+        out = self.compute(items[0])
+        self.passes += 1
+        if out["bad"]:
+            self.raise_bad(out["bad"])
+        return out
+
+    def raise_bad(self, bad: list[tuple[int, int]]) -> None:
+        from dask import delayed
+
+        start, stop = sorted(bad)[0]
+        i = self.starts.index(start)
+        counts = self.compute(
+            delayed(_nonfinite_counts)(self.to_gpu, self.b_blocks[i], *self.a_blocks[i])
+        )
+        more = f" (and {len(bad) - 1} more row block(s))" if len(bad) > 1 else ""
+        where = f"rows {start}-{stop - 1}{more}"
+        if counts["A_nan"] + counts["A_inf"] + counts["b_nan"] + counts["b_inf"]:
+            raise InputError(
+                f"A has {counts['A_nan']} NaN and {counts['A_inf']} Inf, b has {counts['b_nan']} "
+                f"NaN and {counts['b_inf']} Inf in {where}; drop or fill them before solving"
+            )
+        raise InputError(
+            f"values in {where} are too large to square in float64 (max |a| = "
+            f"{counts['max_abs']:.3g}); rescale the columns of A and b"
+        )
+
+    def timed(self, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.dense_s += time.perf_counter() - t0
+
+
+@dataclass
+class _Outcome:
+    method: str
+    x: np.ndarray
+    residual_norm: float
+    cond: float | None
+    cond_source: str
+    rank: int | None
+    refinement_steps: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class _Unsafe:
+    reason: str
+    kappa: float | None
+
+
+def _kappa_from_gram(g: np.ndarray) -> float:
+    w = np.linalg.eigvalsh(g)
+    return math.sqrt(w[-1] / w[0]) if w[0] > 0 and math.isfinite(w[-1]) else math.inf
+
+
+def _normal(s: _Session, max_refine: int) -> _Outcome | _Unsafe:
+    tot = s.reduce(_gram_block, _sum_parts)
+    g, c = tot["G"], tot["c"]
+    kappa = s.timed(lambda: _kappa_from_gram(g))
+    if kappa * kappa * EPS64 > NORMAL_MAX_KAPPA2_EPS:
+        return _Unsafe(
+            f"κ(A) ≈ {kappa:.3g}, so κ²·eps = {kappa * kappa * EPS64:.2g} > "
+            f"{NORMAL_MAX_KAPPA2_EPS:g}",
+            kappa,
+        )
+    try:
+        chol = s.timed(lambda: _Cholesky(g))
+    except np.linalg.LinAlgError:
+        return _Unsafe("Cholesky of AᵀA failed (A is rank-deficient or nearly so)", kappa)
+    x = s.timed(lambda: chol.solve(c))
+    steps = 0
+    while True:
+        part = s.reduce(_residual_block, _sum_parts, x)
+        rr, grad = part["rr"], part["g"]
+        if steps >= max_refine:
+            break
+        dx = s.timed(lambda grad=grad: chol.solve(grad))
+        if np.linalg.norm(dx) <= REFINE_RTOL * np.linalg.norm(x):
+            break
+        x = x + dx
+        steps += 1
+    return _Outcome("normal", x, math.sqrt(max(rr, 0.0)), kappa, "eigvalsh(AᵀA)", s.n, steps)
+
+
+def _tsqr(s: _Session, rcond: float | None) -> _Outcome:
+    r_aug = s.reduce(_qr_block, _merge_r)["R"]
+
+    def finish() -> _Outcome:
+        n = s.n
+        k = min(r_aug.shape[0], n)
+        r11, z = r_aug[:k, :n], r_aug[:k, n]
+        rho = abs(float(r_aug[n, n])) if r_aug.shape[0] > n else 0.0
+        sv = np.linalg.svd(r11, compute_uv=False)
+        cut = (EPS64 * max(s.m, n) if rcond is None else rcond) * (sv[0] if sv.size else 0.0)
+        rank = int((sv > cut).sum())
+        kappa = float(sv[0] / sv[-1]) if sv.size and sv[-1] > 0 else math.inf
+        findings: list[Finding] = []
+        if rank == n:
+            x = np.linalg.solve(r11, z)  # R is triangular; LU on it is backward stable too
+        else:
+            u, sv_, vt = np.linalg.svd(r11, full_matrices=False)
+            x = vt[:rank].T @ ((u[:, :rank].T @ z) / sv_[:rank])
+            warnings.warn(
+                f"A ({s.m} × {n}) has rank {rank} < {n}: returning the minimum-norm solution",
+                RankDeficiencyWarning,
+                stacklevel=4,
+            )
+            findings.append(
+                Finding(
+                    id="lstsq-rank-deficient",
+                    status=Status.WARN,
+                    title=f"A has rank {rank} of {n} columns: the minimum-norm solution was "
+                    "returned; other solutions fit equally well",
+                    evidence=(
+                        Evidence("rank", rank),
+                        Evidence("columns", n),
+                        Evidence("sigma_cutoff", float(cut)),
+                        Evidence("sigma_min", float(sv[-1]) if sv.size else None),
+                    ),
+                    fix="drop or merge the linearly dependent columns of A, or regularize "
+                    "(append sqrt(lam)*I rows to A and zeros to b)",
+                    group="lstsq",
+                )
+            )
+        resid = math.hypot(rho, float(np.linalg.norm(z - r11 @ x)))
+        return _Outcome("tsqr", x, resid, kappa, "svd(R)", rank, 0, findings)
+
+    return s.timed(finish)
+
+
+def _local_sgd(s: _Session, cfg: SgdSettings, n_workers: int) -> _Outcome:
+    from dask import delayed
+
+    nblocks = len(s.starts)
+    shards = max(1, min(cfg.shards or n_workers, nblocks))
+    bounds = np.linspace(0, nblocks, shards + 1).round().astype(int)
+    lr = cfg.lr if cfg.lr is not None else SGD_LR_TIMES_N / s.n
+    ncols = len(s.a_blocks[0])
+    x: Any = np.random.default_rng(cfg.seed).random(s.n)  # E6: np.random.rand(n)
+    for epoch in range(cfg.epochs):
+        parts = []
+        for sh in range(shards):
+            arrays = [
+                a
+                for i in range(bounds[sh], bounds[sh + 1])
+                for a in (s.b_blocks[i], *s.a_blocks[i])
+            ]
+            parts.append(
+                delayed(_sgd_shard, pure=True)(
+                    x,
+                    cfg.seed,
+                    epoch,
+                    sh,
+                    lr,
+                    cfg.iters_per_epoch,
+                    cfg.batch_rows,
+                    s.to_gpu,
+                    ncols,
+                    *arrays,
+                )
+            )
+        x = delayed(_mean, pure=True)(*parts)
+    x = np.asarray(s.compute(x))
+    s.passes += 1
+    part = s.reduce(_residual_block, _sum_parts, x)
+    return _Outcome("local-sgd", x, math.sqrt(part["rr"]), None, "", None)
+
+
+# -- timing from the task stream ----------------------------------------------------------------
+
+
+def _split_times(records: list[dict[str, Any]], wall: float, dense: float) -> dict[str, float]:
+    compute: dict[str, float] = {}
+    transfer: dict[str, float] = {}
+    for rec in records:
+        w = str(rec.get("worker", ""))
+        for ss in rec.get("startstops", ()):
+            d = float(ss["stop"]) - float(ss["start"])
+            if ss.get("action") == "compute":
+                compute[w] = compute.get(w, 0.0) + d
+            elif ss.get("action") == "transfer":
+                transfer[w] = transfer.get(w, 0.0) + d
+    busiest = max(compute.values(), default=0.0)
+    comp = min(wall, busiest + dense)
+    return {
+        "compute_s": comp,
+        "communication_s": max(0.0, wall - comp),
+        "transfer_s": max(transfer.values(), default=0.0),
+        "workers_used": float(len(compute)),
+    }
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+
+def _fmt(v: float | None, spec: str = ".4g") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def _html_table(title: str, rows: Sequence[tuple[str, str]]) -> str:
+    body = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+        for k, v in rows
+    )
+    return f"<table><caption>{html.escape(title)}</caption>{body}</table>"
+
+
+@dataclass(frozen=True, repr=False)
+class LstsqReport(Record):
+    """How a least-squares solve went: method, accuracy, condition, time and where it ran.
+
+    ``compute_s`` is the busiest worker's task time plus the client's n × n work;
+    ``communication_s`` is the rest of ``wall_s``: moving blocks and partial results, waiting in the
+    reduction, scheduling and serialization (``transfer_s``, measured, is the part that moved data
+    between workers)."""
+
+    method: str  # the method that produced x
+    requested: str  # the method asked for
+    exact: bool  # False for local-sgd
+    rows: int
+    cols: int
+    row_blocks: int
+    col_blocks: int
+    source: str  # numpy, cupy, torch, dask, npy, zarr, parquet
+    residual_norm: float  # ‖b − Ax‖₂
+    cond_estimate: float | None  # κ₂(A)
+    cond_source: str  # "eigvalsh(AᵀA)" (normal) or "svd(R)" (tsqr)
+    rank: int | None
+    wall_s: float
+    compute_s: float
+    communication_s: float
+    transfer_s: float
+    communication_share: float  # communication_s / wall_s
+    passes: int  # reads of A
+    refinement_steps: int
+    workers_used: int
+    engine: EngineInfo
+    setup_s: float = 0.0  # starting the cluster, not in wall_s
+    reference: str | None = None  # "numpy.linalg.lstsq" or "given"
+    error_vs_reference: float | None = None  # ‖x − x_ref‖ / ‖x_ref‖
+    reference_residual_norm: float | None = None
+    reference_s: float | None = None
+    exact_residual_norm: float | None = None  # local-sgd: the exact solution's residual
+    distance_from_exact: float | None = None  # local-sgd: ‖x − x_exact‖ / ‖x_exact‖
+    findings: tuple[Finding, ...] = ()
+
+    def summary(self) -> list[tuple[str, str]]:
+        """(label, value) rows for people."""
+        e = self.engine
+        rows = [
+            (
+                "method",
+                self.method
+                + ("" if self.method == self.requested else f" (asked: {self.requested})")
+                + ("" if self.exact else " — an approximation"),
+            ),
+            (
+                "problem",
+                f"{self.rows} × {self.cols} float64 from {self.source}, "
+                f"{self.row_blocks} × {self.col_blocks} blocks",
+            ),
+            ("residual ‖b−Ax‖", _fmt(self.residual_norm, ".10g")),
+            (
+                "κ(A) estimate",
+                f"{_fmt(self.cond_estimate)}"
+                + (f" ({self.cond_source})" if self.cond_source else ""),
+            ),
+            ("rank", "n/a" if self.rank is None else str(self.rank)),
+            (
+                "time",
+                f"{self.wall_s:.3f} s: compute {self.compute_s:.3f} s, communication "
+                f"{self.communication_s:.3f} s ({self.communication_share:.0%}; transfers "
+                f"{self.transfer_s:.3f} s)",
+            ),
+            ("passes over A", f"{self.passes} ({self.refinement_steps} refinement step(s))"),
+            (
+                "workers",
+                f"{self.workers_used} used of {e.workers} {e.kind} worker(s) on "
+                f"{e.cluster} {e.scheduler}; {e.threads_per_worker} task thread(s) and "
+                f"{e.blas_threads or 'n/a'} BLAS thread(s) each",
+            ),
+        ]
+        if self.reference:
+            rows.append(
+                (
+                    f"vs {self.reference}",
+                    f"relative error {_fmt(self.error_vs_reference, '.3g')}, residual "
+                    f"{_fmt(self.reference_residual_norm, '.10g')}, "
+                    f"{_fmt(self.reference_s, '.3f')} s",
+                )
+            )
+        if self.distance_from_exact is not None:
+            rows.append(
+                (
+                    "vs exact",
+                    f"off by {self.distance_from_exact:.3g} (relative); exact "
+                    f"residual {_fmt(self.exact_residual_norm, '.10g')}",
+                )
+            )
+        for f in self.findings:
+            rows.append((f"[{f.status.value}] {f.id}", f.title))
+        return rows
+
+    def __repr__(self) -> str:
+        err = (
+            ""
+            if self.error_vs_reference is None
+            else f", error {self.error_vs_reference:.2g} vs {self.reference}"
+        )
+        off = (
+            ""
+            if self.distance_from_exact is None
+            else f", off the exact solution by {self.distance_from_exact:.2g}"
+        )
+        return (
+            f"LstsqReport({self.method}, {self.rows}×{self.cols} on {self.workers_used} "
+            f"worker(s): residual {self.residual_norm:.6g}, κ≈{_fmt(self.cond_estimate, '.3g')}, "
+            f"{self.wall_s:.3f} s (compute {self.compute_s:.3f} s, communication "
+            f"{self.communication_s:.3f} s){err}{off})"
+        )
+
+    def __str__(self) -> str:
+        width = max(len(k) for k, _ in self.summary())
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in self.summary())
+
+    def _repr_html_(self) -> str:
+        return _html_table("gpuprobe.lstsq", self.summary())
+
+
+class LstsqResult(NamedTuple):
+    """``x, report = gpuprobe.lstsq(A, b)``: the solution (NumPy float64) and its report."""
+
+    x: np.ndarray
+    report: LstsqReport
+
+
+# -- the entry point -------------------------------------------------------------------------------
+
+
+def _on_gpu_input(a: Any) -> bool:
+    mod = type(a).__module__.split(".")[0]
+    if mod == "cupy":
+        return True
+    if mod == "torch":
+        return bool(a.device.type == "cuda")
+    meta = getattr(a, "_meta", None)
+    return meta is not None and type(meta).__module__.split(".")[0] == "cupy"
+
+
+def _gpu_memory_bytes(kind: str) -> int | None:
+    if kind != "gpu":
+        return None
+    try:
+        import cupy
+
+        return int(cupy.cuda.Device().mem_info[1])
+    except Exception:
+        return None
+
+
+def _numpy_reference(problem: Problem, s: _Session) -> tuple[np.ndarray | None, float | None, str]:
+    import psutil
+
+    need = 2.5 * problem.A.shape[0] * problem.A.shape[1] * 8
+    avail = psutil.virtual_memory().available
+    if need > REFERENCE_MEMORY_FRACTION * avail:
+        return (
+            None,
+            None,
+            (
+                f"numpy.linalg.lstsq needs about {need / 2**30:.1f} GiB here, more than "
+                f"{REFERENCE_MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB free"
+            ),
+        )
+    a, b = s.compute([problem.A, problem.b])
+    a = np.asarray(_host(a), dtype=np.float64)
+    b = np.asarray(_host(b), dtype=np.float64)
+    from gpuprobe.parallel.engine import _limit_blas, available_cores
+
+    limiter = _limit_blas(available_cores())
+    try:
+        t0 = time.perf_counter()
+        x_ref = np.linalg.lstsq(a, b, rcond=None)[0]
+        took = time.perf_counter() - t0
+    finally:
+        if limiter is not None:
+            limiter.restore_original_limits()
+    return x_ref, took, ""
+
+
+def _switch_finding(requested: str, why: _Unsafe) -> Finding:
+    kappa = why.kappa
+    return Finding(
+        id="lstsq-normal-switched-to-tsqr",
+        status=Status.WARN if requested == "normal" else Status.INFO,
+        title=f"normal equations unsafe here ({why.reason}): solved with tsqr instead",
+        evidence=(
+            Evidence("cond_estimate", kappa),
+            Evidence("kappa2_eps", None if kappa is None else kappa * kappa * EPS64),
+            Evidence("threshold_kappa2_eps", NORMAL_MAX_KAPPA2_EPS),
+        ),
+        fix="method='tsqr' skips the wasted Gram pass; rescaling or dropping nearly dependent "
+        "columns of A makes the normal equations safe again",
+        group="lstsq",
+    )
+
+
+def _agreement_finding(err: float, kappa: float | None, ref: str) -> Finding:
+    bound = expected_error_bound(kappa)
+    ok = err <= bound
+    return Finding(
+        id="lstsq-reference-agreement",
+        status=Status.OK if ok else Status.WARN,
+        title=f"solution {'agrees' if ok else 'disagrees'} with {ref}: relative error "
+        f"{err:.2g} ({'≤' if ok else '>'} {bound:.2g} expected at this κ)",
+        evidence=(
+            Evidence("relative_error", err),
+            Evidence("expected_bound", bound),
+            Evidence("cond_estimate", kappa),
+        ),
+        fix="" if ok else "method='tsqr' (stable at any κ); check the reference's rcond",
+        group="lstsq",
+    )
+
+
+def _sgd_finding(dist: float, resid: float, exact_resid: float) -> Finding:
+    return Finding(
+        id="lstsq-local-sgd-approximate",
+        status=Status.WARN if dist > EXACT_ERROR_OK else Status.INFO,
+        title=f"local-sgd is an approximation: off the exact solution by {dist:.3g} (relative); "
+        f"residual {resid:.6g} vs exact {exact_resid:.6g}",
+        evidence=(
+            Evidence("distance_from_exact", dist),
+            Evidence("residual_norm", resid),
+            Evidence("exact_residual_norm", exact_resid),
+        ),
+        fix="method='normal' gives the exact solution in one pass plus refinement",
+        group="lstsq",
+    )
+
+
+def lstsq(
+    A: Any,
+    b: Any = None,
+    method: str = "auto",
+    client: Any = None,
+    devices: str | Sequence[int] | None = None,
+    *,
+    scheduler: str | None = None,
+    workers: Sequence[str] | None = None,
+    chunk_rows: int | None = None,
+    reference: Any = None,
+    rcond: float | None = None,
+    max_refine: int = REFINE_MAX_STEPS,
+    sgd: SgdSettings | None = None,
+) -> LstsqResult:
+    """Solve min ‖b − Ax‖₂ on a Dask cluster; return ``(x, report)``.
+
+    A, b: NumPy, CuPy or torch arrays, dask arrays (any chunks), or paths (``.npy``, Zarr,
+    Parquet; ``b=None`` takes the file's last column, or a Parquet column name). method: ``auto``,
+    ``normal``, ``tsqr`` or ``local-sgd`` (see the module docstring). client / scheduler: an
+    existing cluster (default: a LocalCluster sized to this machine, closed afterwards). devices:
+    ``"cpu"``, ``"gpu"`` or GPU ids (default: GPU when the input is on a GPU). workers: run only on
+    these worker addresses. chunk_rows: rows per block for in-memory input (or a rechunk). reference:
+    ``"numpy"`` for ``numpy.linalg.lstsq`` on the gathered data, or a solution to compare with.
+    rcond: singular values below rcond × σ_max count as zero (tsqr; numpy's default).
+
+    Raises InputError for bad input (shapes that disagree, NaN or Inf, an empty A) and UsageError
+    for a bad argument or a missing Dask."""
+    if method not in METHODS:
+        raise UsageError(f"method={method!r}: use one of {', '.join(METHODS)}")
+    if max_refine < 0:
+        raise UsageError(f"max_refine={max_refine}: give 0 or more refinement steps")
+    if isinstance(reference, str) and reference != "numpy":
+        raise UsageError(f"reference={reference!r}: use 'numpy' or an array")
+    require_dask()
+    from distributed import KilledWorker
+
+    if (
+        devices is None
+        and client is None
+        and scheduler is None
+        and not is_path(A)
+        and _on_gpu_input(A)
+    ):
+        devices = "gpu"
+    t_setup = time.perf_counter()
+    engine = open_engine(client=client, scheduler=scheduler, devices=devices)
+    try:
+        problem = as_dask_problem(
+            A, b, chunk_rows, engine.info.workers, _gpu_memory_bytes(engine.info.kind)
+        )
+        opts = _Options(workers, reference, rcond, max_refine, sgd or SgdSettings())
+        return _solve(
+            engine.client, engine.info, problem, method, opts, time.perf_counter() - t_setup
+        )
+    except KilledWorker as exc:
+        release_memory(engine.client)
+        raise GpuprobeError(
+            f"a Dask worker died repeatedly running {exc.args[0] if exc.args else 'a task'} "
+            "(out of memory?): use smaller row blocks (chunk_rows=...) or more memory per worker"
+        ) from None
+    except BaseException:
+        release_memory(engine.client)
+        raise
+    finally:
+        engine.close()
+
+
+@dataclass(frozen=True)
+class _Options:
+    workers: Sequence[str] | None
+    reference: Any
+    rcond: float | None
+    max_refine: int
+    sgd: SgdSettings
+
+
+def _solve(
+    client: Any, info: EngineInfo, problem: Problem, method: str, opts: _Options, setup_s: float
+) -> LstsqResult:
+    from distributed import get_task_stream
+
+    to_gpu = info.kind == "gpu" and not problem.on_gpu
+    s = _Session(client, problem, opts.workers, to_gpu)
+    findings: list[Finding] = []
+    n_workers = len(opts.workers) if opts.workers else info.workers
+    t0 = time.perf_counter()
+    with get_task_stream(client) as stream:
+        if method == "local-sgd":
+            out: _Outcome | _Unsafe = _local_sgd(s, opts.sgd, n_workers)
+        elif method == "tsqr":
+            out = _tsqr(s, opts.rcond)
+        else:
+            out = _normal(s, opts.max_refine)
+            if isinstance(out, _Unsafe):
+                findings.append(_switch_finding(method, out))
+                out = _tsqr(s, opts.rcond)
+    wall = time.perf_counter() - t0
+    assert isinstance(out, _Outcome)
+    times = _split_times(list(stream.data), wall, s.dense_s)
+    passes = s.passes
+    findings.extend(out.findings)
+
+    exact_resid = dist = None
+    cond, cond_source, rank = out.cond, out.cond_source, out.rank
+    if method == "local-sgd":  # the exact solution beside it, untimed
+        exact_opts = _Options(opts.workers, None, opts.rcond, opts.max_refine, opts.sgd)
+        exact_x, exact = _solve(client, info, problem, "auto", exact_opts, 0.0)
+        dist = float(np.linalg.norm(out.x - exact_x) / max(np.linalg.norm(exact_x), 1e-300))
+        exact_resid = exact.residual_norm
+        cond, cond_source, rank = exact.cond_estimate, exact.cond_source, exact.rank
+        findings.append(_sgd_finding(dist, out.residual_norm, exact_resid))
+
+    ref_name = err = ref_resid = ref_s = None
+    if opts.reference is not None:
+        if isinstance(opts.reference, str):
+            x_ref, ref_s, why = _numpy_reference(problem, s)
+            ref_name = "numpy.linalg.lstsq"
+            if x_ref is None:
+                findings.append(
+                    Finding(
+                        id="lstsq-reference-skipped",
+                        status=Status.SKIPPED,
+                        title=f"no comparison with numpy.linalg.lstsq: {why}",
+                        fix="pass reference=<a known solution> instead",
+                        group="lstsq",
+                    )
+                )
+        else:
+            x_ref = np.asarray(_host(opts.reference), dtype=np.float64).reshape(-1)
+            ref_name = "given"
+            if x_ref.shape != out.x.shape:
+                raise InputError(
+                    f"reference has shape {x_ref.shape}; the solution has {out.x.shape}"
+                )
+        if x_ref is not None:
+            err = float(np.linalg.norm(out.x - x_ref) / max(np.linalg.norm(x_ref), 1e-300))
+            ref_resid = math.sqrt(s.reduce(_residual_block, _sum_parts, x_ref)["rr"])
+            if out.method != "local-sgd":
+                findings.append(_agreement_finding(err, cond, ref_name))
+    report = LstsqReport(
+        method=out.method,
+        requested=method,
+        exact=out.method != "local-sgd",
+        rows=s.m,
+        cols=s.n,
+        row_blocks=len(problem.A.chunks[0]),
+        col_blocks=len(problem.A.chunks[1]),
+        source=problem.source,
+        residual_norm=out.residual_norm,
+        cond_estimate=cond,
+        cond_source=cond_source,
+        rank=rank,
+        wall_s=wall,
+        compute_s=times["compute_s"],
+        communication_s=times["communication_s"],
+        transfer_s=times["transfer_s"],
+        communication_share=times["communication_s"] / wall if wall > 0 else 0.0,
+        passes=passes,
+        refinement_steps=out.refinement_steps,
+        workers_used=int(times["workers_used"]),
+        engine=info,
+        setup_s=setup_s,
+        reference=ref_name,
+        error_vs_reference=err,
+        reference_residual_norm=ref_resid,
+        reference_s=ref_s,
+        exact_residual_norm=exact_resid,
+        distance_from_exact=dist,
+        findings=tuple(findings),
+    )
+    return LstsqResult(out.x, report)

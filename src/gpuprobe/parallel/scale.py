@@ -1,0 +1,612 @@
+"""The worker-count sweep behind ``gpuprobe scale lstsq``: E6 done right.
+
+One cluster with the most workers asked for; for each worker count ``w`` the data is held by the
+first ``w`` workers and every method runs on those alone, so each worker is the same size (one task
+thread and ``cores / max(workers)`` BLAS threads) at every count. For each method and count: time,
+speedup and parallel efficiency against the fewest workers, communication share, residual, and the
+error against ``numpy.linalg.lstsq`` run on the gathered data with all cores. Optionally the same
+chunks through ``dask.array.linalg.lstsq``.
+
+Synthetic problems are made on the workers, block by block from a seed (untimed, held in memory);
+``--input`` files are read lazily, once per worker count.
+
+Times in this module are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpuprobe._data import Record
+from gpuprobe.errors import UsageError
+from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.parallel.engine import (
+    Engine,
+    _limit_blas,
+    available_cores,
+    blas_info,
+    open_engine,
+    require_dask,
+)
+from gpuprobe.parallel.lstsq import (
+    METHODS,
+    REFERENCE_MEMORY_FRACTION,
+    SgdSettings,
+    _html_table,
+    expected_error_bound,
+    lstsq,
+)
+from gpuprobe.parallel.sources import default_chunk_rows, read_problem
+
+__all__ = [
+    "PARALLEL_EFFICIENCY_WARN",
+    "PROBLEMS",
+    "Baseline",
+    "ScaleResult",
+    "ScaleRow",
+    "plot_scale",
+    "scale_lstsq",
+    "synthetic_problem",
+]
+
+# Parallel efficiency below which adding workers is reported as a warning: gpuprobe's choice, a
+# third of each added worker's time lost to communication, waiting or imbalance.
+PARALLEL_EFFICIENCY_WARN = 0.67
+# Synthetic problems: "gaussian" (standard normal A, κ set by --cond through a fixed orthogonal
+# V and geometric singular values), "uniform" (E6's numpy.random.rand data).
+PROBLEMS = ("gaussian", "uniform")
+NOISE = 0.1  # standard deviation of the noise added to b = A·x_true
+
+
+@dataclass(frozen=True)
+class ScaleRow(Record):
+    """One method on one worker count (the best of the repeats)."""
+
+    method: str  # the method that ran (normal may have switched to tsqr)
+    requested: str
+    workers: int
+    wall_s: float
+    compute_s: float
+    communication_s: float
+    communication_share: float
+    speedup: float  # wall at the fewest workers / wall here, same method
+    efficiency: float  # speedup / (workers / fewest workers)
+    residual_norm: float
+    error_vs_numpy: float | None  # ‖x − x_numpy‖ / ‖x_numpy‖
+    times_faster_than_numpy: float | None
+    exact: bool
+    passes: int
+    cond_estimate: float | None
+
+
+@dataclass(frozen=True)
+class Baseline(Record):
+    """A solver to compare with: numpy.linalg.lstsq, or dask.array.linalg.lstsq on the same chunks."""
+
+    name: str
+    wall_s: float | None
+    workers: int | None = None  # dask workers; None for numpy
+    threads: int | None = None  # BLAS threads numpy used
+    residual_norm: float | None = None
+    error_vs_numpy: float | None = None
+    note: str = ""  # why it did not run, when it did not
+
+
+@dataclass(frozen=True, repr=False)
+class ScaleResult(Record):
+    """The sweep: the problem, the cluster, one row per (method, workers), the baselines."""
+
+    rows: int
+    cols: int
+    problem: str  # "gaussian κ=1", "uniform (E6)", or the input file
+    row_blocks: int
+    chunk_rows: int
+    cores: int
+    cluster: str
+    blas_library: str | None
+    blas_threads_per_worker: int | None
+    threads_per_worker: int
+    repeats: int
+    results: tuple[ScaleRow, ...]
+    baselines: tuple[Baseline, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    def baseline(self, name: str) -> Baseline | None:
+        """The baseline called ``name`` (a prefix will do), if it ran."""
+        return next((b for b in self.baselines if b.name.startswith(name)), None)
+
+    def row(self, method: str, workers: int) -> ScaleRow | None:
+        """The row for ``method`` (as asked) on ``workers`` workers."""
+        return next(
+            (r for r in self.results if r.requested == method and r.workers == workers), None
+        )
+
+    def table(self) -> list[list[str]]:
+        """Header and rows for people."""
+        out = [
+            [
+                "method",
+                "workers",
+                "time s",
+                "speedup",
+                "efficiency",
+                "comm",
+                "residual",
+                "error vs numpy",
+                "speed vs numpy",
+            ]
+        ]
+        for r in self.results:
+            name = r.requested if r.method == r.requested else f"{r.requested}→{r.method}"
+            out.append(
+                [
+                    name + ("" if r.exact else " (approx.)"),
+                    str(r.workers),
+                    f"{r.wall_s:.3f}",
+                    f"{r.speedup:.2f}",
+                    f"{r.efficiency:.0%}",
+                    f"{r.communication_share:.0%}",
+                    f"{r.residual_norm:.8g}",
+                    "n/a" if r.error_vs_numpy is None else f"{r.error_vs_numpy:.2e}",
+                    "n/a"
+                    if r.times_faster_than_numpy is None
+                    else f"{r.times_faster_than_numpy:.2f}×",
+                ]
+            )
+        return out
+
+    def header(self) -> list[str]:
+        """The lines above the table."""
+        lines = [
+            f"least squares {self.rows} × {self.cols} float64 ({self.problem}), "
+            f"{self.row_blocks} row blocks of {self.chunk_rows} rows",
+            f"cluster: {self.cluster}; per worker {self.threads_per_worker} task thread, "
+            f"{self.blas_threads_per_worker or 'n/a'} BLAS thread(s) "
+            f"({self.blas_library or 'BLAS n/a'}); {self.cores} cores; best of {self.repeats}",
+        ]
+        for b in self.baselines:
+            if b.wall_s is None:
+                lines.append(f"{b.name}: not run ({b.note})")
+            else:
+                where = (
+                    f"{b.threads} BLAS thread(s)"
+                    if b.workers is None
+                    else f"{b.workers} worker(s), same chunks"
+                )
+                err = "" if b.error_vs_numpy is None else f", error vs numpy {b.error_vs_numpy:.2e}"
+                lines.append(
+                    f"{b.name}: {b.wall_s:.3f} s ({where}), residual {b.residual_norm:.8g}{err}"
+                )
+        return lines
+
+    def __str__(self) -> str:
+        tab = self.table()
+        widths = [max(len(row[i]) for row in tab) for i in range(len(tab[0]))]
+        body = [
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in tab
+        ]
+        notes = [f"[{f.status.value}] {f.title}" for f in self.findings]
+        return "\n".join([*self.header(), "", *body, "", *notes]).rstrip()
+
+    def __repr__(self) -> str:
+        best = {r.requested: r for r in self.results}
+        parts = ", ".join(f"{m} {r.wall_s:.3g} s on {r.workers}" for m, r in best.items())
+        return f"ScaleResult({self.rows}×{self.cols}, {len(self.results)} runs: {parts})"
+
+    def _repr_html_(self) -> str:
+        tab = self.table()
+        head = "".join(f"<th>{h}</th>" for h in tab[0])
+        body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in tab[1:])
+        info = _html_table(
+            "gpuprobe scale lstsq", [(f"#{i}", line) for i, line in enumerate(self.header(), 1)]
+        )
+        return f"{info}<table><tr>{head}</tr>{body}</table>"
+
+    def plot(self, path: str | Path) -> Path:
+        """See :func:`plot_scale`."""
+        return plot_scale(self, path)
+
+
+# -- synthetic problems, made on the workers -----------------------------------------------------
+
+
+def _orthogonal(n: int, seed: int) -> np.ndarray:
+    q, r = np.linalg.qr(np.random.default_rng([seed, 1]).standard_normal((n, n)))
+    return q * np.sign(np.diagonal(r))
+
+
+def _synthetic_block(
+    i: int, rows: int, n: int, kind: str, cond: float, seed: int, v: np.ndarray | None, tag: int
+) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([seed, 2, i])
+    if kind == "uniform":
+        a = rng.random((rows, n))
+        b = rng.random(rows)  # E6: b = np.random.rand(m), no model behind it
+        return a, b
+    a = rng.standard_normal((rows, n))
+    if v is not None:
+        a = (a * np.geomspace(1.0, 1.0 / cond, n)) @ v.T
+    x_true = np.random.default_rng([seed, 3]).standard_normal(n)
+    return a, a @ x_true + NOISE * rng.standard_normal(rows)
+
+
+def synthetic_problem(
+    rows: int,
+    cols: int,
+    kind: str = "gaussian",
+    cond: float = 1.0,
+    seed: int = 0,
+    chunk_rows: int | None = None,
+    workers: int = 1,
+    tag: int = 0,
+) -> tuple[Any, Any]:
+    """``(A, b)`` as lazy dask arrays made block by block from ``seed`` (the same numbers on any
+    cluster). ``gaussian``: κ(A) ≈ ``cond`` (times the ≈1 of a tall Gaussian); ``uniform``: E6's
+    data, ``A`` and ``b`` uniform on [0, 1). ``tag`` changes the graph's keys, not the numbers (a
+    fresh copy to place on other workers)."""
+    import dask
+    import dask.array as da
+
+    if kind not in PROBLEMS:
+        raise UsageError(f"problem {kind!r}: use one of {', '.join(PROBLEMS)}")
+    if rows < 1 or cols < 1:
+        raise UsageError(f"--rows {rows} --cols {cols}: both must be at least 1")
+    if cond < 1:
+        raise UsageError(f"--cond {cond}: a condition number is at least 1")
+    step = chunk_rows or default_chunk_rows(rows, cols, 8, workers)
+    v = (
+        dask.delayed(_orthogonal, pure=True)(cols, seed)
+        if kind == "gaussian" and cond > 1
+        else None
+    )
+    a_parts, b_parts = [], []
+    for i, start in enumerate(range(0, rows, step)):
+        r = min(step, rows - start)
+        blk = dask.delayed(_synthetic_block, pure=True, nout=2)(
+            i, r, cols, kind, cond, seed, v, tag
+        )
+        a_parts.append(da.from_delayed(blk[0], (r, cols), np.float64))
+        b_parts.append(da.from_delayed(blk[1], (r,), np.float64))
+    return da.concatenate(a_parts), da.concatenate(b_parts)
+
+
+# -- the sweep ---------------------------------------------------------------------------------
+
+
+def _numpy_baseline(a: Any, b: Any, client: Any) -> tuple[Baseline, np.ndarray | None]:
+    import psutil
+
+    need = 2.5 * a.shape[0] * a.shape[1] * 8
+    avail = psutil.virtual_memory().available
+    if need > REFERENCE_MEMORY_FRACTION * avail:
+        note = (
+            f"needs about {need / 2**30:.1f} GiB, more than "
+            f"{REFERENCE_MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB free"
+        )
+        return Baseline("numpy.linalg.lstsq", None, note=note), None
+    a_np, b_np = client.gather(client.compute([a, b]))
+    a_np = np.asarray(a_np, dtype=np.float64)
+    b_np = np.asarray(b_np, dtype=np.float64)
+    cores = available_cores()
+    limiter = _limit_blas(cores)
+    try:
+        t0 = time.perf_counter()
+        x = np.linalg.lstsq(a_np, b_np, rcond=None)[0]
+        took = time.perf_counter() - t0
+        threads = blas_info()["threads"] or cores
+    finally:
+        if limiter is not None:
+            limiter.restore_original_limits()
+    resid = float(np.linalg.norm(b_np - a_np @ x))
+    del a_np
+    return Baseline("numpy.linalg.lstsq", took, None, threads, resid, 0.0), x
+
+
+def _dask_baseline(
+    a: Any, b: Any, client: Any, subset: list[str], x_ref: np.ndarray | None
+) -> Baseline:
+    import dask.array as da
+
+    name = "dask.array.linalg.lstsq"
+    if a.numblocks[1] != 1:
+        return Baseline(
+            name, None, note=f"needs a single column of chunks; this input has {a.numblocks[1]}"
+        )
+    try:
+        x, *_ = da.linalg.lstsq(a, b)
+        t0 = time.perf_counter()
+        x_np = np.asarray(client.compute(x, workers=subset, allow_other_workers=False).result())
+        took = time.perf_counter() - t0
+    except ImportError as exc:
+        return Baseline(name, None, note=f"needs {exc.name or 'scipy'}: pip install scipy")
+    except ValueError as exc:
+        return Baseline(name, None, note=f"refused these chunks: {exc}")
+    resid = float(da.linalg.norm(b - a @ x_np).compute())
+    err = None if x_ref is None else float(np.linalg.norm(x_np - x_ref) / np.linalg.norm(x_ref))
+    return Baseline(name, took, len(subset), None, resid, err)
+
+
+def _parse_sizes(workers: Sequence[int]) -> list[int]:
+    sizes = sorted({int(w) for w in workers})
+    if not sizes or sizes[0] < 1:
+        raise UsageError(f"--workers {','.join(map(str, workers))}: give worker counts ≥ 1")
+    return sizes
+
+
+def scale_lstsq(
+    rows: int = 100_000,
+    cols: int = 500,
+    *,
+    input: str | Path | None = None,
+    target: str | None = None,
+    workers: Sequence[int] = (1, 2),
+    methods: Sequence[str] = ("normal", "tsqr"),
+    problem: str = "gaussian",
+    cond: float = 1.0,
+    seed: int = 0,
+    chunk_rows: int | None = None,
+    repeats: int = 1,
+    scheduler: str | None = None,
+    processes: bool = True,
+    compare_numpy: bool = True,
+    compare_dask: bool = False,
+    sgd: SgdSettings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ScaleResult:
+    """Run every method on every worker count; see the module docstring."""
+    require_dask()
+    sizes = _parse_sizes(workers)
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise UsageError(f"--method {','.join(methods)}: use one or more of {', '.join(METHODS)}")
+    if repeats < 1:
+        raise UsageError(f"--repeats {repeats}: run each at least once")
+    say = progress or (lambda _msg: None)
+    cores = available_cores()
+    per_worker = max(1, cores // sizes[-1])
+    if scheduler is not None:
+        engine: Engine = open_engine(scheduler=scheduler)
+    else:
+        engine = open_engine(
+            workers=sizes[-1], threads_per_worker=1, blas_threads=per_worker, processes=processes
+        )
+    with engine:
+        client = engine.client
+        addrs = engine.worker_addresses()
+        if sizes[-1] > len(addrs):
+            raise UsageError(f"--workers {sizes[-1]}: the cluster has only {len(addrs)} worker(s)")
+        if input is not None:
+            a, b = read_problem(input, target, chunk_rows, sizes[-1])
+            label = str(input)
+        else:
+            a, b = synthetic_problem(rows, cols, problem, cond, seed, chunk_rows, sizes[-1])
+            label = "uniform (E6's data)" if problem == "uniform" else f"gaussian, κ≈{cond:g}"
+        from gpuprobe.parallel.sources import as_dask_problem
+
+        prob = as_dask_problem(a, b, chunk_rows, sizes[-1])
+        a, b = prob.A, prob.b
+        m, n = (int(s) for s in a.shape)
+        baselines: list[Baseline] = []
+        x_ref = None
+        if compare_numpy:
+            say("numpy.linalg.lstsq on the gathered data")
+            base, x_ref = _numpy_baseline(a, b, client)
+            baselines.append(base)
+        results: list[ScaleRow] = []
+        for w in sizes:
+            subset = addrs[:w]
+            held = input is None  # synthetic data is made once per count and held; files are read
+            if held:  # fresh keys per count, so the blocks are spread over these workers only
+                a_w, b_w = synthetic_problem(m, n, problem, cond, seed, chunk_rows, sizes[-1], w)
+                a_w, b_w = client.persist([a_w, b_w], workers=subset, allow_other_workers=False)
+                from distributed import wait
+
+                wait([a_w, b_w])
+            else:
+                a_w, b_w = a, b
+            for method in methods:
+                best = None
+                for rep in range(repeats):
+                    say(f"{method} on {w} worker(s), run {rep + 1}/{repeats}")
+                    x, report = lstsq(a_w, b_w, method, client=client, workers=subset, sgd=sgd)
+                    if best is None or report.wall_s < best[1].wall_s:
+                        best = (x, report)
+                assert best is not None
+                results.append(_row(method, w, best[0], best[1], x_ref, baselines))
+            if compare_dask and w == sizes[-1]:
+                say(f"dask.array.linalg.lstsq on {w} worker(s)")
+                baselines.append(_dask_baseline(a_w, b_w, client, subset, x_ref))
+            if held:
+                client.cancel([a_w, b_w])
+                del a_w, b_w
+        results = _with_speedup(results, sizes[0])
+        info = engine.info
+        return ScaleResult(
+            rows=m,
+            cols=n,
+            problem=label,
+            row_blocks=len(a.chunks[0]),
+            chunk_rows=int(max(a.chunks[0])),
+            cores=cores,
+            cluster=f"{info.cluster} ({'processes' if info.processes else 'threads'}) "
+            f"{info.scheduler}"
+            if info.owned
+            else f"existing {info.scheduler}",
+            blas_library=info.blas_library,
+            blas_threads_per_worker=info.blas_threads,
+            threads_per_worker=info.threads_per_worker,
+            repeats=repeats,
+            results=tuple(results),
+            baselines=tuple(baselines),
+            findings=tuple(_findings(results, baselines, sizes)),
+        )
+
+
+def _row(
+    method: str,
+    w: int,
+    x: np.ndarray,
+    rep: Any,
+    x_ref: np.ndarray | None,
+    baselines: list[Baseline],
+) -> ScaleRow:
+    err = None if x_ref is None else float(np.linalg.norm(x - x_ref) / np.linalg.norm(x_ref))
+    numpy_s = baselines[0].wall_s if baselines and baselines[0].name.startswith("numpy") else None
+    return ScaleRow(
+        method=rep.method,
+        requested=method,
+        workers=w,
+        wall_s=rep.wall_s,
+        compute_s=rep.compute_s,
+        communication_s=rep.communication_s,
+        communication_share=rep.communication_share,
+        speedup=1.0,
+        efficiency=1.0,
+        residual_norm=rep.residual_norm,
+        error_vs_numpy=err,
+        times_faster_than_numpy=None if numpy_s is None else numpy_s / rep.wall_s,
+        exact=rep.exact,
+        passes=rep.passes,
+        cond_estimate=rep.cond_estimate,
+    )
+
+
+def _with_speedup(rows: list[ScaleRow], fewest: int) -> list[ScaleRow]:
+    import dataclasses
+
+    base = {r.requested: r.wall_s for r in rows if r.workers == fewest}
+    out = []
+    for r in rows:
+        sp = base[r.requested] / r.wall_s if r.wall_s > 0 else math.nan
+        out.append(dataclasses.replace(r, speedup=sp, efficiency=sp / (r.workers / fewest)))
+    return out
+
+
+def _findings(rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int]) -> list[Finding]:
+    found: list[Finding] = []
+    exact = [r for r in rows if r.exact and r.error_vs_numpy is not None]
+    if exact:
+        worst = max(exact, key=lambda r: r.error_vs_numpy / expected_error_bound(r.cond_estimate))
+        bound = expected_error_bound(worst.cond_estimate)
+        ok = worst.error_vs_numpy <= bound
+        found.append(
+            Finding(
+                id="scale-lstsq-accuracy",
+                status=Status.OK if ok else Status.FAIL,
+                title=f"exact methods agree with numpy.linalg.lstsq: worst relative error "
+                f"{worst.error_vs_numpy:.2g} ({worst.requested}, {worst.workers} worker(s))"
+                if ok
+                else f"{worst.requested} on {worst.workers} worker(s) is off numpy.linalg.lstsq "
+                f"by {worst.error_vs_numpy:.2g}, more than the {bound:.2g} expected",
+                evidence=(
+                    Evidence("worst_error", worst.error_vs_numpy),
+                    Evidence("expected_bound", bound),
+                    Evidence("cond_estimate", worst.cond_estimate),
+                ),
+                fix="" if ok else "report this with the --json output; use --method tsqr meanwhile",
+                group="scale",
+            )
+        )
+    if len(sizes) > 1:
+        for r in rows:
+            if r.workers != sizes[-1] or not r.exact:
+                continue
+            low = r.efficiency < PARALLEL_EFFICIENCY_WARN
+            found.append(
+                Finding(
+                    id="scale-lstsq-efficiency",
+                    status=Status.WARN if low else Status.OK,
+                    title=f"{r.requested}: parallel efficiency {r.efficiency:.0%} from {sizes[0]} to "
+                    f"{r.workers} workers (speedup {r.speedup:.2f}×, communication "
+                    f"{r.communication_share:.0%})",
+                    evidence=(
+                        Evidence("efficiency", r.efficiency),
+                        Evidence("speedup", r.speedup),
+                        Evidence("communication_share", r.communication_share),
+                        Evidence("threshold", PARALLEL_EFFICIENCY_WARN),
+                    ),
+                    fix="larger row blocks (--chunk-rows) or more rows per worker" if low else "",
+                    group="scale",
+                    subject=r.requested,
+                )
+            )
+    for r in rows:
+        if not r.exact and r.error_vs_numpy is not None and r.workers == sizes[-1]:
+            fastest = min(
+                (x for x in rows if x.exact and x.workers == r.workers),
+                key=lambda x: x.wall_s,
+                default=None,
+            )
+            extra = (
+                ""
+                if fastest is None
+                else f"; {fastest.requested} is exact in {fastest.wall_s:.3g} s vs {r.wall_s:.3g} s"
+            )
+            found.append(
+                Finding(
+                    id="scale-lstsq-local-sgd-approximate",
+                    status=Status.WARN,
+                    title=f"local-sgd is an approximation: off numpy.linalg.lstsq by "
+                    f"{r.error_vs_numpy:.3g} (relative){extra}",
+                    evidence=(
+                        Evidence("error_vs_numpy", r.error_vs_numpy),
+                        Evidence("wall", r.wall_s, "s"),
+                    ),
+                    fix="--method normal",
+                    group="scale",
+                )
+            )
+    return found
+
+
+# -- the plot -----------------------------------------------------------------------------------
+
+
+def plot_scale(result: ScaleResult, path: str | Path) -> Path:
+    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {out}: give a .png or .svg file name")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("plots need matplotlib: pip install matplotlib") from None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    sizes = sorted({r.workers for r in result.results})
+    ax1.plot(sizes, [w / sizes[0] for w in sizes], "k:", label="ideal")
+    for method in dict.fromkeys(r.requested for r in result.results):
+        rows = [r for r in result.results if r.requested == method]
+        ws = [r.workers for r in rows]
+        ax1.plot(ws, [r.speedup for r in rows], "o-", label=method)
+        errs = [r.error_vs_numpy for r in rows]
+        if all(e is not None for e in errs):
+            ax2.plot(ws, [max(e, 1e-17) for e in errs], "o-", label=method)  # type: ignore[type-var]
+    ax1.set(
+        xlabel="workers", ylabel=f"speedup over {sizes[0]} worker(s)", xticks=sizes, title="speedup"
+    )
+    ax2.set(
+        xlabel="workers",
+        ylabel="relative error vs numpy.linalg.lstsq",
+        yscale="log",
+        xticks=sizes,
+        title="error",
+    )
+    ax1.legend()
+    if ax2.lines:
+        ax2.legend()
+    fig.suptitle(f"gpuprobe scale lstsq: {result.rows} × {result.cols} ({result.problem})")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

@@ -1,0 +1,94 @@
+"""``gpuprobe scale lstsq`` end to end: text, --json, --plot, bad usage."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import gpuprobe.cli as cli
+
+pytest.importorskip("distributed")
+
+SMALL = ["--rows", "2000", "--cols", "10", "--workers", "1,2", "--chunk-rows", "250", "--threads"]
+
+
+@pytest.fixture(autouse=True)
+def only_scale(monkeypatch):
+    """Register only this command (others are built on other branches)."""
+    monkeypatch.setattr(cli, "COMMANDS", ("scale",))
+
+
+def test_text_and_plot(capsys, tmp_path):
+    out = tmp_path / "s.png"
+    rc = cli.main(["scale", "lstsq", *SMALL, "--plot", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "numpy.linalg.lstsq" in text and "efficiency" in text
+    assert text.count("normal ") >= 2 and "tsqr" in text
+    assert out.read_bytes().startswith(b"\x89PNG")
+
+
+def test_json(capsys):
+    rc = cli.main(["scale", "lstsq", *SMALL, "--method", "normal", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert [r["workers"] for r in data["results"]] == [1, 2]
+    assert all(r["error_vs_numpy"] <= 1e-12 for r in data["results"])
+    assert data["baselines"][0]["name"] == "numpy.linalg.lstsq"
+
+
+def test_input_file(capsys, tmp_path):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1000, 5))
+    np.save(tmp_path / "p.npy", np.column_stack([a, a @ np.ones(5)]))
+    rc = cli.main(
+        [
+            "scale",
+            "lstsq",
+            "--input",
+            str(tmp_path / "p.npy"),
+            "--workers",
+            "1,2",
+            "--threads",
+            "--method",
+            "tsqr",
+            "--json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["rows"] == 1000 and data["cols"] == 5
+    assert data["results"][0]["residual_norm"] < 1e-10
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--input", "x.npy", "--rows", "5"], "leave out --rows"),
+        (["--target", "y"], "give --input too"),
+        (["--plot", "out.pdf"], ".png or .svg"),
+        (["--input", "missing.npy", "--threads"], "no such file"),
+        (["--workers", "1,x"], "comma-separated"),
+        (["--method", "qr"], "methods are"),
+    ],
+)
+def test_bad_usage_is_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) if argv[0] in ("--workers", "--method") else _nothing():
+        rc = cli.main(["scale", "lstsq", *argv])
+        assert rc == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_scale_alone_prints_help(capsys):
+    assert cli.main(["scale"]) == 2
+    assert "lstsq" in capsys.readouterr().err
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

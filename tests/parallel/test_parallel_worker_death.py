@@ -1,0 +1,79 @@
+"""A worker process killed in the middle of a solve: Dask recomputes its blocks elsewhere and the
+answer is still exact."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuprobe.parallel.lstsq import lstsq
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+ROWS, COLS, BLOCKS = 400, 8, 10
+
+
+def _block(i: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1000 + i)
+    a = rng.standard_normal((ROWS, COLS))
+    return a, a @ np.arange(1.0, COLS + 1) + rng.standard_normal(ROWS)
+
+
+def _a_block_killing_once(i: int, marker: str) -> np.ndarray:
+    """Block i of A; the first time block 6 is made, its worker process is killed (SIGKILL)."""
+    if i == 6 and not os.path.exists(marker):
+        Path(marker).write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _block(i)[0]
+
+
+@pytest.fixture(scope="module")
+def process_client():
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+@pytest.mark.parametrize("method", ["normal", "tsqr"])
+def test_killed_worker_still_exact(process_client, tmp_path, method):
+    from dask import delayed
+
+    marker = str(tmp_path / f"killed-{method}")
+    pids_before = set(process_client.run(os.getpid).values())
+    a = da.concatenate(
+        [
+            da.from_delayed(delayed(_a_block_killing_once)(i, marker), (ROWS, COLS), np.float64)
+            for i in range(BLOCKS)
+        ]
+    )
+    b = da.concatenate(
+        [
+            da.from_delayed(delayed(lambda i: _block(i)[1])(i), (ROWS,), np.float64)
+            for i in range(BLOCKS)
+        ]
+    )
+    a_np = np.vstack([_block(i)[0] for i in range(BLOCKS)])
+    b_np = np.concatenate([_block(i)[1] for i in range(BLOCKS)])
+    ref = np.linalg.lstsq(a_np, b_np, rcond=None)[0]
+
+    x, rep = lstsq(a, b, method, client=process_client)
+
+    killed = int(Path(marker).read_text())
+    assert killed in pids_before  # a real worker process died mid-solve...
+    process_client.wait_for_workers(2, timeout=60)
+    assert killed not in set(process_client.run(os.getpid).values())  # ...and was replaced
+    assert np.linalg.norm(x - ref) / np.linalg.norm(ref) <= 1e-12
+    assert rep.residual_norm == pytest.approx(np.linalg.norm(b_np - a_np @ ref), rel=1e-12)
