@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,20 +9,9 @@ from typing import Any
 
 import pytest
 
-DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(Path(__file__).parent))
 
-
-def _has_gpu() -> bool:
-    try:
-        from gpuprobe.hardware.nvml import read_driver
-
-        return bool(read_driver()[1])
-    except Exception:
-        return False
-
-
-HAS_GPU = _has_gpu()
+from _support import HAS_GPU, snapshot_dict
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -33,11 +21,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def snapshot_dict(name: str) -> dict[str, Any]:
-    """A snapshot from tests/data as a dict."""
-    return json.loads((DATA / name).read_text())
 
 
 @pytest.fixture

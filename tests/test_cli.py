@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import DATA
+from _support import DATA
 from gpuprobe.cli import main
 
 

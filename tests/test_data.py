@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import DATA
+from _support import DATA
 from gpuprobe.bench.measurement import Measurement
 from gpuprobe.findings import Evidence, Finding, Status, worst, worst_first
 from gpuprobe.inventory import Inventory, load

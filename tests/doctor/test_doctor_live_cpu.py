@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import HAS_GPU
+from _support import HAS_GPU
 from gpuprobe.cli import main
 from gpuprobe.doctor import doctor
 from gpuprobe.doctor.kernels import E1_REL_ERR_FAIL, MATMUL_REL_ERR_FAIL

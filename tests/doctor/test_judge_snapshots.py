@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from conftest import DATA
+from _support import DATA
 from gpuprobe.doctor import doctor, judge
 from gpuprobe.doctor.env import parse_visible_devices
 from gpuprobe.doctor.frameworks import arch_supports, cuda_compat

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from conftest import DATA, snapshot_dict
+from _support import DATA, snapshot_dict
 from fakes import fake_pynvml
 from gpuprobe.hardware.nvml import nvml_session, read_driver
 from gpuprobe.inventory import enrich_gpu, load
@@ -90,7 +90,7 @@ def test_samples_and_mig_instances(fake_nvml) -> None:
 
 def test_the_real_library_is_missing_here() -> None:
     # This machine and CI have no NVIDIA driver: the real pynvml must say so, not crash.
-    from conftest import HAS_GPU
+    from _support import HAS_GPU
 
     if HAS_GPU:
         pytest.skip("a GPU is present")

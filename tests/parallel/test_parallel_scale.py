@@ -100,7 +100,7 @@ def test_synthetic_problem_is_deterministic_and_conditioned():
     np.testing.assert_array_equal(a1[:200], a2[:200])  # same first block, same numbers
     assert 5e2 < np.linalg.cond(a1) < 2e3
     u, _ = synthetic_problem(100, 5, "uniform", chunk_rows=50)
-    assert 0 <= float(u.min().compute()) and float(u.max().compute()) < 1
+    assert float(u.min().compute()) >= 0 and float(u.max().compute()) < 1
     with pytest.raises(UsageError, match="condition number"):
         synthetic_problem(10, 2, cond=0.5)
 
