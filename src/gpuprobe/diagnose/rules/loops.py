@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuprobe.diagnose import patterns as P
-from gpuprobe.diagnose.analysis import TraceContext
+from gpuprobe.diagnose.analysis import TraceContext, merge_intervals
 from gpuprobe.diagnose.rules._common import GROUP, median, step_range
 from gpuprobe.findings import Evidence, Finding, Status
 
@@ -18,11 +18,23 @@ PYTHON_LOOP_MAX_OP_US = 100.0  # µs, median host time of the repeated op: "smal
 _SHOW = 3  # how many (frame, op) pairs to name
 
 
+def _in_dataloader(ctx: TraceContext) -> np.ndarray:
+    """cpu_ops inside a DataLoader ``__next__`` (per-sample transforms: the input rule's case)."""
+    dl = P.DATALOADER_NEXT.mask(ctx.ann_name, ctx.names)
+    if not dl.any():
+        return np.zeros(ctx.op_ts.size, dtype=bool)
+    starts, ends = merge_intervals(ctx.ann_ts[dl], ctx.ann_ts[dl] + ctx.ann_dur[dl])
+    k = np.searchsorted(starts, ctx.op_ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    return (k >= 0) & (ctx.op_ts <= ends[kk])
+
+
 def python_loops(ctx: TraceContext) -> list[Finding]:
     """Top-level ops grouped by (step, Python frame, op name); a group of ≥ 100 small calls in the
-    median step is a Python loop over tensor elements."""
+    median step is a Python loop over tensor elements. Ops inside DataLoader spans are left to
+    the input rule (per-sample transforms run there by design)."""
     n = len(ctx.steps)
-    sel = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
+    sel = np.nonzero(ctx.op_top & (ctx.op_step >= 0) & ~_in_dataloader(ctx))[0]
     if sel.size == 0 or n == 0:
         return [
             Finding(
