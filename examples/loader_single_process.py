@@ -18,8 +18,8 @@ class Images(Dataset):
 
     def __getitem__(self, i: int):
         g = torch.Generator().manual_seed(i)
-        img = torch.rand(3, 64, 64, generator=g)
-        for _ in range(6):  # blur-like augmentation, done per sample on the CPU
+        img = torch.rand(3, 32, 32, generator=g)
+        for _ in range(14):  # blur-like augmentation, done per sample on the CPU
             img = (img + img.roll(1, dims=1) + img.roll(1, dims=2)) / 3
         return img.flip(2), i % 10
 
@@ -27,11 +27,13 @@ class Images(Dataset):
 def model_and_loader(num_workers: int):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(8),
-        torch.nn.Flatten(), torch.nn.Linear(32 * 64, 10),
+        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(8),
+        torch.nn.Flatten(), torch.nn.Linear(64 * 64, 10),
     ).to(device)
     extra = {"persistent_workers": True, "prefetch_factor": 4} if num_workers else {}
-    loader = DataLoader(Images(), batch_size=32, num_workers=num_workers,
+    loader = DataLoader(Images(), batch_size=64, num_workers=num_workers,
                         pin_memory=device == "cuda", **extra)
     return device, model, loader
 
@@ -39,6 +41,10 @@ def model_and_loader(num_workers: int):
 def train(trace: str, num_workers: int, steps: int, show: bool):
     import gpuprobe
 
+    if not torch.cuda.is_available():
+        # On the CPU the model competes with the loader for cores: give it one, as a GPU would
+        # take the model's work off the CPU.
+        torch.set_num_threads(1)
     device, model, loader = model_and_loader(num_workers)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gpuprobe.profile(trace, show=show) as prof:

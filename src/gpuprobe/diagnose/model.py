@@ -136,7 +136,8 @@ class Diagnosis(Record):
         for f in worst_first(self.findings):
             ev = "; ".join(html.escape(str(e)) for e in f.evidence)
             rows.append(
-                f"<tr><td><b>{html.escape(f.status.value)}</b></td><td>{html.escape(f.title)}"
+                f"<tr><td><b>{html.escape(f.status.value)}</b></td><td><b>{html.escape(f.id)}</b> "
+                f"{html.escape(f.title)}"
                 f"<br><small>{ev}</small></td><td><code>{html.escape(f.fix)}</code></td></tr>"
             )
         s = self.summary
