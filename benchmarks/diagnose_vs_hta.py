@@ -1,4 +1,4 @@
-"""gpuprobe diagnose against Holistic Trace Analysis (HTA, PyPI ``traceinsight``) on the same traces.
+"""gpuprobe diagnose against Holistic Trace Analysis (HTA, PyPI ``traceinsight``), same traces.
 
 1. Accuracy: on synthetic multi-step GPU traces built to the Kineto schema, the whole-trace GPU
    idle fraction (HTA ``get_temporal_breakdown``) and the idle split into host wait / kernel wait /
@@ -30,13 +30,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from tests.diagnose.traces import GEMM_TF32, SCENARIOS, SMALL  # noqa: E402
+
 from gpuprobe.diagnose import diagnose  # noqa: E402
 from gpuprobe.diagnose.synthetic import KinetoBuilder  # noqa: E402
-from tests.diagnose.traces import SCENARIOS, SMALL, GEMM_TF32  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-ACCURACY_SCENARIOS = ("multi_stream", "launch_bound", "sync_every_step", "input_bound", "pageable",
-                      "healthy", "contiguous")
+ACCURACY_SCENARIOS = (
+    "multi_stream",
+    "launch_bound",
+    "sync_every_step",
+    "input_bound",
+    "pageable",
+    "healthy",
+    "contiguous",
+)
 TARGET_PP = 1.0  # percentage points; the issue's accuracy goal
 TARGET_SPEEDUP = 5.0  # × faster than HTA; the issue's goal
 TARGET_RSS_RATIO = 2.0  # peak RSS / file size; the issue's goal
@@ -63,8 +71,9 @@ print(json.dumps({
 """
 
 
-def run_hta(python: str, path: str, rounding: bool, mem_limit_kb: int | None = None,
-            timeout: float = 3600.0) -> dict:
+def run_hta(
+    python: str, path: str, rounding: bool, mem_limit_kb: int | None = None, timeout: float = 3600.0
+) -> dict:
     """HTA in its venv; with /usr/bin/time for wall time and peak RSS."""
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     env.pop("PYTHONPATH", None)
@@ -88,8 +97,12 @@ def run_ours(path: str) -> dict:
         "'events': s.events}))"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    p = subprocess.run(["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-c", code, path],
-                       capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-c", code, path],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     return _parse(p, "gpuprobe")
 
 
@@ -119,8 +132,11 @@ def accuracy(python: str, tmp: Path) -> list[dict]:
             "kernel_wait": 100.0 * (s.kernel_wait_fraction or 0.0),
             "other": 100.0 * (s.other_wait_fraction or 0.0),
         }
-        row: dict = {"scenario": name, "gpuprobe_idle_pct": round(ours_idle, 3),
-                     "gpuprobe_split_pct": {k: round(v, 3) for k, v in ours_split.items()}}
+        row: dict = {
+            "scenario": name,
+            "gpuprobe_idle_pct": round(ours_idle, 3),
+            "gpuprobe_split_pct": {k: round(v, 3) for k, v in ours_split.items()},
+        }
         for label, rounding in (("hta_exact", False), ("hta_default", True)):
             h = run_hta(python, path, rounding)
             if "error" in h:
@@ -153,27 +169,38 @@ def big_trace(path: str, target_mb: int) -> dict:
                 b.dataloader(300.0)
                 b.memcpy(nbytes=4 << 20, gpu_us=120.0, pinned=False)
                 for k in range(60):
-                    b.launch(SMALL if k % 4 else GEMM_TF32, kernel_us=3.0 if k % 4 else 90.0,
-                             op="aten::mm" if k % 4 == 0 else "aten::add")
+                    b.launch(
+                        SMALL if k % 4 else GEMM_TF32,
+                        kernel_us=3.0 if k % 4 else 90.0,
+                        op="aten::mm" if k % 4 == 0 else "aten::add",
+                    )
                 b.item()
                 b.cpu(80.0)
             steps += 1
             if steps % 50 == 0 and os.path.getsize(path) >= target:
                 break
-    return {"steps": steps, "bytes": os.path.getsize(path),
-            "seconds_to_write": round(time.perf_counter() - t0, 1)}
+    return {
+        "steps": steps,
+        "bytes": os.path.getsize(path),
+        "seconds_to_write": round(time.perf_counter() - t0, 1),
+    }
 
 
-def performance(python: str, sizes: list[int], tmp: Path, skip_hta_above: int, keep: bool,
-                hta_mem_limit_mb: int) -> list[dict]:
+def performance(
+    python: str, sizes: list[int], tmp: Path, skip_hta_above: int, keep: bool, hta_mem_limit_mb: int
+) -> list[dict]:
     rows = []
     for mb in sizes:
         path = str(tmp / f"big_{mb}MB.json")
         info = big_trace(path, mb)
         print(f"wrote {path}: {info}", flush=True)
         ours = run_ours(path)
-        row = {"target_mb": mb, "file_mb": round(info["bytes"] / 1e6, 1), "steps": info["steps"],
-               "gpuprobe": ours}
+        row = {
+            "target_mb": mb,
+            "file_mb": round(info["bytes"] / 1e6, 1),
+            "steps": info["steps"],
+            "gpuprobe": ours,
+        }
         if ours.get("peak_rss_mb"):
             row["gpuprobe_rss_over_file"] = round(ours["peak_rss_mb"] * 2**20 / info["bytes"], 3)
         if mb > skip_hta_above:
@@ -190,16 +217,23 @@ def performance(python: str, sizes: list[int], tmp: Path, skip_hta_above: int, k
 
 
 def markdown(result: dict) -> str:
-    out = ["# gpuprobe diagnose vs HTA (traceinsight)", "",
-           f"Machine: {result['machine']}. Run: {result['when']}. HTA: {result['hta_version']}.", "",
-           "## Accuracy (percentage points; goal ≤ 1 pp)", "",
-           "Idle % is of the GPU span (first to last GPU activity of the steps); host/kernel/other "
-           "are HTA's categories as % of the idle time, summed over streams; max diff compares "
-           "idle % and each category as % of the span. 'exact': HTA_DISABLE_NS_ROUNDING=1; "
-           "'default': HTA rounds each event's start up and end down to whole µs.", "",
-           "| scenario | gpuprobe idle % | HTA idle % (exact / default rounding) | gpuprobe host/kernel/"
-           "other % | HTA exact host/kernel/other % | max diff exact | max diff default |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "# gpuprobe diagnose vs HTA (traceinsight)",
+        "",
+        f"Machine: {result['machine']}. Run: {result['when']}. HTA: {result['hta_version']}.",
+        "",
+        "## Accuracy (percentage points; goal ≤ 1 pp)",
+        "",
+        "Idle % is of the GPU span (first to last GPU activity of the steps); host/kernel/other "
+        "are HTA's categories as % of the idle time, summed over streams; max diff compares "
+        "idle % and each category as % of the span. 'exact': HTA_DISABLE_NS_ROUNDING=1; "
+        "'default': HTA rounds each event's start up and end down to whole µs.",
+        "",
+        "| scenario | gpuprobe idle % | HTA idle % (exact / default rounding) "
+        "| gpuprobe host/kernel/other % | HTA exact host/kernel/other % "
+        "| max diff exact | max diff default |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in result["accuracy"]:
         ex, de = r.get("hta_exact", {}), r.get("hta_default", {})
 
@@ -213,12 +247,19 @@ def markdown(result: dict) -> str:
             f"{split(ex)} | {ex.get('max_diff_pp', ex.get('error'))} | "
             f"{de.get('max_diff_pp', de.get('error'))} |"
         )
-    out += ["", "## Speed and peak memory (goal: ≥ 5× faster than HTA, peak RSS < 2× file)", "",
-            "| file | steps | gpuprobe wall s | gpuprobe peak RSS MB | RSS / file | HTA wall s | "
-            "HTA peak RSS MB | speed-up |", "|---|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "## Speed and peak memory (goal: ≥ 5× faster than HTA, peak RSS < 2× file)",
+        "",
+        "| file | steps | gpuprobe wall s | gpuprobe peak RSS MB | RSS / file | HTA wall s | "
+        "HTA peak RSS MB | speed-up |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["performance"]:
         g, h = r["gpuprobe"], r["hta"]
-        hta_wall = h.get("wall_s", "–") if "error" not in h else f"{h.get('wall_s', '–')} ({h['error']})"
+        hta_wall = (
+            h.get("wall_s", "–") if "error" not in h else f"{h.get('wall_s', '–')} ({h['error']})"
+        )
         out.append(
             f"| {r['file_mb']} MB | {r['steps']} | {g.get('wall_s')} | "
             f"{g.get('peak_rss_mb', 0):.0f} | {r.get('gpuprobe_rss_over_file')} | {hta_wall} | "
@@ -232,26 +273,37 @@ def main() -> int:
     ap.add_argument("--hta-python", default="/tmp/hta-venv/bin/python")
     ap.add_argument("--sizes", default="200,1000", help="trace sizes in MB, comma-separated")
     ap.add_argument("--skip-hta-above", type=int, default=10_000, metavar="MB")
-    ap.add_argument("--hta-mem-limit-mb", type=int, default=16_000,
-                    help="address-space cap for HTA (protects a shared machine)")
+    ap.add_argument(
+        "--hta-mem-limit-mb",
+        type=int,
+        default=16_000,
+        help="address-space cap for HTA (protects a shared machine)",
+    )
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the big traces in /tmp")
     args = ap.parse_args()
-    ver = subprocess.run([args.hta_python, "-c", "import importlib.metadata as m; "
-                          "print(m.version('traceinsight'))"], capture_output=True, text=True)
+    ver = subprocess.run(
+        [args.hta_python, "-c", "import importlib.metadata as m; print(m.version('traceinsight'))"],
+        capture_output=True,
+        text=True,
+    )
     with tempfile.TemporaryDirectory(prefix="gpuprobe-bench-", dir="/tmp") as d:
         tmp = Path(d)
         result = {
             "machine": f"{platform.node()} {os.cpu_count()} CPUs, "
-                       f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB,"
-                       f" Python {platform.python_version()}",
+            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB,"
+            f" Python {platform.python_version()}",
             "when": time.strftime("%Y-%m-%d %H:%M"),
             "hta_version": ver.stdout.strip() or ver.stderr.strip()[-200:],
             "accuracy": [] if args.no_accuracy else accuracy(args.hta_python, tmp),
-            "performance": performance(args.hta_python,
-                                       [int(x) for x in args.sizes.split(",") if x],
-                                       tmp, args.skip_hta_above, args.keep,
-                                       args.hta_mem_limit_mb),
+            "performance": performance(
+                args.hta_python,
+                [int(x) for x in args.sizes.split(",") if x],
+                tmp,
+                args.skip_hta_above,
+                args.keep,
+                args.hta_mem_limit_mb,
+            ),
         }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "diagnose_vs_hta.json").write_text(json.dumps(result, indent=2) + "\n")

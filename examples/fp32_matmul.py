@@ -13,8 +13,9 @@ def train(trace: str, tensor_cores: bool, steps: int, show: bool):
     import gpuprobe
 
     if not torch.cuda.is_available():
-        sys.exit(f"{sys.argv[0] or 'this example'} needs a CUDA GPU (torch.cuda.is_available() "
-                 "is False)")
+        sys.exit(
+            f"{sys.argv[0] or 'this example'} needs a CUDA GPU (torch.cuda.is_available() is False)"
+        )
     torch.backends.cuda.matmul.allow_tf32 = tensor_cores  # the fix: TF32 on the Tensor Cores
     torch.backends.cudnn.allow_tf32 = tensor_cores
     a = torch.randn(4096, 4096, device="cuda")

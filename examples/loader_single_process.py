@@ -27,14 +27,20 @@ class Images(Dataset):
 def model_and_loader(num_workers: int):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(8),
-        torch.nn.Flatten(), torch.nn.Linear(64 * 64, 10),
+        torch.nn.Conv2d(3, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(8),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64 * 64, 10),
     ).to(device)
     extra = {"persistent_workers": True, "prefetch_factor": 4} if num_workers else {}
-    loader = DataLoader(Images(), batch_size=64, num_workers=num_workers,
-                        pin_memory=device == "cuda", **extra)
+    loader = DataLoader(
+        Images(), batch_size=64, num_workers=num_workers, pin_memory=device == "cuda", **extra
+    )
     return device, model, loader
 
 

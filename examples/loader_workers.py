@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from loader_single_process import train  # noqa: E402  (the same model, data and loop)
+from loader_single_process import train
 
 
 def main(trace: str = "loader_workers.json.gz", steps: int = 7, show: bool = True):

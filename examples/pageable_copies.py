@@ -13,8 +13,10 @@ def train(trace: str, pinned: bool, steps: int, show: bool):
     import gpuprobe
 
     if not torch.cuda.is_available():
-        sys.exit(f"{sys.argv[0] or 'this example'} needs a CUDA GPU (torch.cuda.is_available() "
-                 "is False); the CPU-only examples are item_*, *_mask and loader_*")
+        sys.exit(
+            f"{sys.argv[0] or 'this example'} needs a CUDA GPU (torch.cuda.is_available() "
+            "is False); the CPU-only examples are item_*, *_mask and loader_*"
+        )
     batches = [torch.randn(256, 3, 64, 64) for _ in range(4)]  # 12.6 MB each
     if pinned:
         batches = [b.pin_memory() for b in batches]

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pageable_copies import train  # noqa: E402
+from pageable_copies import train
 
 
 def main(trace: str = "pinned_copies.json.gz", steps: int = 8, show: bool = True):

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fp32_matmul import train  # noqa: E402
+from fp32_matmul import train
 
 
 def main(trace: str = "tf32_matmul.json.gz", steps: int = 8, show: bool = True):

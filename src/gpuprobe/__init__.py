@@ -24,7 +24,8 @@ _API: dict[str, str] = {
     "Finding": "gpuprobe.findings:Finding",
     "Status": "gpuprobe.findings:Status",
     "GpuprobeError": "gpuprobe.errors:GpuprobeError",
-    "diagnose": "gpuprobe.diagnose:diagnose", "profile": "gpuprobe.diagnose.profile:profile",
+    "diagnose": "gpuprobe.diagnose:diagnose",
+    "profile": "gpuprobe.diagnose.profile:profile",
 }
 
 __all__ = ["__version__", *sorted(_API)]

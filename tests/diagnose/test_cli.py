@@ -74,16 +74,24 @@ def test_bad_steps_range(gpu_trace, capsys):
 
 def test_html_is_self_contained(gpu_trace, tmp_path, capsys):
     page = tmp_path / "t.html"
-    assert cli.main(["diagnose", gpu_trace("sync_every_step"), "--html", str(page),
-                     "--html-step", "2"]) == 0
+    assert (
+        cli.main(
+            ["diagnose", gpu_trace("sync_every_step"), "--html", str(page), "--html-step", "2"]
+        )
+        == 0
+    )
     text = page.read_text()
     assert "<svg" in text and "ProfilerStep#2" in text
     assert "GPU 0 stream 7" in text and "GPU 0 idle" in text and "cudaStreamSynchronize" in text
     # nothing to fetch: no scripts, stylesheets or images from elsewhere
     assert not re.search(r"(src|href)\s*=", text)
     assert "<script" not in text
-    assert cli.main(["diagnose", gpu_trace("sync_every_step"), "--html", str(page),
-                     "--html-step", "99"]) == 2
+    assert (
+        cli.main(
+            ["diagnose", gpu_trace("sync_every_step"), "--html", str(page), "--html-step", "99"]
+        )
+        == 2
+    )
 
 
 def test_compare_before_after(gpu_trace, tmp_path, capsys):

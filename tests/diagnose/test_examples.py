@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from gpuprobe.findings import Status  # noqa: E402
+from gpuprobe.findings import Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FOUND = (Status.WARN, Status.FAIL, Status.INFO)

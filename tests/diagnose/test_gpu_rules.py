@@ -69,7 +69,9 @@ def test_pageable_copies(gpu_trace):
     assert f.status is Status.WARN
     assert _ev(d, "pageable-copies", "pageable_copies_per_step") == 1
     assert _ev(d, "pageable-copies", "pageable_bytes_per_step") == pytest.approx(50.0)
-    assert _ev(d, "pageable-copies", "pageable_bandwidth") == pytest.approx(50e6 / 6000 / 1e3, abs=0.01)
+    assert _ev(d, "pageable-copies", "pageable_bandwidth") == pytest.approx(
+        50e6 / 6000 / 1e3, abs=0.01
+    )
     assert "pin_memory=True" in f.fix and "non_blocking=True" in f.fix
     assert "Memcpy HtoD (Pageable -> Device)" in f.details
 

@@ -66,8 +66,7 @@ def test_malformed_events_are_skipped_and_counted(tmp_path):
         {"ph": "X", "cat": "kernel", "name": "bad", "ts": "soon", "dur": 1},
         {"ph": "X", "cat": "kernel", "name": "neg", "ts": 1.0, "dur": -5},
         {"ph": "X", "cat": "cpu_op", "name": ["not", "hashable"], "ts": 1.0, "dur": 1},
-        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0, "dur": 1,
-         "args": {"device": 10**30}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0, "dur": 1, "args": {"device": 10**30}},
         [1, 2, 3],
         "event",
     ]
@@ -90,8 +89,10 @@ def test_malformed_events_are_skipped_and_counted(tmp_path):
         ('{"traceEvents": [], "x": 1}', "no events"),
         ('{"schemaVersion": 1}', "no 'traceEvents'"),
         ("42", "not a Kineto trace"),
-        ('{"traceEvents": [{"ph": "X", "cat": "foo", "name": "a", "ts": 1, "dur": 1}]}',
-         "not a PyTorch profiler"),
+        (
+            '{"traceEvents": [{"ph": "X", "cat": "foo", "name": "a", "ts": 1, "dur": 1}]}',
+            "not a PyTorch profiler",
+        ),
         ('{"traceEvents": [{"ph": "X"},, ]}', "not valid JSON"),
         ('{"traceEvents": [' + "[" * 100_000, "nested too deeply|truncated"),
         ("{" * 10, "not valid JSON"),
@@ -110,7 +111,7 @@ def test_missing_and_directory_and_binary(tmp_path):
     with pytest.raises(InputError, match="directory"):
         diagnose(tmp_path)
     binary = tmp_path / "b.json"
-    binary.write_bytes(b"{\"traceEvents\": [\xff\xfe\x00]}")
+    binary.write_bytes(b'{"traceEvents": [\xff\xfe\x00]}')
     with pytest.raises(InputError, match="UTF-8"):
         diagnose(binary)
 
@@ -119,7 +120,7 @@ def test_damaged_gzip(tmp_path):
     data = gzip.compress(SMALL.encode())
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(data[: len(data) // 2])
-    with pytest.raises(InputError, match="gzip|truncated"):
+    with pytest.raises(InputError, match=r"gzip|truncated"):
         diagnose(cut)
     flipped = bytearray(data)
     flipped[len(flipped) // 2] ^= 0xFF
@@ -133,8 +134,11 @@ _DAMAGE = st.one_of(
     st.tuples(st.just("truncate"), st.integers(0, len(SMALL))),
     st.tuples(st.just("delete"), st.integers(0, len(SMALL)), st.integers(1, 200)),
     st.tuples(st.just("insert"), st.integers(0, len(SMALL)), st.text(min_size=1, max_size=20)),
-    st.tuples(st.just("replace"), st.integers(0, len(SMALL) - 1),
-              st.sampled_from(list('{}[],:"0-.eE \nabc\\'))),
+    st.tuples(
+        st.just("replace"),
+        st.integers(0, len(SMALL) - 1),
+        st.sampled_from(list('{}[],:"0-.eE \nabc\\')),
+    ),
 )
 
 
@@ -143,15 +147,17 @@ def _damage(text: str, ops: list[tuple]) -> str:
         if op[0] == "truncate":
             text = text[: op[1]]
         elif op[0] == "delete":
-            text = text[: op[1]] + text[op[1] + op[2]:]
+            text = text[: op[1]] + text[op[1] + op[2] :]
         elif op[0] == "insert":
-            text = text[: op[1]] + op[2] + text[op[1]:]
+            text = text[: op[1]] + op[2] + text[op[1] :]
         elif op[1] < len(text):
-            text = text[: op[1]] + op[2] + text[op[1] + 1:]
+            text = text[: op[1]] + op[2] + text[op[1] + 1 :]
     return text
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=st.lists(_DAMAGE, min_size=1, max_size=4), gz=st.booleans())
 def test_fuzz_damaged_traces_never_traceback(tmp_path, ops, gz):
     text = _damage(SMALL, ops)

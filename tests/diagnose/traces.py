@@ -28,8 +28,15 @@ def healthy(path: str, steps: int = 5) -> str:
         with b.step(n):
             b.memcpy(nbytes=8 << 20, gpu_us=300.0, pinned=True)
             for _ in range(20):
-                b.launch(GEMM_TF32, kernel_us=400.0, op="aten::mm", op_args={
-                    "Input type": ["float", "float"], "Input Dims": [[512, 512], [512, 512]]})
+                b.launch(
+                    GEMM_TF32,
+                    kernel_us=400.0,
+                    op="aten::mm",
+                    op_args={
+                        "Input type": ["float", "float"],
+                        "Input Dims": [[512, 512], [512, 512]],
+                    },
+                )
         b.cpu(5.0)
     b.write(path)
     return path
@@ -77,8 +84,12 @@ def fp32_gemm(path: str, steps: int = 5, kernel: str = GEMM_FP32) -> str:
     for n in range(steps):
         with b.step(n):
             for _ in range(8):
-                b.launch(kernel, kernel_us=900.0, op="aten::mm",
-                         op_args={"Input type": ["float", "float"]})
+                b.launch(
+                    kernel,
+                    kernel_us=900.0,
+                    op="aten::mm",
+                    op_args={"Input type": ["float", "float"]},
+                )
                 b.launch(SMALL, kernel_us=30.0, op="aten::add")
     b.write(path)
     return path
@@ -122,11 +133,20 @@ def contiguous(path: str, steps: int = 4) -> str:
         with b.step(n):
             with b.op("aten::permute"):
                 pass
-            with b.op("aten::contiguous", **{"Input Dims": [[64, 1024, 256]],
-                                             "Input Strides": [[262144, 1, 1024]],
-                                             "Input type": ["float"]}), b.op("aten::clone"):
-                b.launch("void at::native::elementwise_kernel<copy>", kernel_us=300.0,
-                         op="aten::copy_")
+            with (
+                b.op(
+                    "aten::contiguous",
+                    **{
+                        "Input Dims": [[64, 1024, 256]],
+                        "Input Strides": [[262144, 1, 1024]],
+                        "Input type": ["float"],
+                    },
+                ),
+                b.op("aten::clone"),
+            ):
+                b.launch(
+                    "void at::native::elementwise_kernel<copy>", kernel_us=300.0, op="aten::copy_"
+                )
             for _ in range(4):
                 b.launch(GEMM_TF32, kernel_us=250.0, op="aten::mm")
     b.write(path)
@@ -142,8 +162,13 @@ def multi_stream(path: str, steps: int = 6, devices: int = 1) -> str:
             for d in range(devices):
                 b.memcpy(nbytes=4 << 20, gpu_us=120.0, pinned=True, stream=9, device=d)
                 for k in range(30):
-                    b.launch(SMALL if k % 3 else GEMM_TF32, kernel_us=4.0 if k % 3 else 150.0,
-                             launch_us=5.0, op="aten::mm", device=d)
+                    b.launch(
+                        SMALL if k % 3 else GEMM_TF32,
+                        kernel_us=4.0 if k % 3 else 150.0,
+                        launch_us=5.0,
+                        op="aten::mm",
+                        device=d,
+                    )
                     if k % 10 == 0:
                         b.cpu(60.0)  # Python between ops: host-wait gaps
                 b.memset(nbytes=1 << 20, gpu_us=10.0, device=d)

@@ -30,13 +30,25 @@ def register(sub: Any) -> None:
     p.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.json or .json.gz)")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", metavar="FILE", help="also write a page with one step's timeline")
-    p.add_argument("--html-step", type=int, metavar="N",
-                   help="the step to draw with --html (default: the median-length step)")
+    p.add_argument(
+        "--html-step",
+        type=int,
+        metavar="N",
+        help="the step to draw with --html (default: the median-length step)",
+    )
     p.add_argument("--steps", metavar="N..M", help="only these profiled steps (ProfilerStep#N)")
-    p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
-                   help="show what changed between two traces (e.g. before and after a fix)")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="all details: every step, and evidence of passing checks")
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="show what changed between two traces (e.g. before and after a fix)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="all details: every step, and evidence of passing checks",
+    )
     p.set_defaults(handler=run)
 
 
@@ -44,8 +56,12 @@ def _progress() -> tuple[Any, Any]:
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     bar = Progress(
-        "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-        TimeRemainingColumn(), transient=True, console=None,
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        console=None,
     )
     return bar, bar.add_task("reading trace", total=None)
 
@@ -58,7 +74,8 @@ def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
         bar, task = _progress()
         with bar:
             return diagnose_with_context(
-                path, steps=args.steps,
+                path,
+                steps=args.steps,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
     return diagnose_with_context(path, steps=args.steps)

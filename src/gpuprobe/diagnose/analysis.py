@@ -8,6 +8,7 @@ frame of each op (only when the trace has ``python_function`` events). Times in 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -30,8 +31,8 @@ KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_ke
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
 
 
-def _arr(a: object, dtype: type) -> np.ndarray:
-    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)  # type: ignore[arg-type]
+def _arr(a: array, dtype: type) -> np.ndarray:
+    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
 
 def merge_intervals(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,9 +156,9 @@ class TraceContext:
             (self.ann_ts, self.ann_dur),
             (self.py_ts, self.py_dur),
         ]
-        lo = min((float(a.min()) for a, _ in pairs if a.size), default=0.0)
-        hi = max((float((a + d).max()) for a, d in pairs if a.size), default=0.0)
-        return [_Step(None, lo, hi)]
+        first = min((float(a.min()) for a, _ in pairs if a.size), default=0.0)
+        last = max((float((a + d).max()) for a, d in pairs if a.size), default=0.0)
+        return [_Step(None, first, last)]
 
     def step_of(self, ts: np.ndarray) -> np.ndarray:
         """Index into ``steps`` of the step containing each time, or -1."""
@@ -334,15 +335,20 @@ class TraceContext:
                 continue
             oi = np.nonzero(top & (self.op_tid == tid))[0]
             ts = np.concatenate([self.py_ts[fi], self.op_ts[oi]])
-            end = np.concatenate([self.py_ts[fi] + self.py_dur[fi], self.op_ts[oi] + self.op_dur[oi]])
+            end = np.concatenate(
+                [self.py_ts[fi] + self.py_dur[fi], self.op_ts[oi] + self.op_dur[oi]]
+            )
             kind = np.concatenate([np.zeros(fi.size, np.int8), np.ones(oi.size, np.int8)])
             ref = np.concatenate([self.py_name[fi], oi])
             order = np.lexsort((kind, -end, ts))
             stack_end: list[float] = []
             stack_name: list[int] = []
             for t, e, k, r in zip(
-                ts[order].tolist(), end[order].tolist(), kind[order].tolist(),
-                ref[order].tolist(), strict=True,
+                ts[order].tolist(),
+                end[order].tolist(),
+                kind[order].tolist(),
+                ref[order].tolist(),
+                strict=True,
             ):
                 while stack_end and stack_end[-1] <= t:
                     stack_end.pop()
@@ -422,6 +428,6 @@ class TraceContext:
 
 def _opt_int(x: object) -> int | None:
     try:
-        return int(x)  # type: ignore[call-overload,no-any-return]
+        return int(x)  # type: ignore[call-overload]
     except (TypeError, ValueError, OverflowError):
         return None

@@ -17,6 +17,10 @@ def _med(d: Diagnosis, get: Callable[..., float | None]) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100.0 * x
+
+
 def _share(d: Diagnosis, get: Callable[..., float]) -> float | None:
     vals = [get(r) / r.duration_us for r in d.steps if r.duration_us > 0]
     return 100.0 * float(np.median(vals)) if vals else None
@@ -29,20 +33,22 @@ _METRICS: tuple[tuple[str, str, str, Callable[[Diagnosis], float | None]], ...] 
         "GPU busy (median step)",
         "%",
         "higher",
-        lambda d: None
-        if _med(d, lambda r: r.gpu_busy_fraction) is None
-        else 100.0 * _med(d, lambda r: r.gpu_busy_fraction),  # type: ignore[operator]
+        lambda d: _pct(_med(d, lambda r: r.gpu_busy_fraction)),
     ),
     (
         "GPU busy (whole trace, HTA)",
         "%",
         "higher",
-        lambda d: None
-        if d.summary.gpu_busy_fraction is None
-        else 100.0 * d.summary.gpu_busy_fraction,
+        lambda d: (
+            None if d.summary.gpu_busy_fraction is None else 100.0 * d.summary.gpu_busy_fraction
+        ),
     ),
-    ("kernels per step", "", "lower", lambda d: _med(d, lambda r: r.kernels if r.device is not
-                                                       None else None)),
+    (
+        "kernels per step",
+        "",
+        "lower",
+        lambda d: _med(d, lambda r: r.kernels if r.device is not None else None),
+    ),
     ("median kernel", "µs", "higher", lambda d: _med(d, lambda r: r.median_kernel_us)),
     ("DataLoader share of step", "%", "lower", lambda d: _share(d, lambda r: r.dataloader_us)),
     ("syncs per step", "", "lower", lambda d: _med(d, lambda r: float(r.syncs))),
@@ -73,6 +79,7 @@ def compare_diagnoses(before: Diagnosis, after: Diagnosis) -> Comparison:
         sa, ta = status(after, key)
         label = key[0] + (f" ({key[1]})" if key[1] else "")
         changes.append(FindingChange(id=label, title=ta or tb, before=sb, after=sa))
-    changes.sort(key=lambda c: -max(c.before.rank if c.before else 0,
-                                    c.after.rank if c.after else 0))
+    changes.sort(
+        key=lambda c: -max(c.before.rank if c.before else 0, c.after.rank if c.after else 0)
+    )
     return Comparison(before=before, after=after, metrics=metrics, findings=tuple(changes))

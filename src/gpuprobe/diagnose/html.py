@@ -59,7 +59,12 @@ def choose_step(ctx: TraceContext, step: int | None = None) -> int:
 
 
 def _boxes(
-    ts: np.ndarray, dur: np.ndarray, labels: Iterable[str], t0: float, scale: float, y: int,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    labels: Iterable[str],
+    t0: float,
+    scale: float,
+    y: int,
     color: str | np.ndarray,
 ) -> list[str]:
     labels = list(labels)
@@ -99,19 +104,50 @@ def _timeline(ctx: TraceContext, i: int) -> str:
         tid = tids[np.argmax(counts)]
         m = top & (ctx.op_tid == tid)
         rows.append((f"CPU ops (thread {ctx.raw.threads[tid]})", []))
-        rows[-1][1].extend(_boxes(ctx.op_ts[m], ctx.op_dur[m],
-                                  (names[n] for n in ctx.op_name[m]), t0, scale, 0, _COLORS["op"]))
+        rows[-1][1].extend(
+            _boxes(
+                ctx.op_ts[m],
+                ctx.op_dur[m],
+                (names[n] for n in ctx.op_name[m]),
+                t0,
+                scale,
+                0,
+                _COLORS["op"],
+            )
+        )
     dl = P.DATALOADER_NEXT.mask(ctx.ann_name, names) & (ctx.ann_ts >= t0) & (ctx.ann_ts <= t1)
     if dl.any():
-        rows.append(("DataLoader", _boxes(ctx.ann_ts[dl], ctx.ann_dur[dl],
-                                          (names[n] for n in ctx.ann_name[dl]), t0, scale, 0,
-                                          _COLORS["loader"])))
+        rows.append(
+            (
+                "DataLoader",
+                _boxes(
+                    ctx.ann_ts[dl],
+                    ctx.ann_dur[dl],
+                    (names[n] for n in ctx.ann_name[dl]),
+                    t0,
+                    scale,
+                    0,
+                    _COLORS["loader"],
+                ),
+            )
+        )
     rt = (ctx.rt_ts >= t0) & (ctx.rt_ts <= t1)
     if rt.any():
         colors = np.where(ctx.sync_mask[rt], _COLORS["sync"], _COLORS["launch"])
-        rows.append(("CUDA runtime", _boxes(ctx.rt_ts[rt], ctx.rt_dur[rt],
-                                            (names[n] for n in ctx.rt_name[rt]), t0, scale, 0,
-                                            colors)))
+        rows.append(
+            (
+                "CUDA runtime",
+                _boxes(
+                    ctx.rt_ts[rt],
+                    ctx.rt_dur[rt],
+                    (names[n] for n in ctx.rt_name[rt]),
+                    t0,
+                    scale,
+                    0,
+                    colors,
+                ),
+            )
+        )
     # GPU: one row per (device, stream), then the idle gaps of each device.
     win = (ctx.gpu_end >= t0) & (ctx.gpu_ts <= t1)
     pageable = P.PAGEABLE_COPY.mask(ctx.gpu_name, names)
@@ -121,38 +157,70 @@ def _timeline(ctx: TraceContext, i: int) -> str:
             m = dm & (ctx.gpu_stream == s)
             kind = ctx.gpu_kind[m]
             colors = np.where(
-                kind == GPU_KIND_KERNEL, _COLORS["kernel"],
-                np.where(kind == GPU_KIND_MEMCPY,
-                         np.where(pageable[m], _COLORS["pageable"], _COLORS["memcpy"]),
-                         _COLORS["memset"]),
+                kind == GPU_KIND_KERNEL,
+                _COLORS["kernel"],
+                np.where(
+                    kind == GPU_KIND_MEMCPY,
+                    np.where(pageable[m], _COLORS["pageable"], _COLORS["memcpy"]),
+                    _COLORS["memset"],
+                ),
             )
-            rows.append((f"GPU {d} stream {s}", _boxes(ctx.gpu_ts[m], ctx.gpu_dur[m],
-                                                        (names[n] for n in ctx.gpu_name[m]), t0,
-                                                        scale, 0, colors)))
+            rows.append(
+                (
+                    f"GPU {d} stream {s}",
+                    _boxes(
+                        ctx.gpu_ts[m],
+                        ctx.gpu_dur[m],
+                        (names[n] for n in ctx.gpu_name[m]),
+                        t0,
+                        scale,
+                        0,
+                        colors,
+                    ),
+                )
+            )
         starts, ends = merge_intervals(ctx.gpu_ts[dm], ctx.gpu_end[dm])
         edges_s = np.concatenate([[t0], ends])
         edges_e = np.concatenate([starts, [t1]])
         gap = np.clip(edges_e, t0, t1) - np.clip(edges_s, t0, t1)
         g = gap > 0
-        rows.append((f"GPU {d} idle", _boxes(np.clip(edges_s[g], t0, t1), gap[g],
-                                             ("idle" for _ in range(int(g.sum()))), t0, scale, 0,
-                                             _COLORS["idle"])))
+        rows.append(
+            (
+                f"GPU {d} idle",
+                _boxes(
+                    np.clip(edges_s[g], t0, t1),
+                    gap[g],
+                    ("idle" for _ in range(int(g.sum()))),
+                    t0,
+                    scale,
+                    0,
+                    _COLORS["idle"],
+                ),
+            )
+        )
     height = _ROW * len(rows) + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL + _WIDTH + 10}" '
-             f'height="{height}" font-family="sans-serif" font-size="11">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL + _WIDTH + 10}" '
+        f'height="{height}" font-family="sans-serif" font-size="11">'
+    ]
     for r, (label, boxes) in enumerate(rows):
         y = r * _ROW
-        parts.append(f'<rect x="0" y="{y}" width="{_LABEL + _WIDTH}" height="{_ROW}" '
-                     f'fill="{"#f4f6f7" if r % 2 else "#ffffff"}"/>')
+        parts.append(
+            f'<rect x="0" y="{y}" width="{_LABEL + _WIDTH}" height="{_ROW}" '
+            f'fill="{"#f4f6f7" if r % 2 else "#ffffff"}"/>'
+        )
         parts.append(f'<text x="4" y="{y + 15}">{html.escape(label)}</text>')
         parts.append(f'<g transform="translate(0,{y})">' + "".join(boxes) + "</g>")
     axis_y = _ROW * len(rows) + 14
     for k in range(6):
         x = _LABEL + k * _WIDTH / 5
-        parts.append(f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y - 10}" '
-                     'stroke="#ccc" stroke-width="0.5"/>')
-        parts.append(f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle">'
-                     f"{k * span / 5:,.0f} µs</text>")
+        parts.append(
+            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y - 10}" '
+            'stroke="#ccc" stroke-width="0.5"/>'
+        )
+        parts.append(
+            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle">{k * span / 5:,.0f} µs</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 

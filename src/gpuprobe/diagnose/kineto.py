@@ -159,7 +159,7 @@ class RawTrace:
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
 
-def _open_text(path: str) -> tuple[IO[str], IO[bytes]]:
+def _open_text(path: str) -> tuple[_TextOver, IO[bytes]]:
     """Open ``path`` as UTF-8 text, gunzipping when it starts with the gzip magic number.
     Returns (text stream, the raw byte stream whose position measures progress)."""
     try:
@@ -181,7 +181,7 @@ def _open_text(path: str) -> tuple[IO[str], IO[bytes]]:
 class _TextOver:
     """Minimal text reader over a byte stream (UTF-8, incremental), closing the raw file too."""
 
-    def __init__(self, stream: IO[bytes], raw: IO[bytes]) -> None:
+    def __init__(self, stream: Any, raw: IO[bytes]) -> None:
         import codecs
 
         self._stream = stream
@@ -219,7 +219,7 @@ class _Scanner:
         self.pos = 0
         self.eof = False
         self.consumed = 0  # characters dropped from the front of buf
-        self._scan = json.JSONDecoder().scan_once
+        self._scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
     def _more(self) -> bool:
         if self.eof:
@@ -413,7 +413,7 @@ def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None =
     return tr
 
 
-def _consume(tr: RawTrace, events: Iterator[Any]) -> None:  # noqa: C901 - one hot loop, kept flat
+def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
     """Reduce each event to the columns in ``tr``. The hot loop: kept flat on purpose."""
     name_ids: dict[str, int] = {}
     tid_ids: dict[Any, int] = {}
@@ -504,21 +504,21 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:  # noqa: C901 - one h
                     if m:
                         tr.steps.append((_int(m.group(1)), ts, dur))
                     else:
+                        i = nid(name)
                         tr.ann_ts.append(ts)
                         tr.ann_dur.append(dur)
-                        tr.ann_name.append(nid(name))
-            elif ph == "i" or ph == "I":
-                if ev.get("name") == "[memory]":
-                    args = ev["args"]
-                    key = (_int(args.get("Device Type", 0)), _int(args.get("Device Id", -1)))
-                    alloc = _num(args.get("Total Allocated", 0.0))
-                    reserved = _num(args.get("Total Reserved", 0.0))
-                    tr.memory_events += 1
-                    old = memory_peak.get(key)
-                    if old is None:
-                        memory_peak[key] = (alloc, reserved)
-                    elif alloc > old[0] or reserved > old[1]:
-                        memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
+                        tr.ann_name.append(i)
+            elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
+                args = ev["args"]
+                key = (_int(args.get("Device Type", 0)), _int(args.get("Device Id", -1)))
+                alloc = _num(args.get("Total Allocated", 0.0))
+                reserved = _num(args.get("Total Reserved", 0.0))
+                tr.memory_events += 1
+                old = memory_peak.get(key)
+                if old is None:
+                    memory_peak[key] = (alloc, reserved)
+                elif alloc > old[0] or reserved > old[1]:
+                    memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
         except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
             skipped += 1
     tr.events = n

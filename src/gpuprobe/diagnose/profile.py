@@ -51,7 +51,7 @@ def _torch() -> tuple[Any, Any]:
     return torch, torch.profiler
 
 
-class profile:  # noqa: N801 - used like a function: gpuprobe.profile(...)
+class profile:
     """Profile ``skip + warmup + active`` steps of a loop with torch.profiler and diagnose them.
 
     ``path``: where to write the trace (``.json`` or ``.json.gz``); default

@@ -8,8 +8,13 @@ import io
 from gpuprobe.diagnose.model import Comparison, Diagnosis
 from gpuprobe.findings import Status, worst_first
 
-__all__ = ["STATUS_STYLE", "print_comparison", "print_diagnosis", "render_comparison_text",
-           "render_text"]
+__all__ = [
+    "STATUS_STYLE",
+    "print_comparison",
+    "print_diagnosis",
+    "render_comparison_text",
+    "render_text",
+]
 
 STATUS_STYLE = {
     Status.FAIL: "bold red",
@@ -34,9 +39,7 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     con: Console = console if isinstance(console, Console) else Console()
     s = d.summary
     gpus = ", ".join(f"{g.name} (GPU {g.id})" for g in s.devices) or "none (CPU-only trace)"
-    steps = (
-        f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
-    )
+    steps = f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
     con.print(
         Text.assemble(
             ("gpuprobe diagnose ", "bold"),
@@ -49,8 +52,11 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     for f in worst_first(d.findings):
         style = STATUS_STYLE[f.status]
         subject = f" [{f.subject}]" if f.subject else ""
-        con.print(Text.assemble((f"{f.status.value.upper():>7} ", style), (f.id, "bold"),
-                                subject, "  ", f.title))
+        con.print(
+            Text.assemble(
+                (f"{f.status.value.upper():>7} ", style), (f.id, "bold"), subject, "  ", f.title
+            )
+        )
         if f.status in (Status.OK, Status.SKIPPED) and not verbose:
             continue
         if f.evidence:
@@ -62,16 +68,12 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             con.print(Text("        · " + line, style="dim"))
     con.print()
     table = Table(
-        title="Per step, µs (host/kern/other: HTA idle categories; k med/l med: median kernel "
-        "and launch; reads: .item() and other scalar reads)",
-        title_justify="left",
-        show_edge=False,
-        pad_edge=False,
+        title="Per step (µs)", title_justify="left", show_edge=False, pad_edge=False, padding=(0, 1)
     )
     has_gpu = any(r.device is not None for r in d.steps)
     cols = ["step", "time"]
     if has_gpu:
-        cols += ["GPU", "busy%", "idle", "host", "kern", "other", "kernels", "k med", "l med"]
+        cols += ["GPU", "busy%", "idle", "host", "kern", "other", "#k", "k med", "l med"]
     cols += ["loader", "syncs", "reads", "ops"]
     for c in cols:
         table.add_column(c, justify="left" if c == "step" else "right")
@@ -87,13 +89,26 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         if has_gpu:
             busy = None if r.gpu_busy_fraction is None else 100 * r.gpu_busy_fraction
             cells += [
-                "" if r.device is None else str(r.device), _fmt(busy, 1), _fmt(r.idle_us),
-                _fmt(r.host_wait_us), _fmt(r.kernel_wait_us), _fmt(r.other_wait_us),
-                str(r.kernels), _fmt(r.median_kernel_us, 1), _fmt(r.median_launch_us, 1),
+                "" if r.device is None else str(r.device),
+                _fmt(busy, 1),
+                _fmt(r.idle_us),
+                _fmt(r.host_wait_us),
+                _fmt(r.kernel_wait_us),
+                _fmt(r.other_wait_us),
+                str(r.kernels),
+                _fmt(r.median_kernel_us, 1),
+                _fmt(r.median_launch_us, 1),
             ]
         cells += [_fmt(r.dataloader_us), str(r.syncs), str(r.items), str(r.cpu_ops)]
         table.add_row(*cells)
     con.print(table)
+    legend = "loader: DataLoader __next__; reads: .item() and other scalar reads; ops: CPU ops"
+    if has_gpu:
+        legend = (
+            "busy%: kernels ∪ memcpy ∪ memset in the step; host/kern/other: HTA's idle categories "
+            "(summed over streams); #k: kernels; k med/l med: median kernel and launch; " + legend
+        )
+    con.print(Text(legend, style="dim"))
     if s.gpu_busy_fraction is not None:
         con.print(
             f"Whole trace (HTA's definitions): GPU busy {100 * s.gpu_busy_fraction:.1f} % of "
@@ -112,20 +127,25 @@ def print_comparison(c: Comparison, console: object | None = None) -> None:
     from rich.text import Text
 
     con: Console = console if isinstance(console, Console) else Console()
-    con.print(Text.assemble(("gpuprobe diagnose --compare ", "bold"),
-                            f"{c.before.summary.path} → {c.after.summary.path}"))
+    con.print(
+        Text.assemble(
+            ("gpuprobe diagnose --compare ", "bold"),
+            f"{c.before.summary.path} → {c.after.summary.path}",
+        )
+    )
     t = Table(show_edge=False, pad_edge=False)
     for col in ("metric", "before", "after", "change"):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for m in c.metrics:
         if m.before is None and m.after is None:
             continue
-        ch = m.change
+        delta = m.change
         style = {True: "green", False: "red", None: ""}[m.improved]
-        change = "" if ch is None else f"{ch:+,.1f}{(' ' + m.unit) if m.unit else ''}"
+        change = "" if delta is None else f"{delta:+,.1f}{(' ' + m.unit) if m.unit else ''}"
         unit = f" {m.unit}" if m.unit else ""
-        t.add_row(m.name, _fmt(m.before, 1) + unit, _fmt(m.after, 1) + unit,
-                  Text(change, style=style))
+        t.add_row(
+            m.name, _fmt(m.before, 1) + unit, _fmt(m.after, 1) + unit, Text(change, style=style)
+        )
     con.print(t)
     con.print()
     f = Table(show_edge=False, pad_edge=False)
@@ -134,8 +154,12 @@ def print_comparison(c: Comparison, console: object | None = None) -> None:
     for ch in c.findings:
         b = ch.before.value if ch.before else "-"
         a = ch.after.value if ch.after else "-"
-        f.add_row(ch.id, Text(b, style=STATUS_STYLE.get(ch.before, "")) if ch.before else b,
-                  Text(a, style=STATUS_STYLE.get(ch.after, "")) if ch.after else a, ch.title)
+        f.add_row(
+            ch.id,
+            Text(b, style=STATUS_STYLE.get(ch.before, "")) if ch.before else b,
+            Text(a, style=STATUS_STYLE.get(ch.after, "")) if ch.after else a,
+            ch.title,
+        )
     con.print(f)
 
 

@@ -105,7 +105,8 @@ class KinetoBuilder:
 
             builder = cls(sink=sink, **kwargs)
             fh.write(json.dumps(builder.header, indent=2)[:-2] + ',\n  "traceEvents": [')
-            early, pending = pending, None
+            early: list[dict[str, Any]] = pending or []
+            pending = None
             for ev in early:
                 sink(ev)
             yield builder
@@ -135,13 +136,26 @@ class KinetoBuilder:
     def _meta(self) -> None:
         for name, value in (("process_name", "python"), ("process_labels", "CPU")):
             self.emit(
-                {"ph": "M", "name": name, "ts": self.now, "pid": self.pid, "tid": 0,
-                 "args": {"name" if name == "process_name" else "labels": value}}
+                {
+                    "ph": "M",
+                    "name": name,
+                    "ts": self.now,
+                    "pid": self.pid,
+                    "tid": 0,
+                    "args": {"name" if name == "process_name" else "labels": value},
+                }
             )
 
     def _x(self, cat: str, name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
-        ev = {"ph": "X", "cat": cat, "name": name, "pid": self.pid, "tid": self.tid,
-              "ts": round(ts, 3), "dur": round(dur, 3)}
+        ev = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": self.pid,
+            "tid": self.tid,
+            "ts": round(ts, 3),
+            "dur": round(dur, 3),
+        }
         if args:
             ev["args"] = args
         self.emit(ev)
@@ -188,17 +202,32 @@ class KinetoBuilder:
 
     def dataloader(self, us: float, *, single_process: bool = True) -> None:
         """One ``__next__`` of a DataLoader iterator taking ``us`` of host time."""
-        kind = "_SingleProcessDataLoaderIter" if single_process else "_MultiProcessingDataLoaderIter"
+        kind = (
+            "_SingleProcessDataLoaderIter" if single_process else "_MultiProcessingDataLoaderIter"
+        )
         with self.annotation(f"enumerate(DataLoader)#{kind}.__next__"):
             self.now += us
 
     def memory(self, allocated: float, reserved: float, *, device: int = 0) -> None:
         """A ``[memory]`` instant (``profile_memory=True``) for CUDA ``device``."""
         self.emit(
-            {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
-             "pid": self.pid, "tid": self.tid, "ts": round(self.now, 3),
-             "args": {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": 0,
-                      "Device Id": device, "Device Type": 1, "Addr": 0}}
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": "[memory]",
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": round(self.now, 3),
+                "args": {
+                    "Total Reserved": reserved,
+                    "Total Allocated": allocated,
+                    "Bytes": 0,
+                    "Device Id": device,
+                    "Device Type": 1,
+                    "Addr": 0,
+                },
+            }
         )
 
     # -- GPU side ---------------------------------------------------------------------------
@@ -221,17 +250,56 @@ class KinetoBuilder:
         key = (device, stream)
         start = max(self.now + LAUNCH_TO_START_US, self._stream_free.get(key, 0.0))
         self._stream_free[key] = start + gpu_us
-        self._x("cuda_runtime", runtime, rt_start, launch_us, cbid=211, correlation=corr,
-                **{"External id": self._ext + 1})
-        self.emit({"ph": "s", "id": corr, "pid": self.pid, "tid": self.tid, "ts": round(rt_start, 3),
-                   "cat": "ac2g", "name": "ac2g"})
-        ev = {"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream,
-              "ts": round(start, 3), "dur": round(gpu_us, 3),
-              "args": {"External id": self._ext + 1, "device": device, "context": 1,
-                       "stream": stream, "correlation": corr, **args}}
+        self._x(
+            "cuda_runtime",
+            runtime,
+            rt_start,
+            launch_us,
+            cbid=211,
+            correlation=corr,
+            **{"External id": self._ext + 1},
+        )
+        self.emit(
+            {
+                "ph": "s",
+                "id": corr,
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": round(rt_start, 3),
+                "cat": "ac2g",
+                "name": "ac2g",
+            }
+        )
+        ev = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": device,
+            "tid": stream,
+            "ts": round(start, 3),
+            "dur": round(gpu_us, 3),
+            "args": {
+                "External id": self._ext + 1,
+                "device": device,
+                "context": 1,
+                "stream": stream,
+                "correlation": corr,
+                **args,
+            },
+        }
         self.emit(ev)
-        self.emit({"ph": "f", "id": corr, "pid": device, "tid": stream, "ts": round(start, 3),
-                   "cat": "ac2g", "name": "ac2g", "bp": "e"})
+        self.emit(
+            {
+                "ph": "f",
+                "id": corr,
+                "pid": device,
+                "tid": stream,
+                "ts": round(start, 3),
+                "cat": "ac2g",
+                "name": "ac2g",
+                "bp": "e",
+            }
+        )
         return start, start + gpu_us
 
     def launch(
@@ -247,15 +315,24 @@ class KinetoBuilder:
     ) -> tuple[float, float]:
         """``cudaLaunchKernel`` of ``kernel`` (inside ``cpu_op`` ``op`` when given); returns the
         kernel's (start, end) on the GPU."""
-        args = {"queued": 0, "registers per thread": 32, "shared memory": 0,
-                "blocks per SM": 1.0, "warps per SM": 4.0, "grid": [128, 1, 1],
-                "block": [128, 1, 1], "est. achieved occupancy %": 25}
+        args = {
+            "queued": 0,
+            "registers per thread": 32,
+            "shared memory": 0,
+            "blocks per SM": 1.0,
+            "warps per SM": 4.0,
+            "grid": [128, 1, 1],
+            "block": [128, 1, 1],
+            "est. achieved occupancy %": 25,
+        }
         if op is None:
-            return self._gpu("kernel", kernel, "cudaLaunchKernel", kernel_us, launch_us, stream,
-                             device, args)
+            return self._gpu(
+                "kernel", kernel, "cudaLaunchKernel", kernel_us, launch_us, stream, device, args
+            )
         with self.op(op, **(op_args or {})):
-            return self._gpu("kernel", kernel, "cudaLaunchKernel", kernel_us, launch_us, stream,
-                             device, args)
+            return self._gpu(
+                "kernel", kernel, "cudaLaunchKernel", kernel_us, launch_us, stream, device, args
+            )
 
     def memcpy(
         self,
@@ -274,16 +351,32 @@ class KinetoBuilder:
         src, dst = (host, "Device") if kind == "HtoD" else ("Device", host)
         name = f"Memcpy {kind} ({src} -> {dst})"
         bw = nbytes / gpu_us / 1e3 if gpu_us else 0.0
-        span = self._gpu("gpu_memcpy", name, "cudaMemcpyAsync", gpu_us, launch_us, stream, device,
-                         {"bytes": nbytes, "memory bandwidth (GB/s)": round(bw, 3)})
+        span = self._gpu(
+            "gpu_memcpy",
+            name,
+            "cudaMemcpyAsync",
+            gpu_us,
+            launch_us,
+            stream,
+            device,
+            {"bytes": nbytes, "memory bandwidth (GB/s)": round(bw, 3)},
+        )
         if not pinned:
             self.now = max(self.now, span[1] + 1.0)
         return span
 
     def memset(self, *, nbytes: int, gpu_us: float, stream: int = 7, device: int = 0) -> None:
         """``cudaMemsetAsync`` and its ``gpu_memset``."""
-        self._gpu("gpu_memset", "Memset (Device)", "cudaMemsetAsync", gpu_us, 4.0, stream,
-                  device, {"bytes": nbytes, "memory bandwidth (GB/s)": 100.0})
+        self._gpu(
+            "gpu_memset",
+            "Memset (Device)",
+            "cudaMemsetAsync",
+            gpu_us,
+            4.0,
+            stream,
+            device,
+            {"bytes": nbytes, "memory bandwidth (GB/s)": 100.0},
+        )
 
     def sync(self, call: str = "cudaStreamSynchronize", *, device: int = 0) -> None:
         """A blocking runtime call that returns when ``device`` has drained its queues."""

@@ -46,8 +46,9 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
         evidence = (
             Evidence("gpu_busy_median", pct(med), "%"),
             Evidence("gpu_busy_worst_step", pct(worst_row.gpu_busy_fraction), "%"),
-            Evidence("idle_per_step_median", round(median([r.idle_us or 0.0 for r in rows]), 1),
-                     "µs"),
+            Evidence(
+                "idle_per_step_median", round(median([r.idle_us or 0.0 for r in rows]), 1), "µs"
+            ),
             Evidence("idle_host_wait", pct(host), "%"),
             Evidence("idle_kernel_wait", pct(kern), "%"),
             Evidence("idle_other", pct(other), "%"),

@@ -8,7 +8,7 @@ import numpy as np
 
 from gpuprobe.diagnose import patterns as P
 from gpuprobe.diagnose.analysis import TraceContext, merge_intervals
-from gpuprobe.diagnose.rules._common import GROUP, median, step_range
+from gpuprobe.diagnose.rules._common import GROUP, step_range
 from gpuprobe.findings import Evidence, Finding, Status
 
 __all__ = ["PYTHON_LOOP_MAX_OP_US", "PYTHON_LOOP_MIN_REPEATS", "python_loops"]

@@ -49,10 +49,14 @@ def peak_memory(ctx: TraceContext) -> list[Finding]:
         )
         subject = f"GPU {d}" if many else ""
         if frac is None:
-            status, title, fix = Status.INFO, (
-                f"Peak GPU memory {reserved / 2**30:.2f} GiB reserved (capacity unknown: no "
-                "deviceProperties)"
-            ), ""
+            status, title, fix = (
+                Status.INFO,
+                (
+                    f"Peak GPU memory {reserved / 2**30:.2f} GiB reserved (capacity unknown: no "
+                    "deviceProperties)"
+                ),
+                "",
+            )
         elif frac >= PEAK_MEMORY_WARN_FRACTION:
             status = Status.WARN
             title = f"Peak GPU memory {pct(frac)} % of the card: close to out-of-memory"
@@ -63,6 +67,15 @@ def peak_memory(ctx: TraceContext) -> list[Finding]:
             )
         else:
             status, title, fix = Status.OK, f"Peak GPU memory {pct(frac)} % of the card", ""
-        out.append(Finding(id="peak-memory", status=status, title=title, evidence=evidence,
-                           fix=fix, group=GROUP, subject=subject))
+        out.append(
+            Finding(
+                id="peak-memory",
+                status=status,
+                title=title,
+                evidence=evidence,
+                fix=fix,
+                group=GROUP,
+                subject=subject,
+            )
+        )
     return out

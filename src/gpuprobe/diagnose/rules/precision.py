@@ -10,8 +10,12 @@ from gpuprobe.diagnose.kineto import GPU_KIND_KERNEL
 from gpuprobe.diagnose.rules._common import GROUP, no_gpu, pct
 from gpuprobe.findings import Evidence, Finding, Status
 
-__all__ = ["GEMM_DOMINANT_FRACTION", "TENSOR_CORE_MIN_COMPUTE_MAJOR", "TENSOR_CORE_MIN_SHARE",
-           "tensor_cores"]
+__all__ = [
+    "GEMM_DOMINANT_FRACTION",
+    "TENSOR_CORE_MIN_COMPUTE_MAJOR",
+    "TENSOR_CORE_MIN_SHARE",
+    "tensor_cores",
+]
 
 TENSOR_CORE_MIN_COMPUTE_MAJOR = 7  # compute capability; Volta (7.0) introduced Tensor Cores
 GEMM_DOMINANT_FRACTION = 0.3  # of kernel time in GEMM/conv kernels for matmuls to "dominate"; ours
@@ -23,7 +27,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
     if not ctx.has_gpu:
         return [no_gpu("no-tensor-cores", "Tensor Core use")]
     props = ctx.raw.device_properties
-    majors = [p.get("computeMajor") for p in props if isinstance(p.get("computeMajor"), int)]
+    majors = [int(p["computeMajor"]) for p in props if isinstance(p.get("computeMajor"), int)]
     if not majors:
         return [
             Finding(
@@ -48,9 +52,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
     tc_share = tc_t / gemm_t if gemm_t > 0 else 0.0
     dtypes = ctx.raw.matmul_dtypes
     fp32_ops = dtypes.get("float", 0)
-    top = sorted(
-        {ctx.names[i] for i in np.unique(ctx.gpu_name[gemm & ~tc])}, key=len
-    )[:3]
+    top = sorted({ctx.names[i] for i in np.unique(ctx.gpu_name[gemm & ~tc])}, key=len)[:3]
     evidence = (
         Evidence("compute_capability_major", major),
         Evidence("gemm_share_of_kernel_time", pct(gemm_share), "%"),
