@@ -26,8 +26,8 @@ STATUS_STYLE = {
 _MAX_STEP_ROWS = 12  # rows of the step table before eliding the middle
 
 
-def _fmt(v: float | None, digits: int = 0) -> str:
-    return "n/a" if v is None else f"{v:,.{digits}f}"
+def _fmt(v: float | None, digits: int = 0, sep: str = ",") -> str:
+    return "n/a" if v is None else f"{v:{sep}.{digits}f}"
 
 
 def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: bool = False) -> None:
@@ -67,14 +67,23 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         for line in shown:
             con.print(Text("        · " + line, style="dim"))
     con.print()
+    from rich import box
+
     table = Table(
-        title="Per step (µs)", title_justify="left", show_edge=False, pad_edge=False, padding=(0, 1)
+        title="Per step (µs)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
     )
     has_gpu = any(r.device is not None for r in d.steps)
+    many = len({r.device for r in d.steps}) > 1
     cols = ["step", "time"]
     if has_gpu:
-        cols += ["GPU", "busy%", "idle", "host", "kern", "other", "#k", "k med", "l med"]
-    cols += ["loader", "syncs", "reads", "ops"]
+        cols += ["GPU"] if many else []
+        cols += ["busy%", "idle", "host", "kern", "other", "#k", "k med", "l med"]
+    cols += ["data", "syncs", "reads", "ops"]
     for c in cols:
         table.add_column(c, justify="left" if c == "step" else "right")
     rows = list(d.steps)
@@ -85,24 +94,24 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         if r is None:
             table.add_row("…", *[""] * (len(cols) - 1))
             continue
-        cells = [r.label, _fmt(r.duration_us)]
+        cells = [r.label, _fmt(r.duration_us, sep="")]
         if has_gpu:
             busy = None if r.gpu_busy_fraction is None else 100 * r.gpu_busy_fraction
+            cells += [str(r.device)] if many else []
             cells += [
-                "" if r.device is None else str(r.device),
                 _fmt(busy, 1),
-                _fmt(r.idle_us),
-                _fmt(r.host_wait_us),
-                _fmt(r.kernel_wait_us),
-                _fmt(r.other_wait_us),
+                _fmt(r.idle_us, sep=""),
+                _fmt(r.host_wait_us, sep=""),
+                _fmt(r.kernel_wait_us, sep=""),
+                _fmt(r.other_wait_us, sep=""),
                 str(r.kernels),
                 _fmt(r.median_kernel_us, 1),
                 _fmt(r.median_launch_us, 1),
             ]
-        cells += [_fmt(r.dataloader_us), str(r.syncs), str(r.items), str(r.cpu_ops)]
+        cells += [_fmt(r.dataloader_us, sep=""), str(r.syncs), str(r.items), str(r.cpu_ops)]
         table.add_row(*cells)
     con.print(table)
-    legend = "loader: DataLoader __next__; reads: .item() and other scalar reads; ops: CPU ops"
+    legend = "data: DataLoader __next__; reads: .item() and other scalar reads; ops: CPU ops"
     if has_gpu:
         legend = (
             "busy%: kernels ∪ memcpy ∪ memset in the step; host/kern/other: HTA's idle categories "
@@ -155,10 +164,10 @@ def print_comparison(c: Comparison, console: object | None = None) -> None:
         b = ch.before.value if ch.before else "-"
         a = ch.after.value if ch.after else "-"
         f.add_row(
-            ch.id,
+            Text(ch.id),
             Text(b, style=STATUS_STYLE.get(ch.before, "")) if ch.before else b,
             Text(a, style=STATUS_STYLE.get(ch.after, "")) if ch.after else a,
-            ch.title,
+            Text(ch.title),
         )
     con.print(f)
 

@@ -16,6 +16,7 @@ __all__ = ["PYTHON_LOOP_MAX_OP_US", "PYTHON_LOOP_MIN_REPEATS", "python_loops"]
 PYTHON_LOOP_MIN_REPEATS = 100  # calls of one op per step from one frame; ours (gpuprobe issue)
 PYTHON_LOOP_MAX_OP_US = 100.0  # µs, median host time of the repeated op: "small"; ours
 _SHOW = 3  # how many (frame, op) pairs to name
+_UNKNOWN = "(unknown frame: no with_stack)"
 
 
 def _in_dataloader(ctx: TraceContext) -> np.ndarray:
@@ -59,7 +60,7 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
         if med_us <= PYTHON_LOOP_MAX_OP_US:
             f = int(pairs[p] // (len(ctx.names) + 1)) - 1
             op = ctx.names[int(pairs[p] % (len(ctx.names) + 1))]
-            where = ctx.names[f] if f >= 0 else "(unknown frame: profile with with_stack=True)"
+            where = ctx.names[f] if f >= 0 else _UNKNOWN
             found.append((float(per_step[p]), op, where, med_us, float(durs.sum()) / n))
     found.sort(key=lambda x: -x[0])
     if not found:
@@ -99,10 +100,14 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
         f"{op} ×{cnt:.0f} per step from {where} (median {med:.1f} µs)"
         for cnt, op, where, med, _ in found[:_SHOW]
     )
+    known = top[2] != _UNKNOWN
+    if not known:
+        fix = "profile with with_stack=True to see the Python line; if it is a loop: " + fix
     return [
         Finding(
             id="python-loop",
-            status=Status.WARN,
+            # without a stack, ops of a deep model (one per layer) look like a loop: say less
+            status=Status.WARN if known else Status.INFO,
             title=f"Python loop: {top[1]} runs {top[0]:.0f} times per step from {top[2]}",
             evidence=evidence,
             fix=fix,
