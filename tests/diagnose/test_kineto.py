@@ -171,3 +171,16 @@ def test_fuzz_damaged_traces_never_traceback(tmp_path, ops, gz):
     else:
         assert d.findings and d.summary.events > 0
         json.dumps(d.to_dict())
+
+
+def test_progress_reports_bytes_read(tmp_path, monkeypatch):
+    path = tmp_path / "t.json.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write(SMALL)
+    monkeypatch.setattr(kineto, "CHUNK_CHARS", 1000)
+    seen: list[tuple[int, int]] = []
+    read_trace(path, progress=lambda done, total: seen.append((done, total)))
+    assert len(seen) > 3
+    assert all(total == path.stat().st_size for _, total in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert seen[-1][0] == path.stat().st_size
