@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,11 +83,22 @@ def run_hta(
     cmd = ["/usr/bin/time", "-f", "TIME %e %M %U %S", python, "-c", HTA_SCRIPT, path]
     if mem_limit_kb:
         cmd = ["prlimit", f"--as={mem_limit_kb * 1024}", *cmd]
+    # its own session, so that a timeout ends HTA itself, not only /usr/bin/time
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {"error": f"timed out after {timeout:.0f} s"}
-    return _parse(p, "HTA")
+    return _parse(subprocess.CompletedProcess(cmd, proc.returncode, out, err), "HTA")
 
 
 def run_ours(path: str) -> dict:
@@ -191,7 +203,13 @@ def big_trace(path: str, target_mb: int) -> dict:
 
 
 def performance(
-    python: str, sizes: list[int], tmp: Path, skip_hta_above: int, keep: bool, hta_mem_limit_mb: int
+    python: str,
+    sizes: list[int],
+    tmp: Path,
+    skip_hta_above: int,
+    keep: bool,
+    hta_mem_limit_mb: int,
+    hta_timeout: float = 3600.0,
 ) -> list[dict]:
     rows = []
     for mb in sizes:
@@ -210,7 +228,9 @@ def performance(
         if mb > skip_hta_above:
             row["hta"] = {"error": f"not run: above --skip-hta-above {skip_hta_above} MB"}
         else:
-            row["hta"] = run_hta(python, path, True, mem_limit_kb=hta_mem_limit_mb * 1024)
+            row["hta"] = run_hta(
+                python, path, True, mem_limit_kb=hta_mem_limit_mb * 1024, timeout=hta_timeout
+            )
             if "wall_s" in row["hta"] and "error" not in row["hta"] and ours.get("wall_s"):
                 row["speedup"] = round(row["hta"]["wall_s"] / ours["wall_s"], 2)
                 row["speedup_cpu"] = round(row["hta"]["cpu_s"] / ours["cpu_s"], 2)
@@ -290,6 +310,18 @@ def main() -> int:
     )
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the big traces in /tmp")
+    ap.add_argument(
+        "--hta-timeout",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="give up on HTA after this many seconds per big trace",
+    )
+    ap.add_argument(
+        "--append",
+        action="store_true",
+        help="add these rows to the existing results (e.g. the 1 GB run later)",
+    )
     ap.add_argument("--render", metavar="JSON", help="only re-render the markdown from a result")
     args = ap.parse_args()
     if args.render:
@@ -318,8 +350,14 @@ def main() -> int:
                 args.skip_hta_above,
                 args.keep,
                 args.hta_mem_limit_mb,
+                args.hta_timeout,
             ),
         }
+    old = RESULTS / "diagnose_vs_hta.json"
+    if args.append and old.is_file():
+        prev = json.loads(old.read_text())
+        result["accuracy"] = result["accuracy"] or prev.get("accuracy", [])
+        result["performance"] = prev.get("performance", []) + result["performance"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "diagnose_vs_hta.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "diagnose_vs_hta.md").write_text(markdown(result))
