@@ -294,6 +294,9 @@ def markdown(result: dict) -> str:
             f"{hta_wall} ({h.get('cpu_s', '–')}) | {h.get('peak_rss_mb', 0):.0f} | "
             f"{r.get('speedup', '–')} ({r.get('speedup_cpu', '–')}) |"
         )
+    notes = result.get("notes", [])
+    if notes:
+        out += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
 
 

@@ -62,6 +62,19 @@ def overlap(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float
     return float(np.sum(e - s))
 
 
+def _group_medians(group: np.ndarray, values: np.ndarray, n: int) -> list[float | None]:
+    """Median of ``values`` per group id in [0, n) (None for an empty group)."""
+    out: list[float | None] = [None] * n
+    if group.size == 0:
+        return out
+    order = np.argsort(group, kind="stable")
+    g, v = group[order], values[order]
+    cuts = np.flatnonzero(np.diff(g)) + 1
+    for ids, vals in zip(np.split(g, cuts), np.split(v, cuts), strict=True):
+        out[int(ids[0])] = float(np.median(vals))
+    return out
+
+
 def parse_step_range(text: str) -> tuple[int, int]:
     """``"N..M"``, ``"N"``, ``"N.."`` or ``"..M"`` -> inclusive (N, M)."""
     t = text.strip()
@@ -242,6 +255,7 @@ class TraceContext:
         sync_per = np.bincount(self.rt_step[sync], minlength=n)
         items = self.scalar_read_mask & (self.op_step >= 0)
         items_per = np.bincount(self.op_step[items], minlength=n)
+        gpu = self._gpu_per_step() if self.has_gpu else None
         for i, st in enumerate(self.steps):
             common = dict(
                 step=st.number,
@@ -252,41 +266,64 @@ class TraceContext:
                 items=int(items_per[i]),
                 cpu_ops=int(ops_per[i]),
             )
-            if not self.has_gpu:
+            if gpu is None:
                 out.append(StepBreakdown(**common))  # type: ignore[arg-type]
                 continue
-            for d in self.devices:
-                out.append(self._gpu_breakdown(i, st, d, common))
+            for k, d in enumerate(self.devices):
+                starts, ends = self.merged_by_device[d]
+                busy = overlap(starts, ends, st.start, st.end)
+                length = st.end - st.start
+                g = i * len(self.devices) + k
+                out.append(
+                    StepBreakdown(
+                        **common,  # type: ignore[arg-type]
+                        device=d,
+                        gpu_busy_us=busy,
+                        gpu_busy_fraction=busy / length if length > 0 else None,
+                        idle_us=max(length - busy, 0.0),
+                        host_wait_us=float(gpu["waits"][g, 0]),
+                        kernel_wait_us=float(gpu["waits"][g, 1]),
+                        other_wait_us=float(gpu["waits"][g, 2]),
+                        kernels=int(gpu["kinds"][g, GPU_KIND_KERNEL]),
+                        memcpys=int(gpu["kinds"][g, GPU_KIND_MEMCPY]),
+                        memsets=int(gpu["kinds"][g, GPU_KIND_MEMSET]),
+                        median_kernel_us=gpu["kernel_median"][g],
+                        median_launch_us=gpu["launch_median"][g],
+                    )
+                )
         return out
 
-    def _gpu_breakdown(self, i: int, st: _Step, d: int, common: dict) -> StepBreakdown:
-        starts, ends = self.merged_by_device[d]
-        busy = overlap(starts, ends, st.start, st.end)
-        length = st.end - st.start
+    def _gpu_per_step(self) -> dict:
+        """Per (step, device) group g = step * n_devices + device index: idle waits by category,
+        activity counts by kind, median kernel and median launch duration. One pass each."""
+        nd = len(self.devices)
+        groups = len(self.steps) * nd
+        dev_index = {d: k for k, d in enumerate(self.devices)}
+        to_idx = np.vectorize(dev_index.__getitem__, otypes=[np.int64])
+
+        def group_of(step: np.ndarray, dev: np.ndarray) -> np.ndarray:
+            return step * nd + (to_idx(dev) if dev.size else dev)
+
         g = self.idle_gaps
-        m = (g["step"] == i) & (g["device"] == d)
-        waits = np.bincount(g["cat"][m], weights=g["gap"][m], minlength=3)
-        mine = (self.gpu_step == i) & (self.gpu_dev == d)
-        kinds = self.gpu_kind[mine]
-        kern = mine & (self.gpu_kind == GPU_KIND_KERNEL)
-        kdur = self.gpu_dur[kern]
-        rt = self.gpu_rt[kern]
-        ldur = self.rt_dur[rt[rt >= 0]]
-        return StepBreakdown(
-            **common,
-            device=d,
-            gpu_busy_us=busy,
-            gpu_busy_fraction=busy / length if length > 0 else None,
-            idle_us=max(length - busy, 0.0),
-            host_wait_us=float(waits[0]),
-            kernel_wait_us=float(waits[1]),
-            other_wait_us=float(waits[2]),
-            kernels=int(np.count_nonzero(kinds == GPU_KIND_KERNEL)),
-            memcpys=int(np.count_nonzero(kinds == GPU_KIND_MEMCPY)),
-            memsets=int(np.count_nonzero(kinds == GPU_KIND_MEMSET)),
-            median_kernel_us=float(np.median(kdur)) if kdur.size else None,
-            median_launch_us=float(np.median(ldur)) if ldur.size else None,
-        )
+        waits = np.zeros((groups, 3))
+        if g["gap"].size:
+            gi = group_of(g["step"], g["device"])
+            np.add.at(waits, (gi, g["cat"]), g["gap"])
+        sel = self.gpu_step >= 0
+        gid = group_of(self.gpu_step[sel], self.gpu_dev[sel])
+        kinds = np.zeros((groups, 3), dtype=np.int64)
+        np.add.at(kinds, (gid, self.gpu_kind[sel].astype(np.int64)), 1)
+        kern = self.gpu_kind[sel] == GPU_KIND_KERNEL
+        kernel_median = _group_medians(gid[kern], self.gpu_dur[sel][kern], groups)
+        rt = self.gpu_rt[sel][kern]
+        has_rt = rt >= 0
+        launch_median = _group_medians(gid[kern][has_rt], self.rt_dur[rt[has_rt]], groups)
+        return {
+            "waits": waits,
+            "kinds": kinds,
+            "kernel_median": kernel_median,
+            "launch_median": launch_median,
+        }
 
     # -- masks over names -------------------------------------------------------------------
 
