@@ -25,6 +25,8 @@ _API: dict[str, str] = {
     "Status": "gpuprobe.findings:Status",
     "GpuprobeError": "gpuprobe.errors:GpuprobeError",
     "lstsq": "gpuprobe.parallel.lstsq:lstsq",
+    "diagnose": "gpuprobe.diagnose:diagnose",
+    "profile": "gpuprobe.diagnose.profile:profile",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -1,0 +1,115 @@
+"""``gpuprobe diagnose``: read a PyTorch profiler trace and say why the GPU waits.
+
+Nothing heavy is imported at module level; the analysis (NumPy) is imported inside :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from gpuprobe.errors import EXIT_OK, UsageError
+
+__all__ = ["PROGRESS_MIN_BYTES", "register", "run"]
+
+PROGRESS_MIN_BYTES = 50_000_000  # bytes; show a progress bar for traces at least this big (~1 s)
+
+
+def register(sub: Any) -> None:
+    """Add the ``diagnose`` sub-command."""
+    p = sub.add_parser(
+        "diagnose",
+        help="read a PyTorch profiler trace and say why the GPU waits",
+        description="Read a PyTorch profiler (Kineto) trace, .json or .json.gz, and report what "
+        "keeps the GPU waiting (launches, input, syncs, copies, Python loops, precision, memory), "
+        "with the evidence and the fix. Works on CPU-only traces and without rank metadata.",
+    )
+    p.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.json or .json.gz)")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    p.add_argument("--html", metavar="FILE", help="also write a page with one step's timeline")
+    p.add_argument(
+        "--html-step",
+        type=int,
+        metavar="N",
+        help="the step to draw with --html (default: the median-length step)",
+    )
+    p.add_argument("--steps", metavar="N..M", help="only these profiled steps (ProfilerStep#N)")
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="show what changed between two traces (e.g. before and after a fix)",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="all details: every step, and evidence of passing checks",
+    )
+    p.set_defaults(handler=run)
+
+
+def _progress() -> tuple[Any, Any]:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        console=None,
+    )
+    return bar, bar.add_task("reading trace", total=None)
+
+
+def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
+    from gpuprobe.diagnose import diagnose_with_context
+
+    size = os.path.getsize(path) if os.path.isfile(path) else 0
+    if size >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not args.json:
+        bar, task = _progress()
+        with bar:
+            return diagnose_with_context(
+                path,
+                steps=args.steps,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    return diagnose_with_context(path, steps=args.steps)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Diagnose one trace, or compare two; returns the exit code (0; 2 for bad input)."""
+    from gpuprobe.diagnose.report import print_comparison, print_diagnosis
+    from gpuprobe.findings import Status
+
+    if args.compare:
+        if args.trace:
+            raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
+        from gpuprobe.diagnose.compare import compare_diagnoses
+
+        before, _ = _diagnose(args.compare[0], args)
+        after, _ = _diagnose(args.compare[1], args)
+        comparison = compare_diagnoses(before, after)
+        if args.json:
+            print(json.dumps(comparison.to_dict(), indent=2))
+        else:
+            print_comparison(comparison)
+        return EXIT_OK
+    if not args.trace:
+        raise UsageError("diagnose needs a TRACE file (or --compare BEFORE AFTER)")
+    diag, ctx = _diagnose(args.trace, args)
+    if args.html:
+        from gpuprobe.diagnose.html import write_html
+
+        write_html(args.html, diag, ctx, args.html_step)
+    if args.json:
+        print(json.dumps(diag.to_dict(), indent=2))
+    else:
+        print_diagnosis(diag, verbose=args.verbose)
+        if args.html:
+            print(f"timeline written to {args.html}")
+    return 1 if diag.status is Status.FAIL else EXIT_OK

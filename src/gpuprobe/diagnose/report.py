@@ -1,0 +1,191 @@
+"""Show a diagnosis in the terminal through rich: findings first, worst first, then the
+per-step breakdown table; and the before/after table of ``--compare``."""
+
+from __future__ import annotations
+
+import io
+
+from gpuprobe.diagnose.model import Comparison, Diagnosis
+from gpuprobe.findings import Status, worst_first
+
+__all__ = [
+    "STATUS_STYLE",
+    "print_comparison",
+    "print_diagnosis",
+    "render_comparison_text",
+    "render_text",
+]
+
+STATUS_STYLE = {
+    Status.FAIL: "bold red",
+    Status.WARN: "yellow",
+    Status.INFO: "cyan",
+    Status.OK: "green",
+    Status.SKIPPED: "dim",
+}
+_MAX_STEP_ROWS = 12  # rows of the step table before eliding the middle
+
+
+def _fmt(v: float | None, digits: int = 0, sep: str = ",") -> str:
+    return "n/a" if v is None else f"{v:{sep}.{digits}f}"
+
+
+def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: bool = False) -> None:
+    """Print ``d`` to ``console`` (a rich Console; stdout by default)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    con: Console = console if isinstance(console, Console) else Console()
+    s = d.summary
+    gpus = ", ".join(f"{g.name} (GPU {g.id})" for g in s.devices) or "none (CPU-only trace)"
+    steps = f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
+    con.print(
+        Text.assemble(
+            ("gpuprobe diagnose ", "bold"),
+            f"{s.path}: {s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}",
+        )
+    )
+    if s.skipped_events:
+        con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
+    con.print()
+    for f in worst_first(d.findings):
+        style = STATUS_STYLE[f.status]
+        subject = f" [{f.subject}]" if f.subject else ""
+        con.print(
+            Text.assemble(
+                (f"{f.status.value.upper():>7} ", style), (f.id, "bold"), subject, "  ", f.title
+            )
+        )
+        if f.status in (Status.OK, Status.SKIPPED) and not verbose:
+            continue
+        if f.evidence:
+            con.print(Text("        " + "  ".join(str(e) for e in f.evidence), style="dim"))
+        if f.fix:
+            con.print(Text.assemble(("        fix: ", "bold"), f.fix))
+        shown = f.details if verbose else f.details[:3]
+        for line in shown:
+            con.print(Text("        · " + line, style="dim"))
+    con.print()
+    from rich import box
+
+    table = Table(
+        title="Per step (µs)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    has_gpu = any(r.device is not None for r in d.steps)
+    many = len({r.device for r in d.steps}) > 1
+    cols = ["step", "time"]
+    if has_gpu:
+        cols += ["GPU"] if many else []
+        cols += ["busy%", "idle", "host", "kern", "other", "#k", "k med", "l med"]
+    cols += ["data", "syncs", "reads", "ops"]
+    for c in cols:
+        table.add_column(c, justify="left" if c == "step" else "right")
+    rows = list(d.steps)
+    if len(rows) > _MAX_STEP_ROWS and not verbose:
+        half = _MAX_STEP_ROWS // 2
+        rows = [*rows[:half], None, *rows[-half:]]  # type: ignore[list-item]
+    for r in rows:
+        if r is None:
+            table.add_row("…", *[""] * (len(cols) - 1))
+            continue
+        cells = [r.label, _fmt(r.duration_us, sep="")]
+        if has_gpu:
+            busy = None if r.gpu_busy_fraction is None else 100 * r.gpu_busy_fraction
+            cells += [str(r.device)] if many else []
+            cells += [
+                _fmt(busy, 1),
+                _fmt(r.idle_us, sep=""),
+                _fmt(r.host_wait_us, sep=""),
+                _fmt(r.kernel_wait_us, sep=""),
+                _fmt(r.other_wait_us, sep=""),
+                str(r.kernels),
+                _fmt(r.median_kernel_us, 1),
+                _fmt(r.median_launch_us, 1),
+            ]
+        cells += [_fmt(r.dataloader_us, sep=""), str(r.syncs), str(r.items), str(r.cpu_ops)]
+        table.add_row(*cells)
+    con.print(table)
+    legend = "data: DataLoader __next__; reads: .item() and other scalar reads; ops: CPU ops"
+    if has_gpu:
+        legend = (
+            "busy%: kernels ∪ memcpy ∪ memset in the step; host/kern/other: HTA's idle categories "
+            "(summed over streams); #k: kernels; k med/l med: median kernel and launch; " + legend
+        )
+    con.print(Text(legend, style="dim"))
+    if s.gpu_busy_fraction is not None:
+        con.print(
+            f"Whole trace (HTA's definitions): GPU busy {100 * s.gpu_busy_fraction:.1f} % of "
+            f"{s.gpu_span_us or 0:,.0f} µs; idle split host wait "
+            f"{100 * (s.host_wait_fraction or 0):.1f} %, kernel wait "
+            f"{100 * (s.kernel_wait_fraction or 0):.1f} %, other "
+            f"{100 * (s.other_wait_fraction or 0):.1f} %"
+        )
+    con.print(f"[dim]read {s.read_seconds:.2f} s, analysed {s.analyse_seconds:.2f} s[/dim]")
+
+
+def print_comparison(c: Comparison, console: object | None = None) -> None:
+    """Print the before/after table of ``c``."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    con: Console = console if isinstance(console, Console) else Console()
+    con.print(
+        Text.assemble(
+            ("gpuprobe diagnose --compare ", "bold"),
+            f"{c.before.summary.path} → {c.after.summary.path}",
+        )
+    )
+    t = Table(show_edge=False, pad_edge=False)
+    for col in ("metric", "before", "after", "change"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    for m in c.metrics:
+        if m.before is None and m.after is None:
+            continue
+        delta = m.change
+        style = {True: "green", False: "red", None: ""}[m.improved]
+        change = "" if delta is None else f"{delta:+,.1f}{(' ' + m.unit) if m.unit else ''}"
+        unit = f" {m.unit}" if m.unit else ""
+        t.add_row(
+            m.name, _fmt(m.before, 1) + unit, _fmt(m.after, 1) + unit, Text(change, style=style)
+        )
+    con.print(t)
+    con.print()
+    f = Table(show_edge=False, pad_edge=False)
+    for col in ("finding", "before", "after", "now"):
+        f.add_column(col)
+    for ch in c.findings:
+        b = ch.before.value if ch.before else "-"
+        a = ch.after.value if ch.after else "-"
+        f.add_row(
+            Text(ch.id),
+            Text(b, style=STATUS_STYLE.get(ch.before, "")) if ch.before else b,
+            Text(a, style=STATUS_STYLE.get(ch.after, "")) if ch.after else a,
+            Text(ch.title),
+        )
+    con.print(f)
+
+
+def _capture(fn: object, obj: object) -> str:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=110, force_terminal=False, color_system=None)
+    fn(obj, con)  # type: ignore[operator]
+    return buf.getvalue()
+
+
+def render_text(d: Diagnosis) -> str:
+    """The terminal report as plain text."""
+    return _capture(print_diagnosis, d)
+
+
+def render_comparison_text(c: Comparison) -> str:
+    """The comparison as plain text."""
+    return _capture(print_comparison, c)

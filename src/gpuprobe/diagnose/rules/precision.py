@@ -1,0 +1,96 @@
+"""Precision: FP32 matrix multiplies on CUDA cores while the card has Tensor Cores (E4)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.diagnose import patterns as P
+from gpuprobe.diagnose.analysis import TraceContext
+from gpuprobe.diagnose.kineto import GPU_KIND_KERNEL
+from gpuprobe.diagnose.rules._common import GROUP, no_gpu, pct
+from gpuprobe.findings import Evidence, Finding, Status
+
+__all__ = [
+    "GEMM_DOMINANT_FRACTION",
+    "TENSOR_CORE_MIN_COMPUTE_MAJOR",
+    "TENSOR_CORE_MIN_SHARE",
+    "tensor_cores",
+]
+
+TENSOR_CORE_MIN_COMPUTE_MAJOR = 7  # compute capability; Volta (7.0) introduced Tensor Cores
+GEMM_DOMINANT_FRACTION = 0.3  # of kernel time in GEMM/conv kernels for matmuls to "dominate"; ours
+TENSOR_CORE_MIN_SHARE = 0.1  # of GEMM/conv time on Tensor Cores below which we say "none"; ours
+
+
+def tensor_cores(ctx: TraceContext) -> list[Finding]:
+    """GEMM/conv kernels dominate, none use Tensor Cores, and the card has them."""
+    if not ctx.has_gpu:
+        return [no_gpu("no-tensor-cores", "Tensor Core use")]
+    props = ctx.raw.device_properties
+    majors = [int(p["computeMajor"]) for p in props if isinstance(p.get("computeMajor"), int)]
+    if not majors:
+        return [
+            Finding(
+                id="no-tensor-cores",
+                status=Status.SKIPPED,
+                title="Tensor Core use: skipped: the trace has no deviceProperties "
+                "(compute capability unknown)",
+                group=GROUP,
+            )
+        ]
+    major = max(majors)
+    kern = (ctx.gpu_kind == GPU_KIND_KERNEL) & (ctx.gpu_step >= 0)
+    total = float(ctx.gpu_dur[kern].sum())
+    gemm = kern & P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names)
+    tc = gemm & P.TENSOR_CORE_KERNEL.mask(ctx.gpu_name, ctx.names)
+    tc &= ~P.FP32_GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TF32_KERNEL.mask(
+        ctx.gpu_name, ctx.names
+    )
+    gemm_t = float(ctx.gpu_dur[gemm].sum())
+    tc_t = float(ctx.gpu_dur[tc].sum())
+    gemm_share = gemm_t / total if total > 0 else 0.0
+    tc_share = tc_t / gemm_t if gemm_t > 0 else 0.0
+    dtypes = ctx.raw.matmul_dtypes
+    fp32_ops = dtypes.get("float", 0)
+    top = sorted({ctx.names[i] for i in np.unique(ctx.gpu_name[gemm & ~tc])}, key=len)[:3]
+    evidence = (
+        Evidence("compute_capability_major", major),
+        Evidence("gemm_share_of_kernel_time", pct(gemm_share), "%"),
+        Evidence("tensor_core_share_of_gemm_time", pct(tc_share), "%"),
+        Evidence("fp32_matmul_ops", fp32_ops),
+        Evidence("threshold_gemm_share", pct(GEMM_DOMINANT_FRACTION), "%"),
+    )
+    if major < TENSOR_CORE_MIN_COMPUTE_MAJOR:
+        return [
+            Finding(
+                id="no-tensor-cores",
+                status=Status.SKIPPED,
+                title=f"Tensor Core use: skipped: compute capability {major}.x has none",
+                evidence=evidence,
+                group=GROUP,
+            )
+        ]
+    if gemm_share >= GEMM_DOMINANT_FRACTION and tc_share < TENSOR_CORE_MIN_SHARE:
+        return [
+            Finding(
+                id="no-tensor-cores",
+                status=Status.WARN,
+                title=f"FP32 matmuls take {pct(gemm_share)} % of GPU time and none use the "
+                f"Tensor Cores this card has (compute {major}.x)",
+                evidence=evidence,
+                fix="torch.set_float32_matmul_precision('high')  # TF32 on Tensor Cores; or "
+                "with torch.autocast('cuda', dtype=torch.bfloat16): for the forward pass",
+                group=GROUP,
+                details=tuple(top),
+            )
+        ]
+    return [
+        Finding(
+            id="no-tensor-cores",
+            status=Status.OK,
+            title=f"Tensor Cores: {pct(tc_share)} % of GEMM/conv time "
+            f"(GEMM/conv {pct(gemm_share)} % of kernel time)",
+            evidence=evidence,
+            group=GROUP,
+        )
+    ]
