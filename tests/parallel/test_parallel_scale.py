@@ -89,18 +89,18 @@ def test_plot(sweep, tmp_path, suffix):
     out = plot_scale(sweep, tmp_path / f"scale{suffix}")
     head = out.read_bytes()[:200]
     assert head.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in out.read_bytes()[:2000]
-    with pytest.raises(UsageError, match=".png or .svg"):
+    with pytest.raises(UsageError, match=r"\.png or \.svg"):
         plot_scale(sweep, tmp_path / "scale.pdf")
 
 
 def test_synthetic_problem_is_deterministic_and_conditioned():
     a1, b1 = synthetic_problem(900, 12, cond=1e3, seed=4, chunk_rows=200)
-    a2, b2 = synthetic_problem(900, 12, cond=1e3, seed=4, chunk_rows=300, tag=7)
+    a2, _ = synthetic_problem(900, 12, cond=1e3, seed=4, chunk_rows=300, tag=7)
     a1, b1, a2 = a1.compute(), b1.compute(), a2.compute()
     np.testing.assert_array_equal(a1[:200], a2[:200])  # same first block, same numbers
     assert 5e2 < np.linalg.cond(a1) < 2e3
     u, _ = synthetic_problem(100, 5, "uniform", chunk_rows=50)
-    assert 0 <= float(u.min().compute()) and float(u.max().compute()) < 1
+    assert float(u.min().compute()) >= 0 and float(u.max().compute()) < 1
     with pytest.raises(UsageError, match="condition number"):
         synthetic_problem(10, 2, cond=0.5)
 
@@ -143,3 +143,13 @@ def test_speedup_efficiency_and_findings():
     assert eff.status is Status.WARN and "50%" in eff.title
     bad = _findings([_row("tsqr", 1, 1.0, err=1e-3)], [], [1])
     assert bad[0].id == "scale-lstsq-accuracy" and bad[0].status is Status.FAIL
+
+
+def test_existing_scheduler_and_too_many_workers(client):
+    addr = client.scheduler.address
+    res = scale_lstsq(800, 4, workers=(1, 2), methods=("normal",), chunk_rows=200,
+                      scheduler=addr, compare_numpy=False)
+    assert res.cluster.startswith("existing") and [r.workers for r in res.results] == [1, 2]
+    assert res.results[0].error_vs_numpy is None and res.baselines == ()
+    with pytest.raises(UsageError, match="only 2 worker"):
+        scale_lstsq(800, 4, workers=(4,), scheduler=addr)

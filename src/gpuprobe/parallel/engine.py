@@ -1,9 +1,10 @@
 """The Dask engine: which cluster a solve runs on, how its BLAS threads are set, and teardown.
 
-- No client and no scheduler: a ``LocalCluster`` sized to this machine (one worker per core, one task
-  thread each, BLAS threads = cores / (workers × task threads), so nothing is oversubscribed). By
-  default its workers are threads of this process (``processes=False``): the solvers' work is
-  BLAS/LAPACK, which releases the GIL, and in-memory inputs are then shared without a copy.
+- No client and no scheduler: a ``LocalCluster`` sized to this machine: one worker per core, one
+  task thread each, BLAS threads = cores / (workers × task threads), so nothing is
+  oversubscribed. By default its workers are threads of this process (``processes=False``): the
+  solvers' work is BLAS/LAPACK, which releases the GIL, and in-memory inputs are then shared
+  without a copy.
 - On GPUs (``devices="gpu"`` or a list of device ids, or CuPy inputs): one worker per GPU, with
   dask-cuda's ``LocalCUDACluster`` and its memory settings (section 5 of
   ``research/benchmarks-and-lstsq.md``): a device memory limit below the card, RMM's asynchronous
@@ -105,7 +106,7 @@ def _blas_plugin(threads: int) -> Any:
     the nanny's pre-spawn environment would otherwise put them back to one thread)."""
     from distributed import WorkerPlugin
 
-    class BlasThreads(WorkerPlugin):  # type: ignore[misc]
+    class BlasThreads(WorkerPlugin):
         name = "gpuprobe-blas-threads"
 
         def __init__(self, threads: int) -> None:

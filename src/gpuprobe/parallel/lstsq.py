@@ -11,7 +11,8 @@ holds it, and one tree reduction of fan-in :data:`REDUCE_FAN_IN` combines the pi
 - ``tsqr``: each block gives the R factor of ``[Aᵢ bᵢ]`` (no Q is formed); stacked R factors are
   factored again up the tree. The last row and column of the final R hold ``Qᵀb`` and the residual
   norm, so no further pass is needed. The SVD of the n × n R gives κ(A) without squaring it, the
-  rank, and, for a rank-deficient A, the minimum-norm solution (with a :class:`RankDeficiencyWarning`).
+  rank, and, for a rank-deficient A, the minimum-norm solution (with a
+  :class:`RankDeficiencyWarning`).
 - ``local-sgd``: E6 (``references/README.md``): the rows in shards, SGD on a sample of each shard,
   the models averaged every epoch. Kept as the baseline and reported as an approximation, with its
   distance from the exact solution (computed by ``auto`` on the same cluster, untimed).
@@ -22,6 +23,7 @@ Times in this module are seconds.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import time
@@ -247,7 +249,7 @@ def _mean(*xs: np.ndarray) -> np.ndarray:
     return np.mean(np.stack(xs), axis=0)
 
 
-# -- the client side --------------------------------------------------------------------------------
+# -- the client side ---------------------------------------------------------------------------
 
 
 class _Cholesky:
@@ -390,7 +392,7 @@ def _normal(s: _Session, max_refine: int) -> _Outcome | _Unsafe:
         rr, grad = part["rr"], part["g"]
         if steps >= max_refine:
             break
-        dx = s.timed(lambda grad=grad: chol.solve(grad))
+        dx = s.timed(functools.partial(chol.solve, grad))
         if np.linalg.norm(dx) <= REFINE_RTOL * np.linalg.norm(x):
             break
         x = x + dx
@@ -772,17 +774,31 @@ def lstsq(
 ) -> LstsqResult:
     """Solve min ‖b − Ax‖₂ on a Dask cluster; return ``(x, report)``.
 
-    A, b: NumPy, CuPy or torch arrays, dask arrays (any chunks), or paths (``.npy``, Zarr,
-    Parquet; ``b=None`` takes the file's last column, or a Parquet column name). method: ``auto``,
-    ``normal``, ``tsqr`` or ``local-sgd`` (see the module docstring). client / scheduler: an
-    existing cluster (default: a LocalCluster sized to this machine, closed afterwards). devices:
-    ``"cpu"``, ``"gpu"`` or GPU ids (default: GPU when the input is on a GPU). workers: run only on
-    these worker addresses. chunk_rows: rows per block for in-memory input (or a rechunk). reference:
-    ``"numpy"`` for ``numpy.linalg.lstsq`` on the gathered data, or a solution to compare with.
-    rcond: singular values below rcond × σ_max count as zero (tsqr; numpy's default).
+    Parameters
+    ----------
+    A, b
+        NumPy, CuPy or torch arrays, dask arrays (any chunks), or paths (``.npy``, Zarr, Parquet):
+        with ``b=None`` the file's last column is b; for Parquet ``b`` may name a column.
+    method
+        ``auto``, ``normal``, ``tsqr`` or ``local-sgd`` (see the module docstring).
+    client, scheduler
+        An existing cluster. Default: a LocalCluster sized to this machine, closed afterwards.
+    devices
+        ``"cpu"``, ``"gpu"`` or GPU ids. Default: GPU when the input is on a GPU.
+    workers
+        Run only on these worker addresses.
+    chunk_rows
+        Rows per block for in-memory input (a rechunk for dask input).
+    reference
+        ``"numpy"``: compare with ``numpy.linalg.lstsq`` on the gathered data; or a solution.
+    rcond
+        Singular values below ``rcond × σ_max`` count as zero (tsqr; numpy's default).
+    max_refine, sgd
+        Refinement passes for ``normal``; E6's settings for ``local-sgd``.
 
-    Raises InputError for bad input (shapes that disagree, NaN or Inf, an empty A) and UsageError
-    for a bad argument or a missing Dask."""
+    Raises :class:`InputError` for bad input (shapes that disagree, NaN or Inf, an empty A) and
+    :class:`UsageError` for a bad argument or a missing Dask.
+    """
     if method not in METHODS:
         raise UsageError(f"method={method!r}: use one of {', '.join(METHODS)}")
     if max_refine < 0:
