@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -134,6 +135,10 @@ def _markdown(data: dict[str, Any], big: ScaleResult, e6: ScaleResult) -> str:
         f"Run {data['when']} on {data['machine']['cpu']} ({data['machine']['cores']} cores), "
         f"{data['machine']['blas']}. Command: `{data['command']}`.",
         "",
+        f"Load average (1, 5, 15 min) before {data['machine']['load_average_before']}, after "
+        f"{data['machine']['load_average_after']}: above {data['machine']['cores']}, other jobs "
+        "shared the cores and the times are slower than on an idle machine.",
+        "",
     ]
     for title, res in (
         (
@@ -187,6 +192,7 @@ def main() -> int:
     def say(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
+    load_before = os.getloadavg()
     say(f"part 1: {rows} × {cols}")
     # best of 2 for numpy and each method: this machine is shared, and a single run can be
     # slowed by a neighbour
@@ -222,6 +228,9 @@ def main() -> int:
             "blas": f"{blas['library']} ({blas['threads']} threads by default)",
             "numpy": np.__version__,
             "python": platform.python_version(),
+            # other jobs on this machine: 1-, 5- and 15-minute load averages
+            "load_average_before": [round(v, 2) for v in load_before],
+            "load_average_after": [round(v, 2) for v in os.getloadavg()],
         },
         "threads": {
             "dask_worker_task_threads": big.threads_per_worker,

@@ -153,9 +153,10 @@ def _gram_block(start: int, to_gpu: bool, b: Any, *cols: Any) -> dict[str, Any]:
     so the check costs O(n²), not a pass over the block."""
     a = _row_block(to_gpu, cols)
     v = _vector(to_gpu, b, a)
-    g = _host(a.T @ a)  # syrk: numpy recognises a.T @ a
-    c = _host(a.T @ v)
-    bb = float(v @ v)
+    with np.errstate(over="ignore", invalid="ignore"):  # detected below, reported as InputError
+        g = _host(a.T @ a)  # syrk: numpy recognises a.T @ a
+        c = _host(a.T @ v)
+        bb = float(v @ v)
     ok = bool(np.isfinite(np.diagonal(g)).all() and np.isfinite(c).all() and math.isfinite(bb))
     return {"G": g, "c": c, "bb": bb, "bad": [] if ok else [(start, start + a.shape[0])]}
 

@@ -36,6 +36,7 @@ from gpuprobe.parallel.engine import (
     require_dask,
 )
 from gpuprobe.parallel.lstsq import (
+    EXACT_ERROR_OK,
     METHODS,
     REFERENCE_MEMORY_FRACTION,
     SgdSettings,
@@ -597,6 +598,11 @@ def plot_scale(result: ScaleResult, path: str | Path) -> Path:
         errs = [r.error_vs_numpy for r in rows]
         if all(e is not None for e in errs):
             ax2.plot(ws, [max(e, 1e-17) for e in errs], "o-", label=method)  # type: ignore[type-var]
+    shown = [r.error_vs_numpy for r in result.results if r.error_vs_numpy is not None]
+    if shown:  # whole decades from float64's rounding level up, so 4e-15 does not look large
+        low = min(1e-17, min(max(e, 1e-17) for e in shown) / 10)
+        ax2.set_ylim(low, max(1e-8, max(shown) * 10))
+        ax2.axhline(EXACT_ERROR_OK, color="grey", ls="--", lw=1, label=f"{EXACT_ERROR_OK:g}")
     ax1.set(
         xlabel="workers", ylabel=f"speedup over {sizes[0]} worker(s)", xticks=sizes, title="speedup"
     )
