@@ -724,6 +724,11 @@ def _switch_finding(requested: str, why: _Unsafe) -> Finding:
     )
 
 
+def _ev(**values: float | int | None) -> tuple[Evidence, ...]:
+    """Evidence without units (ratios, counts, norms), in the order given."""
+    return tuple(Evidence(k, v) for k, v in values.items())
+
+
 def _agreement_finding(err: float, kappa: float | None, ref: str) -> Finding:
     bound = expected_error_bound(kappa)
     ok = err <= bound
@@ -732,11 +737,7 @@ def _agreement_finding(err: float, kappa: float | None, ref: str) -> Finding:
         status=Status.OK if ok else Status.WARN,
         title=f"solution {'agrees' if ok else 'disagrees'} with {ref}: relative error "
         f"{err:.2g} ({'≤' if ok else '>'} {bound:.2g} expected at this κ)",
-        evidence=(
-            Evidence("relative_error", err),
-            Evidence("expected_bound", bound),
-            Evidence("cond_estimate", kappa),
-        ),
+        evidence=_ev(relative_error=err, expected_bound=bound, cond_estimate=kappa),
         fix="" if ok else "method='tsqr' (stable at any κ); check the reference's rcond",
         group="lstsq",
     )
@@ -748,10 +749,8 @@ def _sgd_finding(dist: float, resid: float, exact_resid: float) -> Finding:
         status=Status.WARN if dist > EXACT_ERROR_OK else Status.INFO,
         title=f"local-sgd is an approximation: off the exact solution by {dist:.3g} (relative); "
         f"residual {resid:.6g} vs exact {exact_resid:.6g}",
-        evidence=(
-            Evidence("distance_from_exact", dist),
-            Evidence("residual_norm", resid),
-            Evidence("exact_residual_norm", exact_resid),
+        evidence=_ev(
+            distance_from_exact=dist, residual_norm=resid, exact_residual_norm=exact_resid
         ),
         fix="method='normal' gives the exact solution in one pass plus refinement",
         group="lstsq",

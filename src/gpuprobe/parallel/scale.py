@@ -40,6 +40,7 @@ from gpuprobe.parallel.lstsq import (
     METHODS,
     REFERENCE_MEMORY_FRACTION,
     SgdSettings,
+    _ev,
     _html_table,
     expected_error_bound,
     lstsq,
@@ -495,82 +496,83 @@ def _with_speedup(rows: list[ScaleRow], fewest: int) -> list[ScaleRow]:
     return out
 
 
-def _findings(rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int]) -> list[Finding]:
-    found: list[Finding] = []
+def _accuracy(rows: list[ScaleRow]) -> list[Finding]:
     errs = [(r, r.error_vs_numpy) for r in rows if r.exact and r.error_vs_numpy is not None]
-    if errs:
-        worst, worst_err = max(errs, key=lambda p: p[1] / expected_error_bound(p[0].cond_estimate))
-        bound = expected_error_bound(worst.cond_estimate)
-        ok = worst_err <= bound
-        found.append(
+    if not errs:
+        return []
+    worst, err = max(errs, key=lambda p: p[1] / expected_error_bound(p[0].cond_estimate))
+    bound = expected_error_bound(worst.cond_estimate)
+    where = f"{worst.requested}, {worst.workers} worker(s)"
+    if err <= bound:
+        title = f"exact methods agree with numpy.linalg.lstsq: worst relative error {err:.2g} "
+        title += f"({where})"
+    else:
+        title = f"off numpy.linalg.lstsq by {err:.2g} ({where}), more than the {bound:.2g} expected"
+    ok = err <= bound
+    evidence = _ev(worst_error=err, expected_bound=bound, cond_estimate=worst.cond_estimate)
+    fix = "" if ok else "report this with the --json output; use --method tsqr meanwhile"
+    status = Status.OK if ok else Status.FAIL
+    return [Finding("scale-lstsq-accuracy", status, title, evidence, fix, group="scale")]
+
+
+def _efficiency(rows: list[ScaleRow], sizes: list[int]) -> list[Finding]:
+    out = []
+    for r in rows:
+        if len(sizes) < 2 or r.workers != sizes[-1] or not r.exact:
+            continue
+        low = r.efficiency < PARALLEL_EFFICIENCY_WARN
+        title = (
+            f"{r.requested}: parallel efficiency {r.efficiency:.0%} from {sizes[0]} to "
+            f"{r.workers} workers (speedup {r.speedup:.2f}×, communication "
+            f"{r.communication_share:.0%})"
+        )
+        evidence = _ev(
+            efficiency=r.efficiency,
+            speedup=r.speedup,
+            communication_share=r.communication_share,
+            threshold=PARALLEL_EFFICIENCY_WARN,
+        )
+        fix = "larger row blocks (--chunk-rows) or more rows per worker" if low else ""
+        status = Status.WARN if low else Status.OK
+        out.append(
             Finding(
-                id="scale-lstsq-accuracy",
-                status=Status.OK if ok else Status.FAIL,
-                title=f"exact methods agree with numpy.linalg.lstsq: worst relative error "
-                f"{worst_err:.2g} ({worst.requested}, {worst.workers} worker(s))"
-                if ok
-                else f"{worst.requested} on {worst.workers} worker(s) is off numpy.linalg.lstsq "
-                f"by {worst_err:.2g}, more than the {bound:.2g} expected",
+                "scale-lstsq-efficiency", status, title, evidence, fix, "scale", subject=r.requested
+            )
+        )
+    return out
+
+
+def _approximations(rows: list[ScaleRow], sizes: list[int]) -> list[Finding]:
+    out = []
+    for r in rows:
+        if r.exact or r.error_vs_numpy is None or r.workers != sizes[-1]:
+            continue
+        exact = [x for x in rows if x.exact and x.workers == r.workers]
+        fastest = min(exact, key=lambda x: x.wall_s) if exact else None
+        extra = (
+            ""
+            if fastest is None
+            else (f"; {fastest.requested} is exact in {fastest.wall_s:.3g} s vs {r.wall_s:.3g} s")
+        )
+        out.append(
+            Finding(
+                id="scale-lstsq-local-sgd-approximate",
+                status=Status.WARN,
+                title=f"local-sgd is an approximation: off numpy.linalg.lstsq by "
+                f"{r.error_vs_numpy:.3g} (relative){extra}",
                 evidence=(
-                    Evidence("worst_error", worst_err),
-                    Evidence("expected_bound", bound),
-                    Evidence("cond_estimate", worst.cond_estimate),
+                    Evidence("error_vs_numpy", r.error_vs_numpy),
+                    Evidence("wall", r.wall_s, "s"),
                 ),
-                fix="" if ok else "report this with the --json output; use --method tsqr meanwhile",
+                fix="--method normal",
                 group="scale",
             )
         )
-    if len(sizes) > 1:
-        for r in rows:
-            if r.workers != sizes[-1] or not r.exact:
-                continue
-            low = r.efficiency < PARALLEL_EFFICIENCY_WARN
-            found.append(
-                Finding(
-                    id="scale-lstsq-efficiency",
-                    status=Status.WARN if low else Status.OK,
-                    title=f"{r.requested}: parallel efficiency {r.efficiency:.0%} from "
-                    f"{sizes[0]} to "
-                    f"{r.workers} workers (speedup {r.speedup:.2f}×, communication "
-                    f"{r.communication_share:.0%})",
-                    evidence=(
-                        Evidence("efficiency", r.efficiency),
-                        Evidence("speedup", r.speedup),
-                        Evidence("communication_share", r.communication_share),
-                        Evidence("threshold", PARALLEL_EFFICIENCY_WARN),
-                    ),
-                    fix="larger row blocks (--chunk-rows) or more rows per worker" if low else "",
-                    group="scale",
-                    subject=r.requested,
-                )
-            )
-    for r in rows:
-        if not r.exact and r.error_vs_numpy is not None and r.workers == sizes[-1]:
-            fastest = min(
-                (x for x in rows if x.exact and x.workers == r.workers),
-                key=lambda x: x.wall_s,
-                default=None,
-            )
-            extra = (
-                ""
-                if fastest is None
-                else f"; {fastest.requested} is exact in {fastest.wall_s:.3g} s vs {r.wall_s:.3g} s"
-            )
-            found.append(
-                Finding(
-                    id="scale-lstsq-local-sgd-approximate",
-                    status=Status.WARN,
-                    title=f"local-sgd is an approximation: off numpy.linalg.lstsq by "
-                    f"{r.error_vs_numpy:.3g} (relative){extra}",
-                    evidence=(
-                        Evidence("error_vs_numpy", r.error_vs_numpy),
-                        Evidence("wall", r.wall_s, "s"),
-                    ),
-                    fix="--method normal",
-                    group="scale",
-                )
-            )
-    return found
+    return out
+
+
+def _findings(rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int]) -> list[Finding]:
+    return [*_accuracy(rows), *_efficiency(rows, sizes), *_approximations(rows, sizes)]
 
 
 # -- the plot -----------------------------------------------------------------------------------
