@@ -380,3 +380,25 @@ def test_public_api_and_memory_released_after_failure(client, monkeypatch):
     with pytest.raises(InputError):
         lstsq(a, np.ones(50), client=client)
     assert calls == [client]
+
+
+@pytest.mark.parametrize("scipy_present", [True, False])
+def test_cholesky_solves_with_or_without_scipy(monkeypatch, conditioned, scipy_present):
+    if not scipy_present:
+        monkeypatch.setitem(__import__("sys").modules, "scipy.linalg", None)
+    elif importlib.util.find_spec("scipy") is None:
+        pytest.skip("scipy is not installed")
+    a = conditioned(200, 30, cond=100.0)
+    g, v = a.T @ a, np.arange(30.0)
+    chol = L._Cholesky(g)
+    assert (chol._tri is None) is (not scipy_present)
+    assert rel(chol.solve(v), np.linalg.solve(g, v)) <= 1e-10
+
+
+def test_own_cluster_leaves_the_default_client_alone(client, rhs):
+    from distributed import default_client
+
+    a = np.random.default_rng(13).standard_normal((300, 3))
+    before = default_client()
+    lstsq(a, rhs(a), "tsqr")
+    assert default_client() is before

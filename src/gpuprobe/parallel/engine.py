@@ -308,7 +308,7 @@ def open_engine(
         owned_client = client is None
         if client is None:
             try:
-                client = Client(scheduler, timeout="10s")
+                client = Client(scheduler, timeout="10s", set_as_default=False)
             except OSError as exc:
                 raise UsageError(
                     f"cannot reach the Dask scheduler at {scheduler}: {exc}; start one with "
@@ -356,7 +356,7 @@ def open_engine(
         name = "LocalCluster"
         limiter = None if processes else _limit_blas(blas)
     try:
-        client = Client(cluster)
+        client = Client(cluster, set_as_default=False)  # leave the user's default client alone
         if kind == "cpu" and processes:
             client.register_plugin(_blas_plugin(blas))
         n_workers = len(client.scheduler_info(n_workers=-1)["workers"])

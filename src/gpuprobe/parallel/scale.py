@@ -353,7 +353,7 @@ def _dask_baseline(
         return Baseline(name, None, note=f"needs {exc.name or 'scipy'}: pip install scipy")
     except ValueError as exc:
         return Baseline(name, None, note=f"refused these chunks: {exc}")
-    resid = float(da.linalg.norm(b - a @ x_np).compute())
+    resid = float(client.compute(da.linalg.norm(b - a @ x_np)).result())
     err = None if x_ref is None else float(np.linalg.norm(x_np - x_ref) / np.linalg.norm(x_ref))
     return Baseline(name, took, len(subset), None, resid, err)
 
