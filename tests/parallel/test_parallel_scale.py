@@ -148,9 +148,28 @@ def test_speedup_efficiency_and_findings():
 
 def test_existing_scheduler_and_too_many_workers(client):
     addr = client.scheduler.address
-    res = scale_lstsq(800, 4, workers=(1, 2), methods=("normal",), chunk_rows=200,
-                      scheduler=addr, compare_numpy=False)
+    res = scale_lstsq(
+        800,
+        4,
+        workers=(1, 2),
+        methods=("normal",),
+        chunk_rows=200,
+        scheduler=addr,
+        compare_numpy=False,
+    )
     assert res.cluster.startswith("existing") and [r.workers for r in res.results] == [1, 2]
     assert res.results[0].error_vs_numpy is None and res.baselines == ()
     with pytest.raises(UsageError, match="only 2 worker"):
         scale_lstsq(800, 4, workers=(4,), scheduler=addr)
+
+
+def test_cpu_per_worker_measured_and_contention_judged(sweep):
+    for r in sweep.results:
+        assert r.cpu_per_worker is not None and 0 < r.cpu_per_worker < 2.5
+    starved = [_row("normal", 2, 1.0)]
+    starved[0] = ScaleRow(**{**starved[0].to_dict(), "cpu_per_worker": 0.4})
+    f = next(x for x in _findings(starved, [], [2], cores=2) if x.id.endswith("contention"))
+    assert f.status is Status.WARN and "0.40 of a core" in f.title
+    assert not [
+        x for x in _findings([_row("normal", 2, 1.0)], [], [2], 2) if x.id.endswith("contention")
+    ]

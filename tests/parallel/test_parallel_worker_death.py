@@ -91,9 +91,13 @@ def test_worker_dying_every_time_is_a_clear_error():
     from gpuprobe.errors import GpuprobeError
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
-    ) as cluster, distributed.Client(cluster) as c:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
         from dask import delayed
 
         a = da.from_delayed(delayed(_always_kill)(0), (2, 2), np.float64)

@@ -41,6 +41,7 @@ __all__ = [
     "available_cores",
     "blas_info",
     "open_engine",
+    "process_cpu_seconds",
     "release_memory",
     "require_dask",
 ]
@@ -83,12 +84,21 @@ def blas_info() -> dict[str, Any]:
     except ImportError:
         return {"library": None, "threads": None}
     blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    # NumPy's own BLAS first: SciPy may load a second one
+    blas.sort(key=lambda p: "numpy" not in str(p.get("filepath", "")))
     if not blas:
         return {"library": None, "threads": None}
     return {
         "library": f"{blas[0].get('internal_api')} {blas[0].get('version') or ''}".strip(),
         "threads": int(blas[0].get("num_threads") or 0) or None,
     }
+
+
+def process_cpu_seconds() -> tuple[int, float]:
+    """(pid, user + system CPU seconds) of this process; run on workers to see how much CPU they
+    got (threads of one process share one entry)."""
+    t = os.times()
+    return os.getpid(), t.user + t.system
 
 
 def _limit_blas(threads: int) -> Any:

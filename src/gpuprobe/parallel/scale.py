@@ -15,7 +15,9 @@ Times in this module are seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from gpuprobe.parallel.engine import (
     available_cores,
     blas_info,
     open_engine,
+    process_cpu_seconds,
     require_dask,
 )
 from gpuprobe.parallel.lstsq import (
@@ -48,6 +51,7 @@ from gpuprobe.parallel.lstsq import (
 from gpuprobe.parallel.sources import default_chunk_rows, read_problem
 
 __all__ = [
+    "CPU_PER_WORKER_WARN",
     "PARALLEL_EFFICIENCY_WARN",
     "PROBLEMS",
     "Baseline",
@@ -61,6 +65,10 @@ __all__ = [
 # Parallel efficiency below which adding workers is reported as a warning: gpuprobe's choice, a
 # third of each added worker's time lost to communication, waiting or imbalance.
 PARALLEL_EFFICIENCY_WARN = 0.67
+# CPU each worker got during a run, in cores (process CPU seconds / wall seconds / workers), below
+# which other processes are taking the cores and the speedups say more about them than about the
+# method: gpuprobe's choice (a BLAS-bound worker on an idle core measures 0.9-1.0 here).
+CPU_PER_WORKER_WARN = 0.8
 # Synthetic problems: "gaussian" (standard normal A, κ set by --cond through a fixed orthogonal
 # V and geometric singular values), "uniform" (E6's numpy.random.rand data).
 PROBLEMS = ("gaussian", "uniform")
@@ -86,6 +94,7 @@ class ScaleRow(Record):
     exact: bool
     passes: int
     cond_estimate: float | None
+    cpu_per_worker: float | None = None  # cores' worth of CPU each worker got during the run
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,7 @@ class ScaleResult(Record):
                 "speedup",
                 "efficiency",
                 "comm",
+                "cpu/worker",
                 "residual",
                 "error vs numpy",
                 "speed vs numpy",
@@ -158,6 +168,7 @@ class ScaleResult(Record):
                     f"{r.speedup:.2f}",
                     f"{r.efficiency:.0%}",
                     f"{r.communication_share:.0%}",
+                    "n/a" if r.cpu_per_worker is None else f"{r.cpu_per_worker:.2f}",
                     f"{r.residual_norm:.8g}",
                     "n/a" if r.error_vs_numpy is None else f"{r.error_vs_numpy:.2e}",
                     "n/a"
@@ -433,18 +444,22 @@ def scale_lstsq(
                 a_w, b_w = client.persist([a_w, b_w], workers=subset, allow_other_workers=False)
                 from distributed import wait
 
-                wait([a_w, b_w])
+                with client.as_current():  # our client is not the default one
+                    wait([a_w, b_w])
             else:
                 a_w, b_w = a, b
             for method in methods:
                 best = None
                 for rep in range(repeats):
                     say(f"{method} on {w} worker(s), run {rep + 1}/{repeats}")
+                    cpu0 = _cpu_seconds(client, subset)
                     x, report = lstsq(a_w, b_w, method, client=client, workers=subset, sgd=sgd)
+                    cpu = _cpu_seconds(client, subset) - cpu0
                     if best is None or report.wall_s < best[1].wall_s:
-                        best = (x, report)
+                        best = (x, report, cpu / report.wall_s / w if report.wall_s > 0 else None)
                 assert best is not None
-                results.append(_row(method, w, best[0], best[1], x_ref, baselines))
+                row = _row(method, w, best[0], best[1], x_ref, baselines)
+                results.append(dataclasses.replace(row, cpu_per_worker=best[2]))
             if compare_dask and w == sizes[-1]:
                 say(f"dask.array.linalg.lstsq on {w} worker(s)")
                 baselines.append(_dask_baseline(a_w, b_w, client, subset, x_ref))
@@ -470,8 +485,17 @@ def scale_lstsq(
             repeats=repeats,
             results=tuple(results),
             baselines=tuple(baselines),
-            findings=tuple(_findings(results, baselines, sizes)),
+            findings=tuple(_findings(results, baselines, sizes, cores)),
         )
+
+
+def _cpu_seconds(client: Any, workers: list[str]) -> float:
+    """CPU seconds used so far by the processes of ``workers`` (each process counted once)."""
+    try:
+        per = client.run(process_cpu_seconds, workers=workers)
+    except Exception:
+        return math.nan
+    return float(sum(dict(per.values()).values()))
 
 
 def _row(
@@ -504,8 +528,6 @@ def _row(
 
 
 def _with_speedup(rows: list[ScaleRow], fewest: int) -> list[ScaleRow]:
-    import dataclasses
-
     base = {r.requested: r.wall_s for r in rows if r.workers == fewest}
     out = []
     for r in rows:
@@ -589,8 +611,41 @@ def _approximations(rows: list[ScaleRow], sizes: list[int]) -> list[Finding]:
     return out
 
 
-def _findings(rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int]) -> list[Finding]:
-    return [*_accuracy(rows), *_efficiency(rows, sizes), *_approximations(rows, sizes)]
+def _contention(rows: list[ScaleRow], cores: int) -> list[Finding]:
+    starved = [
+        r for r in rows if r.cpu_per_worker is not None and r.cpu_per_worker < CPU_PER_WORKER_WARN
+    ]
+    if not starved:
+        return []
+    low = min(starved, key=lambda r: r.cpu_per_worker or 0.0)
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    title = (
+        f"workers got as little as {low.cpu_per_worker:.2f} of a core each ({low.requested} on "
+        f"{low.workers}): other processes share the {cores} cores, so times and speedups "
+        "understate the method"
+    )
+    evidence = (
+        Evidence("cpu_per_worker", low.cpu_per_worker, "cores"),
+        Evidence("load_average_1min", load),
+        Evidence("cores", cores),
+        Evidence("threshold", CPU_PER_WORKER_WARN, "cores"),
+    )
+    fix = (
+        "run the sweep on an idle machine (compare the `uptime` load average with the core "
+        "count), or sweep fewer workers than there are free cores"
+    )
+    return [Finding("scale-lstsq-cpu-contention", Status.WARN, title, evidence, fix, "scale")]
+
+
+def _findings(
+    rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int], cores: int = 0
+) -> list[Finding]:
+    return [
+        *_accuracy(rows),
+        *_efficiency(rows, sizes),
+        *_approximations(rows, sizes),
+        *_contention(rows, cores),
+    ]
 
 
 # -- the plot -----------------------------------------------------------------------------------
