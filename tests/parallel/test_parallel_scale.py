@@ -166,10 +166,13 @@ def test_existing_scheduler_and_too_many_workers(client):
 def test_cpu_per_worker_measured_and_contention_judged(sweep):
     for r in sweep.results:
         assert r.cpu_per_worker is not None and 0 < r.cpu_per_worker < 2.5
-    starved = [_row("normal", 2, 1.0)]
-    starved[0] = ScaleRow(**{**starved[0].to_dict(), "cpu_per_worker": 0.4})
-    f = next(x for x in _findings(starved, [], [2], cores=2) if x.id.endswith("contention"))
-    assert f.status is Status.WARN and "0.40 of a core" in f.title
-    assert not [
-        x for x in _findings([_row("normal", 2, 1.0)], [], [2], 2) if x.id.endswith("contention")
-    ]
+
+    def judged(wall: float, cpu: float | None, comm: float = 0.05) -> list[str]:
+        fields = {**_row("normal", 2, wall).to_dict(), "cpu_per_worker": cpu}
+        row = ScaleRow(**{**fields, "communication_share": comm})
+        return [f.title for f in _findings([row], [], [2], cores=2) if f.id.endswith("contention")]
+
+    assert "0.40 of a core" in judged(5.0, 0.4)[0]
+    assert judged(5.0, 0.95) == []  # a full core each
+    assert judged(0.3, 0.4) == []  # too short: scheduling and the client's n × n work
+    assert judged(5.0, 0.4, comm=0.5) == []  # waiting on communication, not on other jobs

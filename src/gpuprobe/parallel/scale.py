@@ -51,6 +51,8 @@ from gpuprobe.parallel.lstsq import (
 from gpuprobe.parallel.sources import default_chunk_rows, read_problem
 
 __all__ = [
+    "CONTENTION_MAX_COMM_SHARE",
+    "CONTENTION_MIN_WALL_S",
     "CPU_PER_WORKER_WARN",
     "PARALLEL_EFFICIENCY_WARN",
     "PROBLEMS",
@@ -69,6 +71,10 @@ PARALLEL_EFFICIENCY_WARN = 0.67
 # which other processes are taking the cores and the speedups say more about them than about the
 # method: gpuprobe's choice (a BLAS-bound worker on an idle core measures 0.9-1.0 here).
 CPU_PER_WORKER_WARN = 0.8
+# Runs judged for contention: at least this long and with at most this communication share.
+# Shorter runs are mostly scheduling and the client's n × n work, when workers idle by design.
+CONTENTION_MIN_WALL_S = 2.0
+CONTENTION_MAX_COMM_SHARE = 0.2
 # Synthetic problems: "gaussian" (standard normal A, κ set by --cond through a fixed orthogonal
 # V and geometric singular values), "uniform" (E6's numpy.random.rand data).
 PROBLEMS = ("gaussian", "uniform")
@@ -613,7 +619,12 @@ def _approximations(rows: list[ScaleRow], sizes: list[int]) -> list[Finding]:
 
 def _contention(rows: list[ScaleRow], cores: int) -> list[Finding]:
     starved = [
-        r for r in rows if r.cpu_per_worker is not None and r.cpu_per_worker < CPU_PER_WORKER_WARN
+        r
+        for r in rows
+        if r.cpu_per_worker is not None
+        and r.cpu_per_worker < CPU_PER_WORKER_WARN
+        and r.wall_s >= CONTENTION_MIN_WALL_S
+        and r.communication_share <= CONTENTION_MAX_COMM_SHARE
     ]
     if not starved:
         return []
