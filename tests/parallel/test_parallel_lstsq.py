@@ -52,6 +52,7 @@ def test_well_conditioned_matches_numpy(client, conditioned, rhs, numpy_solution
     assert rep.exact and rep.rank == 40
     assert rep.row_blocks == 8 and rep.col_blocks == 1
     assert rep.workers_used == 2
+    assert rep.cpu_per_worker is not None and rep.cpu_per_worker > 0
     assert rep.wall_s >= rep.compute_s >= 0 and rep.communication_s >= 0
     assert rep.compute_s + rep.communication_s == pytest.approx(rep.wall_s)
     assert ids(rep)["lstsq-reference-agreement"].status is Status.OK

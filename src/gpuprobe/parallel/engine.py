@@ -23,6 +23,7 @@ import contextlib
 import gc
 import importlib.util
 import inspect
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -44,6 +45,7 @@ __all__ = [
     "process_cpu_seconds",
     "release_memory",
     "require_dask",
+    "workers_cpu_seconds",
 ]
 
 DASK_INSTALL_HINT = 'pip install "gpuprobe[dask]"'
@@ -99,6 +101,16 @@ def process_cpu_seconds() -> tuple[int, float]:
     got (threads of one process share one entry)."""
     t = os.times()
     return os.getpid(), t.user + t.system
+
+
+def workers_cpu_seconds(client: Any, workers: Sequence[str] | None = None) -> float:
+    """CPU seconds used so far by the processes of ``workers`` (default: all), each process
+    counted once; NaN when the workers cannot be asked."""
+    try:
+        per = client.run(process_cpu_seconds, workers=list(workers) if workers else None)
+    except Exception:
+        return math.nan
+    return float(sum(dict(per.values()).values()))
 
 
 def _limit_blas(threads: int) -> Any:

@@ -37,7 +37,13 @@ import numpy as np
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, InputError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.parallel.engine import EngineInfo, open_engine, release_memory, require_dask
+from gpuprobe.parallel.engine import (
+    EngineInfo,
+    open_engine,
+    release_memory,
+    require_dask,
+    workers_cpu_seconds,
+)
 from gpuprobe.parallel.sources import Problem, as_dask_problem, is_path
 
 __all__ = [
@@ -562,6 +568,9 @@ class LstsqReport(Record):
     exact_residual_norm: float | None = None  # local-sgd: the exact solution's residual
     distance_from_exact: float | None = None  # local-sgd: ‖x − x_exact‖ / ‖x_exact‖
     findings: tuple[Finding, ...] = ()
+    # CPU the workers' processes used during wall_s, in cores per worker (1.0: a full core each;
+    # less when they wait, or when other processes take the cores)
+    cpu_per_worker: float | None = None
 
     def summary(self) -> list[tuple[str, str]]:
         """(label, value) rows for people."""
@@ -596,7 +605,8 @@ class LstsqReport(Record):
                 "workers",
                 f"{self.workers_used} used of {e.workers} {e.kind} worker(s) on "
                 f"{e.cluster} {e.scheduler}; {e.threads_per_worker} task thread(s) and "
-                f"{e.blas_threads or 'n/a'} BLAS thread(s) each",
+                f"{e.blas_threads or 'n/a'} BLAS thread(s) each; CPU used "
+                f"{_fmt(self.cpu_per_worker, '.2f')} core(s) per worker",
             ),
         ]
         if self.reference:
@@ -857,6 +867,7 @@ def _solve(
     s = _Session(client, problem, opts.workers, to_gpu)
     findings: list[Finding] = []
     n_workers = len(opts.workers) if opts.workers else info.workers
+    cpu0 = workers_cpu_seconds(client, opts.workers)
     t0 = time.perf_counter()
     with get_task_stream(client) as stream:
         if method == "local-sgd":
@@ -869,6 +880,8 @@ def _solve(
                 findings.append(_switch_finding(method, out))
                 out = _tsqr(s, opts.rcond)
     wall = time.perf_counter() - t0
+    cpu = workers_cpu_seconds(client, opts.workers) - cpu0
+    cpu_per_worker = cpu / wall / n_workers if wall > 0 and math.isfinite(cpu) else None
     assert isinstance(out, _Outcome)
     times = _split_times(list(stream.data), wall, s.dense_s)
     passes = s.passes
@@ -941,5 +954,6 @@ def _solve(
         exact_residual_norm=exact_resid,
         distance_from_exact=dist,
         findings=tuple(findings),
+        cpu_per_worker=cpu_per_worker,
     )
     return LstsqResult(out.x, report)

@@ -35,7 +35,6 @@ from gpuprobe.parallel.engine import (
     available_cores,
     blas_info,
     open_engine,
-    process_cpu_seconds,
     require_dask,
 )
 from gpuprobe.parallel.lstsq import (
@@ -458,14 +457,11 @@ def scale_lstsq(
                 best = None
                 for rep in range(repeats):
                     say(f"{method} on {w} worker(s), run {rep + 1}/{repeats}")
-                    cpu0 = _cpu_seconds(client, subset)
                     x, report = lstsq(a_w, b_w, method, client=client, workers=subset, sgd=sgd)
-                    cpu = _cpu_seconds(client, subset) - cpu0
                     if best is None or report.wall_s < best[1].wall_s:
-                        best = (x, report, cpu / report.wall_s / w if report.wall_s > 0 else None)
+                        best = (x, report)
                 assert best is not None
-                row = _row(method, w, best[0], best[1], x_ref, baselines)
-                results.append(dataclasses.replace(row, cpu_per_worker=best[2]))
+                results.append(_row(method, w, best[0], best[1], x_ref, baselines))
             if compare_dask and w == sizes[-1]:
                 say(f"dask.array.linalg.lstsq on {w} worker(s)")
                 baselines.append(_dask_baseline(a_w, b_w, client, subset, x_ref))
@@ -495,15 +491,6 @@ def scale_lstsq(
         )
 
 
-def _cpu_seconds(client: Any, workers: list[str]) -> float:
-    """CPU seconds used so far by the processes of ``workers`` (each process counted once)."""
-    try:
-        per = client.run(process_cpu_seconds, workers=workers)
-    except Exception:
-        return math.nan
-    return float(sum(dict(per.values()).values()))
-
-
 def _row(
     method: str,
     w: int,
@@ -530,6 +517,7 @@ def _row(
         exact=rep.exact,
         passes=rep.passes,
         cond_estimate=rep.cond_estimate,
+        cpu_per_worker=rep.cpu_per_worker,
     )
 
 
