@@ -403,3 +403,10 @@ def test_own_cluster_leaves_the_default_client_alone(client, rhs):
     before = default_client()
     lstsq(a, rhs(a), "tsqr")
     assert default_client() is before
+
+
+def test_in_process_workers_share_numpy_input(client):
+    from gpuprobe.parallel.sources import as_dask_problem
+
+    p = as_dask_problem(np.ones((100, 2)), np.ones(100))
+    assert L._held_by_workers(client, p, None) is p  # inproc: nothing to send

@@ -26,6 +26,7 @@ import inspect
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,8 +100,7 @@ def blas_info() -> dict[str, Any]:
 def process_cpu_seconds() -> tuple[int, float]:
     """(pid, user + system CPU seconds) of this process; run on workers to see how much CPU they
     got (threads of one process share one entry)."""
-    t = os.times()
-    return os.getpid(), t.user + t.system
+    return os.getpid(), time.process_time()
 
 
 def workers_cpu_seconds(client: Any, workers: Sequence[str] | None = None) -> float:
