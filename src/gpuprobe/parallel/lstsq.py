@@ -432,7 +432,7 @@ def _tsqr(s: _Session, rcond: float | None) -> _Outcome:
             warnings.warn(
                 f"A ({s.m} × {n}) has rank {rank} < {n}: returning the minimum-norm solution",
                 RankDeficiencyWarning,
-                stacklevel=4,
+                stacklevel=6,  # finish, timed, _tsqr, _solve, lstsq: the caller
             )
             findings.append(
                 Finding(
