@@ -52,6 +52,7 @@ def test_well_conditioned_matches_numpy(client, conditioned, rhs, numpy_solution
     assert rep.exact and rep.rank == 40
     assert rep.row_blocks == 8 and rep.col_blocks == 1
     assert rep.workers_used == 2
+    assert rep.cpu_per_worker is not None and rep.cpu_per_worker > 0
     assert rep.wall_s >= rep.compute_s >= 0 and rep.communication_s >= 0
     assert rep.compute_s + rep.communication_s == pytest.approx(rep.wall_s)
     assert ids(rep)["lstsq-reference-agreement"].status is Status.OK
@@ -75,7 +76,7 @@ def test_moderately_ill_conditioned_stays_normal(client, conditioned, rhs):
     assert kappa**2 * EPS64 < NORMAL_MAX_KAPPA2_EPS
     a = conditioned(3000, 30, cond=kappa)
     b = rhs(a)
-    x, rep = lstsq(a, b, "normal", client=client, chunk_rows=500, reference="numpy")
+    _, rep = lstsq(a, b, "normal", client=client, chunk_rows=500, reference="numpy")
     assert rep.method == "normal" and "lstsq-normal-switched-to-tsqr" not in ids(rep)
     assert rep.cond_estimate == pytest.approx(kappa, rel=1e-3)
     assert rep.error_vs_reference <= expected_error_bound(kappa)
@@ -189,7 +190,7 @@ def test_reference_array_and_report_round_trip(client, conditioned, rhs):
     a = conditioned(1000, 8, cond=3.0)
     b = rhs(a)
     ref = np.linalg.lstsq(a, b, rcond=None)[0]
-    x, rep = lstsq(a, b, "tsqr", client=client, reference=ref)
+    _, rep = lstsq(a, b, "tsqr", client=client, reference=ref)
     assert rep.reference == "given" and rep.error_vs_reference <= 1e-13
     assert rep.reference_residual_norm == pytest.approx(rep.residual_norm, rel=1e-12)
     again = LstsqReport.from_dict(json.loads(json.dumps(rep.to_dict())))
@@ -220,7 +221,7 @@ def test_local_sgd_is_reported_as_an_approximation(client):
     np.testing.assert_array_equal(x, x2)
 
 
-# -- bad input ---------------------------------------------------------------------------------------
+# -- bad input ---------------------------------------------------------------------------------
 
 
 def test_nan_in_a_names_the_rows(client):
@@ -287,7 +288,7 @@ def test_own_local_cluster_is_sized_and_closed(rhs):
 
     before = blas_info()["threads"]
     a = np.random.default_rng(12).standard_normal((600, 5))
-    x, rep = lstsq(a, rhs(a), "normal")
+    _, rep = lstsq(a, rhs(a), "normal")
     e = rep.engine
     assert e.owned and e.cluster == "LocalCluster" and e.processes is False
     assert e.workers == available_cores() and e.threads_per_worker == 1
@@ -367,3 +368,45 @@ def test_numpy_blocks_moved_to_gpu_and_cupy_input_alone(conditioned, rhs):
         x, rep = lstsq(cupy.asarray(a), cupy.asarray(b), "normal")
     assert rep.engine.cluster == "LocalCUDACluster" and rep.engine.kind == "gpu"
     assert rel(x, ref) <= 1e-11
+
+
+def test_public_api_and_memory_released_after_failure(client, monkeypatch):
+    import gpuprobe
+
+    assert gpuprobe.lstsq is lstsq
+    calls = []
+    monkeypatch.setattr(L, "release_memory", lambda c: calls.append(c))
+    a = np.ones((50, 2))
+    a[0, 0] = np.inf
+    with pytest.raises(InputError):
+        lstsq(a, np.ones(50), client=client)
+    assert calls == [client]
+
+
+@pytest.mark.parametrize("scipy_present", [True, False])
+def test_cholesky_solves_with_or_without_scipy(monkeypatch, conditioned, scipy_present):
+    if not scipy_present:
+        monkeypatch.setitem(__import__("sys").modules, "scipy.linalg", None)
+    elif importlib.util.find_spec("scipy") is None:
+        pytest.skip("scipy is not installed")
+    a = conditioned(200, 30, cond=100.0)
+    g, v = a.T @ a, np.arange(30.0)
+    chol = L._Cholesky(g)
+    assert (chol._tri is None) is (not scipy_present)
+    assert rel(chol.solve(v), np.linalg.solve(g, v)) <= 1e-10
+
+
+def test_own_cluster_leaves_the_default_client_alone(client, rhs):
+    from distributed import default_client
+
+    a = np.random.default_rng(13).standard_normal((300, 3))
+    before = default_client()
+    lstsq(a, rhs(a), "tsqr")
+    assert default_client() is before
+
+
+def test_in_process_workers_share_numpy_input(client):
+    from gpuprobe.parallel.sources import as_dask_problem
+
+    p = as_dask_problem(np.ones((100, 2)), np.ones(100))
+    assert L._held_by_workers(client, p, None) is p  # inproc: nothing to send

@@ -54,7 +54,8 @@ def test_sweep_rows_and_accuracy(sweep):
         else:
             assert r.error_vs_numpy > 1e-4
     numpy_base = sweep.baseline("numpy")
-    assert numpy_base.wall_s > 0 and numpy_base.threads >= 1
+    assert numpy_base.wall_s == min(numpy_base.seconds_by_threads.values()) > 0
+    assert str(numpy_base.threads) in numpy_base.seconds_by_threads
     normal2 = sweep.row("normal", 2)
     assert normal2.times_faster_than_numpy == pytest.approx(numpy_base.wall_s / normal2.wall_s)
     assert normal2.residual_norm == pytest.approx(numpy_base.residual_norm, rel=1e-12)
@@ -89,13 +90,13 @@ def test_plot(sweep, tmp_path, suffix):
     out = plot_scale(sweep, tmp_path / f"scale{suffix}")
     head = out.read_bytes()[:200]
     assert head.startswith(b"\x89PNG") if suffix == ".png" else b"<svg" in out.read_bytes()[:2000]
-    with pytest.raises(UsageError, match=".png or .svg"):
+    with pytest.raises(UsageError, match=r"\.png or \.svg"):
         plot_scale(sweep, tmp_path / "scale.pdf")
 
 
 def test_synthetic_problem_is_deterministic_and_conditioned():
     a1, b1 = synthetic_problem(900, 12, cond=1e3, seed=4, chunk_rows=200)
-    a2, b2 = synthetic_problem(900, 12, cond=1e3, seed=4, chunk_rows=300, tag=7)
+    a2, _ = synthetic_problem(900, 12, cond=1e3, seed=4, chunk_rows=300, tag=7)
     a1, b1, a2 = a1.compute(), b1.compute(), a2.compute()
     np.testing.assert_array_equal(a1[:200], a2[:200])  # same first block, same numbers
     assert 5e2 < np.linalg.cond(a1) < 2e3
@@ -143,3 +144,35 @@ def test_speedup_efficiency_and_findings():
     assert eff.status is Status.WARN and "50%" in eff.title
     bad = _findings([_row("tsqr", 1, 1.0, err=1e-3)], [], [1])
     assert bad[0].id == "scale-lstsq-accuracy" and bad[0].status is Status.FAIL
+
+
+def test_existing_scheduler_and_too_many_workers(client):
+    addr = client.scheduler.address
+    res = scale_lstsq(
+        800,
+        4,
+        workers=(1, 2),
+        methods=("normal",),
+        chunk_rows=200,
+        scheduler=addr,
+        compare_numpy=False,
+    )
+    assert res.cluster.startswith("existing") and [r.workers for r in res.results] == [1, 2]
+    assert res.results[0].error_vs_numpy is None and res.baselines == ()
+    with pytest.raises(UsageError, match="only 2 worker"):
+        scale_lstsq(800, 4, workers=(4,), scheduler=addr)
+
+
+def test_cpu_per_worker_measured_and_contention_judged(sweep):
+    for r in sweep.results:
+        assert r.cpu_per_worker is not None and 0 < r.cpu_per_worker < 2.5
+
+    def judged(wall: float, cpu: float | None, comm: float = 0.05) -> list[str]:
+        fields = {**_row("normal", 2, wall).to_dict(), "cpu_per_worker": cpu}
+        row = ScaleRow(**{**fields, "communication_share": comm})
+        return [f.title for f in _findings([row], [], [2], cores=2) if f.id.endswith("contention")]
+
+    assert "0.40 of a core" in judged(5.0, 0.4)[0]
+    assert judged(5.0, 0.95) == []  # a full core each
+    assert judged(0.3, 0.4) == []  # too short: scheduling and the client's n × n work
+    assert judged(5.0, 0.4, comm=0.5) == []  # waiting on communication, not on other jobs

@@ -34,7 +34,7 @@ def close(x: np.ndarray, ref: np.ndarray) -> bool:
 
 
 def test_npy_is_read_lazily_by_path(tmp_path, problem):
-    a, b, ref = problem
+    a = problem[0]
     np.save(tmp_path / "A.npy", a)
     arr = read_npy(tmp_path / "A.npy", chunk_rows=100)
     assert arr.chunks[0] == (100,) * 12
@@ -51,17 +51,17 @@ def test_npy_with_b_as_last_column(client, tmp_path, problem):
 
 
 def test_npy_a_and_b_files(client, tmp_path, problem):
-    a, b, ref = problem
+    a, b, _ = problem
     np.save(tmp_path / "A.npy", np.asfortranarray(a))
     np.save(tmp_path / "b.npy", b.astype(np.float32))
-    x, rep = lstsq(tmp_path / "A.npy", tmp_path / "b.npy", "tsqr", client=client)
+    x, _ = lstsq(tmp_path / "A.npy", tmp_path / "b.npy", "tsqr", client=client)
     ref32 = np.linalg.lstsq(a, b.astype(np.float32).astype(np.float64), rcond=None)[0]
     assert close(x, ref32)
 
 
 def test_npy_refuses_pickled_objects(tmp_path):
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(InputError, match="not a readable .npy"):
+    with pytest.raises(InputError, match=r"not a readable \.npy"):
         read_npy(tmp_path / "obj.npy")
 
 

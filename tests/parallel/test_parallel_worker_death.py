@@ -77,3 +77,46 @@ def test_killed_worker_still_exact(process_client, tmp_path, method):
     assert killed not in set(process_client.run(os.getpid).values())  # ...and was replaced
     assert np.linalg.norm(x - ref) / np.linalg.norm(ref) <= 1e-12
     assert rep.residual_norm == pytest.approx(np.linalg.norm(b_np - a_np @ ref), rel=1e-12)
+
+
+def _always_kill(i: int) -> np.ndarray:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return np.ones((2, 2))
+
+
+def test_worker_dying_every_time_is_a_clear_error():
+    import cloudpickle
+    import dask
+
+    from gpuprobe.errors import GpuprobeError
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        from dask import delayed
+
+        a = da.from_delayed(delayed(_always_kill)(0), (2, 2), np.float64)
+        with pytest.raises(GpuprobeError, match="worker died repeatedly"):
+            lstsq(a, np.ones(2), "normal", client=c)
+
+
+def test_numpy_input_on_worker_processes_is_sent_once(process_client):
+    from gpuprobe.parallel import lstsq as L
+    from gpuprobe.parallel.sources import as_dask_problem
+
+    rng = np.random.default_rng(3)
+    a_np = rng.standard_normal((20_000, 80))
+    b_np = a_np @ np.ones(80) + rng.standard_normal(20_000)
+    # held by the workers before the solve: later passes name the blocks, not the data
+    held = L._held_by_workers(process_client, as_dask_problem(a_np, b_np, 2_500), None)
+    assert len(distributed.futures_of(held.A)) == 8 and len(distributed.futures_of(held.b)) == 8
+    ref = np.linalg.lstsq(a_np, b_np, rcond=None)[0]
+    x, rep = lstsq(a_np, b_np, "normal", client=process_client, chunk_rows=2_500)
+    assert rep.source == "numpy" and rep.passes == 2 and rep.row_blocks == 8
+    assert np.linalg.norm(x - ref) / np.linalg.norm(ref) <= 1e-12
+    assert rep.cpu_per_worker is not None and rep.cpu_per_worker > 0

@@ -27,7 +27,9 @@ def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of whole numbers"
+        ) from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give worker counts of 1 or more, like 1,2,4")
     return values
@@ -49,7 +51,7 @@ def _positive(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
     return value

@@ -2,13 +2,14 @@
 
 Each worker reduces its rows to ``AᵢᵀAᵢ`` and ``Aᵢᵀbᵢ`` (``normal``) or to a small R factor
 (``tsqr``); one tree reduction combines them, and the client solves an ``n × n`` system. The
-``local-sgd`` method (E6 in ``references/README.md``: shards, local SGD, models averaged every epoch)
-is kept as the baseline, and reported as the approximation it is.
+``local-sgd`` method (E6 in ``references/README.md``: shards, local SGD, models averaged every
+epoch) is kept as the baseline, and reported as the approximation it is.
 
 Modules:
 
-- :mod:`gpuprobe.parallel.engine`: the Dask cluster (a LocalCluster sized to the machine, dask-cuda's
-  LocalCUDACluster on GPUs, or an existing scheduler), BLAS threads, teardown and memory release.
+- :mod:`gpuprobe.parallel.engine`: the Dask cluster (a LocalCluster sized to the machine,
+  dask-cuda's LocalCUDACluster on GPUs, or an existing scheduler), BLAS threads, teardown and
+  memory release.
 - :mod:`gpuprobe.parallel.sources`: inputs as dask arrays: NumPy, CuPy, torch, dask, and lazy
   ``.npy`` / Zarr / Parquet files larger than memory.
 - :mod:`gpuprobe.parallel.lstsq`: :func:`~gpuprobe.parallel.lstsq.lstsq` and :class:`LstsqReport`.

@@ -1,9 +1,10 @@
 """The Dask engine: which cluster a solve runs on, how its BLAS threads are set, and teardown.
 
-- No client and no scheduler: a ``LocalCluster`` sized to this machine (one worker per core, one task
-  thread each, BLAS threads = cores / (workers × task threads), so nothing is oversubscribed). By
-  default its workers are threads of this process (``processes=False``): the solvers' work is
-  BLAS/LAPACK, which releases the GIL, and in-memory inputs are then shared without a copy.
+- No client and no scheduler: a ``LocalCluster`` sized to this machine: one worker per core, one
+  task thread each, BLAS threads = cores / (workers × task threads), so nothing is
+  oversubscribed. By default its workers are threads of this process (``processes=False``): the
+  solvers' work is BLAS/LAPACK, which releases the GIL, and in-memory inputs are then shared
+  without a copy.
 - On GPUs (``devices="gpu"`` or a list of device ids, or CuPy inputs): one worker per GPU, with
   dask-cuda's ``LocalCUDACluster`` and its memory settings (section 5 of
   ``research/benchmarks-and-lstsq.md``): a device memory limit below the card, RMM's asynchronous
@@ -22,8 +23,10 @@ import contextlib
 import gc
 import importlib.util
 import inspect
+import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +43,10 @@ __all__ = [
     "available_cores",
     "blas_info",
     "open_engine",
+    "process_cpu_seconds",
     "release_memory",
     "require_dask",
+    "workers_cpu_seconds",
 ]
 
 DASK_INSTALL_HINT = 'pip install "gpuprobe[dask]"'
@@ -82,12 +87,30 @@ def blas_info() -> dict[str, Any]:
     except ImportError:
         return {"library": None, "threads": None}
     blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    # NumPy's own BLAS first: SciPy may load a second one
+    blas.sort(key=lambda p: "numpy" not in str(p.get("filepath", "")))
     if not blas:
         return {"library": None, "threads": None}
     return {
         "library": f"{blas[0].get('internal_api')} {blas[0].get('version') or ''}".strip(),
         "threads": int(blas[0].get("num_threads") or 0) or None,
     }
+
+
+def process_cpu_seconds() -> tuple[int, float]:
+    """(pid, user + system CPU seconds) of this process; run on workers to see how much CPU they
+    got (threads of one process share one entry)."""
+    return os.getpid(), time.process_time()
+
+
+def workers_cpu_seconds(client: Any, workers: Sequence[str] | None = None) -> float:
+    """CPU seconds used so far by the processes of ``workers`` (default: all), each process
+    counted once; NaN when the workers cannot be asked."""
+    try:
+        per = client.run(process_cpu_seconds, workers=list(workers) if workers else None)
+    except Exception:
+        return math.nan
+    return float(sum(dict(per.values()).values()))
 
 
 def _limit_blas(threads: int) -> Any:
@@ -105,7 +128,7 @@ def _blas_plugin(threads: int) -> Any:
     the nanny's pre-spawn environment would otherwise put them back to one thread)."""
     from distributed import WorkerPlugin
 
-    class BlasThreads(WorkerPlugin):  # type: ignore[misc]
+    class BlasThreads(WorkerPlugin):
         name = "gpuprobe-blas-threads"
 
         def __init__(self, threads: int) -> None:
@@ -307,7 +330,7 @@ def open_engine(
         owned_client = client is None
         if client is None:
             try:
-                client = Client(scheduler, timeout="10s")
+                client = Client(scheduler, timeout="10s", set_as_default=False)
             except OSError as exc:
                 raise UsageError(
                     f"cannot reach the Dask scheduler at {scheduler}: {exc}; start one with "
@@ -355,7 +378,7 @@ def open_engine(
         name = "LocalCluster"
         limiter = None if processes else _limit_blas(blas)
     try:
-        client = Client(cluster)
+        client = Client(cluster, set_as_default=False)  # leave the user's default client alone
         if kind == "cpu" and processes:
             client.register_plugin(_blas_plugin(blas))
         n_workers = len(client.scheduler_info(n_workers=-1)["workers"])

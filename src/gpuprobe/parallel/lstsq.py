@@ -11,7 +11,8 @@ holds it, and one tree reduction of fan-in :data:`REDUCE_FAN_IN` combines the pi
 - ``tsqr``: each block gives the R factor of ``[Aᵢ bᵢ]`` (no Q is formed); stacked R factors are
   factored again up the tree. The last row and column of the final R hold ``Qᵀb`` and the residual
   norm, so no further pass is needed. The SVD of the n × n R gives κ(A) without squaring it, the
-  rank, and, for a rank-deficient A, the minimum-norm solution (with a :class:`RankDeficiencyWarning`).
+  rank, and, for a rank-deficient A, the minimum-norm solution (with a
+  :class:`RankDeficiencyWarning`).
 - ``local-sgd``: E6 (``references/README.md``): the rows in shards, SGD on a sample of each shard,
   the models averaged every epoch. Kept as the baseline and reported as an approximation, with its
   distance from the exact solution (computed by ``auto`` on the same cluster, untimed).
@@ -22,6 +23,7 @@ Times in this module are seconds.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import time
@@ -35,7 +37,13 @@ import numpy as np
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, InputError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.parallel.engine import EngineInfo, open_engine, release_memory, require_dask
+from gpuprobe.parallel.engine import (
+    EngineInfo,
+    open_engine,
+    release_memory,
+    require_dask,
+    workers_cpu_seconds,
+)
 from gpuprobe.parallel.sources import Problem, as_dask_problem, is_path
 
 __all__ = [
@@ -151,9 +159,10 @@ def _gram_block(start: int, to_gpu: bool, b: Any, *cols: Any) -> dict[str, Any]:
     so the check costs O(n²), not a pass over the block."""
     a = _row_block(to_gpu, cols)
     v = _vector(to_gpu, b, a)
-    g = _host(a.T @ a)  # syrk: numpy recognises a.T @ a
-    c = _host(a.T @ v)
-    bb = float(v @ v)
+    with np.errstate(over="ignore", invalid="ignore"):  # detected below, reported as InputError
+        g = _host(a.T @ a)  # syrk: numpy recognises a.T @ a
+        c = _host(a.T @ v)
+        bb = float(v @ v)
     ok = bool(np.isfinite(np.diagonal(g)).all() and np.isfinite(c).all() and math.isfinite(bb))
     return {"G": g, "c": c, "bb": bb, "bad": [] if ok else [(start, start + a.shape[0])]}
 
@@ -247,7 +256,7 @@ def _mean(*xs: np.ndarray) -> np.ndarray:
     return np.mean(np.stack(xs), axis=0)
 
 
-# -- the client side --------------------------------------------------------------------------------
+# -- the client side ---------------------------------------------------------------------------
 
 
 class _Cholesky:
@@ -296,10 +305,14 @@ class _Session:
         ]
 
     def compute(self, obj: Any) -> Any:
-        if self.workers:
-            fut = self.client.compute(obj, workers=self.workers, allow_other_workers=False)
-        else:
-            fut = self.client.compute(obj)
+        with warnings.catch_warnings():
+            # in-memory input rides in the graph: free in-process, and sent once (persisted)
+            # to other processes before the solve starts
+            warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+            if self.workers:
+                fut = self.client.compute(obj, workers=self.workers, allow_other_workers=False)
+            else:
+                fut = self.client.compute(obj)
         return self.client.gather(fut)
 
     def reduce(self, func: Callable[..., Any], combine: Callable[..., Any], *extra: Any) -> Any:
@@ -390,7 +403,7 @@ def _normal(s: _Session, max_refine: int) -> _Outcome | _Unsafe:
         rr, grad = part["rr"], part["g"]
         if steps >= max_refine:
             break
-        dx = s.timed(lambda grad=grad: chol.solve(grad))
+        dx = s.timed(functools.partial(chol.solve, grad))
         if np.linalg.norm(dx) <= REFINE_RTOL * np.linalg.norm(x):
             break
         x = x + dx
@@ -419,7 +432,7 @@ def _tsqr(s: _Session, rcond: float | None) -> _Outcome:
             warnings.warn(
                 f"A ({s.m} × {n}) has rank {rank} < {n}: returning the minimum-norm solution",
                 RankDeficiencyWarning,
-                stacklevel=4,
+                stacklevel=6,  # finish, timed, _tsqr, _solve, lstsq: the caller
             )
             findings.append(
                 Finding(
@@ -551,7 +564,7 @@ class LstsqReport(Record):
     refinement_steps: int
     workers_used: int
     engine: EngineInfo
-    setup_s: float = 0.0  # starting the cluster, not in wall_s
+    setup_s: float = 0.0  # starting the cluster, moving in-memory input to workers; not in wall_s
     reference: str | None = None  # "numpy.linalg.lstsq" or "given"
     error_vs_reference: float | None = None  # ‖x − x_ref‖ / ‖x_ref‖
     reference_residual_norm: float | None = None
@@ -559,6 +572,9 @@ class LstsqReport(Record):
     exact_residual_norm: float | None = None  # local-sgd: the exact solution's residual
     distance_from_exact: float | None = None  # local-sgd: ‖x − x_exact‖ / ‖x_exact‖
     findings: tuple[Finding, ...] = ()
+    # CPU the workers' processes used during wall_s, in cores per worker (1.0: a full core each;
+    # less when they wait, or when other processes take the cores)
+    cpu_per_worker: float | None = None
 
     def summary(self) -> list[tuple[str, str]]:
         """(label, value) rows for people."""
@@ -593,7 +609,8 @@ class LstsqReport(Record):
                 "workers",
                 f"{self.workers_used} used of {e.workers} {e.kind} worker(s) on "
                 f"{e.cluster} {e.scheduler}; {e.threads_per_worker} task thread(s) and "
-                f"{e.blas_threads or 'n/a'} BLAS thread(s) each",
+                f"{e.blas_threads or 'n/a'} BLAS thread(s) each; CPU used "
+                f"{_fmt(self.cpu_per_worker, '.2f')} core(s) per worker",
             ),
         ]
         if self.reference:
@@ -663,6 +680,23 @@ def _on_gpu_input(a: Any) -> bool:
     return meta is not None and type(meta).__module__.split(".")[0] == "cupy"
 
 
+def _held_by_workers(client: Any, problem: Problem, workers: Sequence[str] | None) -> Problem:
+    """In-memory input on a cluster of other processes: send the blocks once, before the solve,
+    instead of in the graph of every pass. In-process workers share the arrays as they are."""
+    if problem.source not in ("numpy", "cupy", "torch"):
+        return problem
+    if str(client.scheduler.address).startswith("inproc://"):
+        return problem
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+        a, b = client.persist([problem.A, problem.b], workers=list(workers) if workers else None)
+    import distributed
+
+    with client.as_current():
+        distributed.wait([a, b])
+    return Problem(A=a, b=b, source=problem.source, on_gpu=problem.on_gpu)
+
+
 def _gpu_memory_bytes(kind: str) -> int | None:
     if kind != "gpu":
         return None
@@ -721,6 +755,11 @@ def _switch_finding(requested: str, why: _Unsafe) -> Finding:
     )
 
 
+def _ev(**values: float | int | None) -> tuple[Evidence, ...]:
+    """Evidence without units (ratios, counts, norms), in the order given."""
+    return tuple(Evidence(k, v) for k, v in values.items())
+
+
 def _agreement_finding(err: float, kappa: float | None, ref: str) -> Finding:
     bound = expected_error_bound(kappa)
     ok = err <= bound
@@ -729,11 +768,7 @@ def _agreement_finding(err: float, kappa: float | None, ref: str) -> Finding:
         status=Status.OK if ok else Status.WARN,
         title=f"solution {'agrees' if ok else 'disagrees'} with {ref}: relative error "
         f"{err:.2g} ({'≤' if ok else '>'} {bound:.2g} expected at this κ)",
-        evidence=(
-            Evidence("relative_error", err),
-            Evidence("expected_bound", bound),
-            Evidence("cond_estimate", kappa),
-        ),
+        evidence=_ev(relative_error=err, expected_bound=bound, cond_estimate=kappa),
         fix="" if ok else "method='tsqr' (stable at any κ); check the reference's rcond",
         group="lstsq",
     )
@@ -745,10 +780,8 @@ def _sgd_finding(dist: float, resid: float, exact_resid: float) -> Finding:
         status=Status.WARN if dist > EXACT_ERROR_OK else Status.INFO,
         title=f"local-sgd is an approximation: off the exact solution by {dist:.3g} (relative); "
         f"residual {resid:.6g} vs exact {exact_resid:.6g}",
-        evidence=(
-            Evidence("distance_from_exact", dist),
-            Evidence("residual_norm", resid),
-            Evidence("exact_residual_norm", exact_resid),
+        evidence=_ev(
+            distance_from_exact=dist, residual_norm=resid, exact_residual_norm=exact_resid
         ),
         fix="method='normal' gives the exact solution in one pass plus refinement",
         group="lstsq",
@@ -772,17 +805,31 @@ def lstsq(
 ) -> LstsqResult:
     """Solve min ‖b − Ax‖₂ on a Dask cluster; return ``(x, report)``.
 
-    A, b: NumPy, CuPy or torch arrays, dask arrays (any chunks), or paths (``.npy``, Zarr,
-    Parquet; ``b=None`` takes the file's last column, or a Parquet column name). method: ``auto``,
-    ``normal``, ``tsqr`` or ``local-sgd`` (see the module docstring). client / scheduler: an
-    existing cluster (default: a LocalCluster sized to this machine, closed afterwards). devices:
-    ``"cpu"``, ``"gpu"`` or GPU ids (default: GPU when the input is on a GPU). workers: run only on
-    these worker addresses. chunk_rows: rows per block for in-memory input (or a rechunk). reference:
-    ``"numpy"`` for ``numpy.linalg.lstsq`` on the gathered data, or a solution to compare with.
-    rcond: singular values below rcond × σ_max count as zero (tsqr; numpy's default).
+    Parameters
+    ----------
+    A, b
+        NumPy, CuPy or torch arrays, dask arrays (any chunks), or paths (``.npy``, Zarr, Parquet):
+        with ``b=None`` the file's last column is b; for Parquet ``b`` may name a column.
+    method
+        ``auto``, ``normal``, ``tsqr`` or ``local-sgd`` (see the module docstring).
+    client, scheduler
+        An existing cluster. Default: a LocalCluster sized to this machine, closed afterwards.
+    devices
+        ``"cpu"``, ``"gpu"`` or GPU ids. Default: GPU when the input is on a GPU.
+    workers
+        Run only on these worker addresses.
+    chunk_rows
+        Rows per block for in-memory input (a rechunk for dask input).
+    reference
+        ``"numpy"``: compare with ``numpy.linalg.lstsq`` on the gathered data; or a solution.
+    rcond
+        Singular values below ``rcond × σ_max`` count as zero (tsqr; numpy's default).
+    max_refine, sgd
+        Refinement passes for ``normal``; E6's settings for ``local-sgd``.
 
-    Raises InputError for bad input (shapes that disagree, NaN or Inf, an empty A) and UsageError
-    for a bad argument or a missing Dask."""
+    Raises :class:`InputError` for bad input (shapes that disagree, NaN or Inf, an empty A) and
+    :class:`UsageError` for a bad argument or a missing Dask.
+    """
     if method not in METHODS:
         raise UsageError(f"method={method!r}: use one of {', '.join(METHODS)}")
     if max_refine < 0:
@@ -806,6 +853,7 @@ def lstsq(
         problem = as_dask_problem(
             A, b, chunk_rows, engine.info.workers, _gpu_memory_bytes(engine.info.kind)
         )
+        problem = _held_by_workers(engine.client, problem, workers)
         opts = _Options(workers, reference, rcond, max_refine, sgd or SgdSettings())
         return _solve(
             engine.client, engine.info, problem, method, opts, time.perf_counter() - t_setup
@@ -841,6 +889,7 @@ def _solve(
     s = _Session(client, problem, opts.workers, to_gpu)
     findings: list[Finding] = []
     n_workers = len(opts.workers) if opts.workers else info.workers
+    cpu0 = workers_cpu_seconds(client, opts.workers)
     t0 = time.perf_counter()
     with get_task_stream(client) as stream:
         if method == "local-sgd":
@@ -853,6 +902,8 @@ def _solve(
                 findings.append(_switch_finding(method, out))
                 out = _tsqr(s, opts.rcond)
     wall = time.perf_counter() - t0
+    cpu = workers_cpu_seconds(client, opts.workers) - cpu0
+    cpu_per_worker = cpu / wall / n_workers if wall > 0 and math.isfinite(cpu) else None
     assert isinstance(out, _Outcome)
     times = _split_times(list(stream.data), wall, s.dense_s)
     passes = s.passes
@@ -925,5 +976,6 @@ def _solve(
         exact_residual_norm=exact_resid,
         distance_from_exact=dist,
         findings=tuple(findings),
+        cpu_per_worker=cpu_per_worker,
     )
     return LstsqResult(out.x, report)

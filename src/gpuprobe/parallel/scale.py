@@ -15,10 +15,12 @@ Times in this module are seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +38,11 @@ from gpuprobe.parallel.engine import (
     require_dask,
 )
 from gpuprobe.parallel.lstsq import (
+    EXACT_ERROR_OK,
     METHODS,
     REFERENCE_MEMORY_FRACTION,
     SgdSettings,
+    _ev,
     _html_table,
     expected_error_bound,
     lstsq,
@@ -46,6 +50,9 @@ from gpuprobe.parallel.lstsq import (
 from gpuprobe.parallel.sources import default_chunk_rows, read_problem
 
 __all__ = [
+    "CONTENTION_MAX_COMM_SHARE",
+    "CONTENTION_MIN_WALL_S",
+    "CPU_PER_WORKER_WARN",
     "PARALLEL_EFFICIENCY_WARN",
     "PROBLEMS",
     "Baseline",
@@ -59,6 +66,14 @@ __all__ = [
 # Parallel efficiency below which adding workers is reported as a warning: gpuprobe's choice, a
 # third of each added worker's time lost to communication, waiting or imbalance.
 PARALLEL_EFFICIENCY_WARN = 0.67
+# CPU each worker got during a run, in cores (process CPU seconds / wall seconds / workers), below
+# which other processes are taking the cores and the speedups say more about them than about the
+# method: gpuprobe's choice (a BLAS-bound worker on an idle core measures 0.9-1.0 here).
+CPU_PER_WORKER_WARN = 0.8
+# Runs judged for contention: at least this long and with at most this communication share.
+# Shorter runs are mostly scheduling and the client's n × n work, when workers idle by design.
+CONTENTION_MIN_WALL_S = 2.0
+CONTENTION_MAX_COMM_SHARE = 0.2
 # Synthetic problems: "gaussian" (standard normal A, κ set by --cond through a fixed orthogonal
 # V and geometric singular values), "uniform" (E6's numpy.random.rand data).
 PROBLEMS = ("gaussian", "uniform")
@@ -84,19 +99,23 @@ class ScaleRow(Record):
     exact: bool
     passes: int
     cond_estimate: float | None
+    cpu_per_worker: float | None = None  # cores' worth of CPU each worker got during the run
 
 
 @dataclass(frozen=True)
 class Baseline(Record):
-    """A solver to compare with: numpy.linalg.lstsq, or dask.array.linalg.lstsq on the same chunks."""
+    """A solver to compare with: numpy.linalg.lstsq, or dask.array.linalg.lstsq on the same
+    chunks."""
 
     name: str
     wall_s: float | None
     workers: int | None = None  # dask workers; None for numpy
-    threads: int | None = None  # BLAS threads numpy used
+    threads: int | None = None  # BLAS threads of numpy's fastest run
     residual_norm: float | None = None
     error_vs_numpy: float | None = None
     note: str = ""  # why it did not run, when it did not
+    # numpy: best time for each BLAS thread count tried ({"1": s, "2": s}); the fastest is wall_s
+    seconds_by_threads: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, repr=False)
@@ -138,6 +157,7 @@ class ScaleResult(Record):
                 "speedup",
                 "efficiency",
                 "comm",
+                "cpu/worker",
                 "residual",
                 "error vs numpy",
                 "speed vs numpy",
@@ -153,6 +173,7 @@ class ScaleResult(Record):
                     f"{r.speedup:.2f}",
                     f"{r.efficiency:.0%}",
                     f"{r.communication_share:.0%}",
+                    "n/a" if r.cpu_per_worker is None else f"{r.cpu_per_worker:.2f}",
                     f"{r.residual_norm:.8g}",
                     "n/a" if r.error_vs_numpy is None else f"{r.error_vs_numpy:.2e}",
                     "n/a"
@@ -175,8 +196,11 @@ class ScaleResult(Record):
             if b.wall_s is None:
                 lines.append(f"{b.name}: not run ({b.note})")
             else:
+                tried = ", ".join(
+                    f"{k} thread(s) {v:.3f} s" for k, v in b.seconds_by_threads.items()
+                )
                 where = (
-                    f"{b.threads} BLAS thread(s)"
+                    f"best with {b.threads} BLAS thread(s); {tried}"
                     if b.workers is None
                     else f"{b.workers} worker(s), same chunks"
                 )
@@ -280,7 +304,9 @@ def synthetic_problem(
 # -- the sweep ---------------------------------------------------------------------------------
 
 
-def _numpy_baseline(a: Any, b: Any, client: Any) -> tuple[Baseline, np.ndarray | None]:
+def _numpy_baseline(
+    a: Any, b: Any, client: Any, repeats: int = 1
+) -> tuple[Baseline, np.ndarray | None]:
     import psutil
 
     need = 2.5 * a.shape[0] * a.shape[1] * 8
@@ -294,19 +320,34 @@ def _numpy_baseline(a: Any, b: Any, client: Any) -> tuple[Baseline, np.ndarray |
     a_np, b_np = client.gather(client.compute([a, b]))
     a_np = np.asarray(a_np, dtype=np.float64)
     b_np = np.asarray(b_np, dtype=np.float64)
-    cores = available_cores()
-    limiter = _limit_blas(cores)
-    try:
-        t0 = time.perf_counter()
-        x = np.linalg.lstsq(a_np, b_np, rcond=None)[0]
-        took = time.perf_counter() - t0
-        threads = blas_info()["threads"] or cores
-    finally:
-        if limiter is not None:
-            limiter.restore_original_limits()
+    # numpy at its best here: every core, and one thread (on a busy machine a multithreaded
+    # gelsd can be several times slower than a single thread), each the best of `repeats` runs
+    by_threads: dict[str, float] = {}
+    for threads in sorted({available_cores(), 1}, reverse=True):
+        limiter = _limit_blas(threads)
+        try:
+            took = math.inf
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                x = np.linalg.lstsq(a_np, b_np, rcond=None)[0]
+                took = min(took, time.perf_counter() - t0)
+            by_threads[str(blas_info()["threads"] or threads)] = took
+        finally:
+            if limiter is not None:
+                limiter.restore_original_limits()
+    best = min(by_threads, key=lambda k: by_threads[k])
     resid = float(np.linalg.norm(b_np - a_np @ x))
     del a_np
-    return Baseline("numpy.linalg.lstsq", took, None, threads, resid, 0.0), x
+    base = Baseline(
+        "numpy.linalg.lstsq",
+        by_threads[best],
+        None,
+        int(best),
+        resid,
+        None,
+        seconds_by_threads=by_threads,
+    )
+    return base, x
 
 
 def _dask_baseline(
@@ -328,7 +369,7 @@ def _dask_baseline(
         return Baseline(name, None, note=f"needs {exc.name or 'scipy'}: pip install scipy")
     except ValueError as exc:
         return Baseline(name, None, note=f"refused these chunks: {exc}")
-    resid = float(da.linalg.norm(b - a @ x_np).compute())
+    resid = float(client.compute(da.linalg.norm(b - a @ x_np)).result())
     err = None if x_ref is None else float(np.linalg.norm(x_np - x_ref) / np.linalg.norm(x_ref))
     return Baseline(name, took, len(subset), None, resid, err)
 
@@ -397,7 +438,7 @@ def scale_lstsq(
         x_ref = None
         if compare_numpy:
             say("numpy.linalg.lstsq on the gathered data")
-            base, x_ref = _numpy_baseline(a, b, client)
+            base, x_ref = _numpy_baseline(a, b, client, repeats)
             baselines.append(base)
         results: list[ScaleRow] = []
         for w in sizes:
@@ -408,7 +449,8 @@ def scale_lstsq(
                 a_w, b_w = client.persist([a_w, b_w], workers=subset, allow_other_workers=False)
                 from distributed import wait
 
-                wait([a_w, b_w])
+                with client.as_current():  # our client is not the default one
+                    wait([a_w, b_w])
             else:
                 a_w, b_w = a, b
             for method in methods:
@@ -445,7 +487,7 @@ def scale_lstsq(
             repeats=repeats,
             results=tuple(results),
             baselines=tuple(baselines),
-            findings=tuple(_findings(results, baselines, sizes)),
+            findings=tuple(_findings(results, baselines, sizes, cores)),
         )
 
 
@@ -475,12 +517,11 @@ def _row(
         exact=rep.exact,
         passes=rep.passes,
         cond_estimate=rep.cond_estimate,
+        cpu_per_worker=rep.cpu_per_worker,
     )
 
 
 def _with_speedup(rows: list[ScaleRow], fewest: int) -> list[ScaleRow]:
-    import dataclasses
-
     base = {r.requested: r.wall_s for r in rows if r.workers == fewest}
     out = []
     for r in rows:
@@ -489,81 +530,121 @@ def _with_speedup(rows: list[ScaleRow], fewest: int) -> list[ScaleRow]:
     return out
 
 
-def _findings(rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int]) -> list[Finding]:
-    found: list[Finding] = []
-    exact = [r for r in rows if r.exact and r.error_vs_numpy is not None]
-    if exact:
-        worst = max(exact, key=lambda r: r.error_vs_numpy / expected_error_bound(r.cond_estimate))
-        bound = expected_error_bound(worst.cond_estimate)
-        ok = worst.error_vs_numpy <= bound
-        found.append(
+def _accuracy(rows: list[ScaleRow]) -> list[Finding]:
+    errs = [(r, r.error_vs_numpy) for r in rows if r.exact and r.error_vs_numpy is not None]
+    if not errs:
+        return []
+    worst, err = max(errs, key=lambda p: p[1] / expected_error_bound(p[0].cond_estimate))
+    bound = expected_error_bound(worst.cond_estimate)
+    where = f"{worst.requested}, {worst.workers} worker(s)"
+    if err <= bound:
+        title = f"exact methods agree with numpy.linalg.lstsq: worst relative error {err:.2g} "
+        title += f"({where})"
+    else:
+        title = f"off numpy.linalg.lstsq by {err:.2g} ({where}), more than the {bound:.2g} expected"
+    ok = err <= bound
+    evidence = _ev(worst_error=err, expected_bound=bound, cond_estimate=worst.cond_estimate)
+    fix = "" if ok else "report this with the --json output; use --method tsqr meanwhile"
+    status = Status.OK if ok else Status.FAIL
+    return [Finding("scale-lstsq-accuracy", status, title, evidence, fix, group="scale")]
+
+
+def _efficiency(rows: list[ScaleRow], sizes: list[int]) -> list[Finding]:
+    out = []
+    for r in rows:
+        if len(sizes) < 2 or r.workers != sizes[-1] or not r.exact:
+            continue
+        low = r.efficiency < PARALLEL_EFFICIENCY_WARN
+        title = (
+            f"{r.requested}: parallel efficiency {r.efficiency:.0%} from {sizes[0]} to "
+            f"{r.workers} workers (speedup {r.speedup:.2f}×, communication "
+            f"{r.communication_share:.0%})"
+        )
+        evidence = _ev(
+            efficiency=r.efficiency,
+            speedup=r.speedup,
+            communication_share=r.communication_share,
+            threshold=PARALLEL_EFFICIENCY_WARN,
+        )
+        fix = "larger row blocks (--chunk-rows) or more rows per worker" if low else ""
+        status = Status.WARN if low else Status.OK
+        out.append(
             Finding(
-                id="scale-lstsq-accuracy",
-                status=Status.OK if ok else Status.FAIL,
-                title=f"exact methods agree with numpy.linalg.lstsq: worst relative error "
-                f"{worst.error_vs_numpy:.2g} ({worst.requested}, {worst.workers} worker(s))"
-                if ok
-                else f"{worst.requested} on {worst.workers} worker(s) is off numpy.linalg.lstsq "
-                f"by {worst.error_vs_numpy:.2g}, more than the {bound:.2g} expected",
+                "scale-lstsq-efficiency", status, title, evidence, fix, "scale", subject=r.requested
+            )
+        )
+    return out
+
+
+def _approximations(rows: list[ScaleRow], sizes: list[int]) -> list[Finding]:
+    out = []
+    for r in rows:
+        if r.exact or r.error_vs_numpy is None or r.workers != sizes[-1]:
+            continue
+        exact = [x for x in rows if x.exact and x.workers == r.workers]
+        fastest = min(exact, key=lambda x: x.wall_s) if exact else None
+        extra = (
+            ""
+            if fastest is None
+            else (f"; {fastest.requested} is exact in {fastest.wall_s:.3g} s vs {r.wall_s:.3g} s")
+        )
+        out.append(
+            Finding(
+                id="scale-lstsq-local-sgd-approximate",
+                status=Status.WARN,
+                title=f"local-sgd is an approximation: off numpy.linalg.lstsq by "
+                f"{r.error_vs_numpy:.3g} (relative){extra}",
                 evidence=(
-                    Evidence("worst_error", worst.error_vs_numpy),
-                    Evidence("expected_bound", bound),
-                    Evidence("cond_estimate", worst.cond_estimate),
+                    Evidence("error_vs_numpy", r.error_vs_numpy),
+                    Evidence("wall", r.wall_s, "s"),
                 ),
-                fix="" if ok else "report this with the --json output; use --method tsqr meanwhile",
+                fix="--method normal",
                 group="scale",
             )
         )
-    if len(sizes) > 1:
-        for r in rows:
-            if r.workers != sizes[-1] or not r.exact:
-                continue
-            low = r.efficiency < PARALLEL_EFFICIENCY_WARN
-            found.append(
-                Finding(
-                    id="scale-lstsq-efficiency",
-                    status=Status.WARN if low else Status.OK,
-                    title=f"{r.requested}: parallel efficiency {r.efficiency:.0%} from {sizes[0]} to "
-                    f"{r.workers} workers (speedup {r.speedup:.2f}×, communication "
-                    f"{r.communication_share:.0%})",
-                    evidence=(
-                        Evidence("efficiency", r.efficiency),
-                        Evidence("speedup", r.speedup),
-                        Evidence("communication_share", r.communication_share),
-                        Evidence("threshold", PARALLEL_EFFICIENCY_WARN),
-                    ),
-                    fix="larger row blocks (--chunk-rows) or more rows per worker" if low else "",
-                    group="scale",
-                    subject=r.requested,
-                )
-            )
-    for r in rows:
-        if not r.exact and r.error_vs_numpy is not None and r.workers == sizes[-1]:
-            fastest = min(
-                (x for x in rows if x.exact and x.workers == r.workers),
-                key=lambda x: x.wall_s,
-                default=None,
-            )
-            extra = (
-                ""
-                if fastest is None
-                else f"; {fastest.requested} is exact in {fastest.wall_s:.3g} s vs {r.wall_s:.3g} s"
-            )
-            found.append(
-                Finding(
-                    id="scale-lstsq-local-sgd-approximate",
-                    status=Status.WARN,
-                    title=f"local-sgd is an approximation: off numpy.linalg.lstsq by "
-                    f"{r.error_vs_numpy:.3g} (relative){extra}",
-                    evidence=(
-                        Evidence("error_vs_numpy", r.error_vs_numpy),
-                        Evidence("wall", r.wall_s, "s"),
-                    ),
-                    fix="--method normal",
-                    group="scale",
-                )
-            )
-    return found
+    return out
+
+
+def _contention(rows: list[ScaleRow], cores: int) -> list[Finding]:
+    starved = [
+        r
+        for r in rows
+        if r.cpu_per_worker is not None
+        and r.cpu_per_worker < CPU_PER_WORKER_WARN
+        and r.wall_s >= CONTENTION_MIN_WALL_S
+        and r.communication_share <= CONTENTION_MAX_COMM_SHARE
+    ]
+    if not starved:
+        return []
+    low = min(starved, key=lambda r: r.cpu_per_worker or 0.0)
+    load = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    title = (
+        f"workers got as little as {low.cpu_per_worker:.2f} of a core each ({low.requested} on "
+        f"{low.workers}): other processes share the {cores} cores, so times and speedups "
+        "understate the method"
+    )
+    evidence = (
+        Evidence("cpu_per_worker", low.cpu_per_worker, "cores"),
+        Evidence("load_average_1min", load),
+        Evidence("cores", cores),
+        Evidence("threshold", CPU_PER_WORKER_WARN, "cores"),
+    )
+    fix = (
+        "run the sweep on an idle machine (compare the `uptime` load average with the core "
+        "count), or sweep fewer workers than there are free cores"
+    )
+    return [Finding("scale-lstsq-cpu-contention", Status.WARN, title, evidence, fix, "scale")]
+
+
+def _findings(
+    rows: list[ScaleRow], baselines: list[Baseline], sizes: list[int], cores: int = 0
+) -> list[Finding]:
+    return [
+        *_accuracy(rows),
+        *_efficiency(rows, sizes),
+        *_approximations(rows, sizes),
+        *_contention(rows, cores),
+    ]
 
 
 # -- the plot -----------------------------------------------------------------------------------
@@ -591,6 +672,11 @@ def plot_scale(result: ScaleResult, path: str | Path) -> Path:
         errs = [r.error_vs_numpy for r in rows]
         if all(e is not None for e in errs):
             ax2.plot(ws, [max(e, 1e-17) for e in errs], "o-", label=method)  # type: ignore[type-var]
+    shown = [r.error_vs_numpy for r in result.results if r.error_vs_numpy is not None]
+    if shown:  # whole decades from float64's rounding level up, so 4e-15 does not look large
+        low = min(1e-17, min(max(e, 1e-17) for e in shown) / 10)
+        ax2.set_ylim(low, max(1e-8, max(shown) * 10))
+        ax2.axhline(EXACT_ERROR_OK, color="grey", ls="--", lw=1, label=f"{EXACT_ERROR_OK:g}")
     ax1.set(
         xlabel="workers", ylabel=f"speedup over {sizes[0]} worker(s)", xticks=sizes, title="speedup"
     )

@@ -10,8 +10,8 @@ lazily, block by block, on the workers, so they may be larger than memory:
 - Parquet (a file or a directory of files): one block per row group, read with pyarrow, numeric
   columns only.
 
-For a file holding one 2-D array (``.npy``, a Zarr array), the last column is ``b`` unless a separate
-target is given; for Parquet, ``target`` names the column (default: the last one).
+For a file holding one 2-D array (``.npy``, a Zarr array), the last column is ``b`` unless a
+separate target is given; for Parquet, ``target`` names the column (default: the last one).
 """
 
 from __future__ import annotations
