@@ -209,3 +209,11 @@ def test_framework_that_fails_to_import() -> None:
     )
     f = next(x for x in judge(inv) if x.id == "torch-import-failed")
     assert f.status is Status.FAIL and "libcudnn" in str(f.evidence[0])
+
+
+def test_public_doctor_stays_callable_after_its_submodules_are_imported() -> None:
+    import gpuprobe
+    import gpuprobe.doctor.env
+
+    report = gpuprobe.doctor(inventory=_inv("h200.json"))
+    assert report.exit_code == 0 and report.finding("driver-ok") is not None

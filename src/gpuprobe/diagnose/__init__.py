@@ -19,11 +19,10 @@ per-step breakdown, :mod:`.rules` judge it, :mod:`.report` and :mod:`.html` show
 from __future__ import annotations
 
 import os
-import sys
 import time
-import types
 from typing import Any
 
+from gpuprobe._callable import callable_package
 from gpuprobe.diagnose.kineto import ProgressCallback
 from gpuprobe.diagnose.model import Comparison, Diagnosis, StepBreakdown, TraceSummary
 
@@ -93,13 +92,4 @@ def compare(
     return compare_diagnoses(b, a)
 
 
-class _CallableModule(types.ModuleType):
-    """``gpuprobe.diagnose`` is both this package and the function: importing a submodule makes
-    Python set the package as the attribute ``gpuprobe.diagnose``, so the package must be
-    callable for ``gpuprobe.diagnose(path)`` to keep working."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Diagnosis:
-        return diagnose(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+callable_package(__name__, "diagnose")

@@ -33,22 +33,11 @@ from typing import Any, TypeVar
 
 from gpuprobe.diagnose.model import Diagnosis
 from gpuprobe.errors import UsageError
+from gpuprobe.frameworks.torch import profiler_modules
 
 __all__ = ["profile"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _torch() -> tuple[Any, Any]:
-    """(torch, torch.profiler), or a UsageError saying how to get them."""
-    try:
-        import torch
-        import torch.profiler
-    except ImportError as exc:
-        raise UsageError(
-            f"gpuprobe.profile needs PyTorch ({exc}); install it: pip install torch"
-        ) from None
-    return torch, torch.profiler
 
 
 class profile:
@@ -91,7 +80,7 @@ class profile:
     # -- context manager --------------------------------------------------------------------
 
     def __enter__(self) -> profile:
-        torch, tp = _torch()
+        torch, tp = profiler_modules()
         activities = [tp.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(tp.ProfilerActivity.CUDA)

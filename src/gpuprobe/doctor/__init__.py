@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuprobe._callable import callable_package
 from gpuprobe._data import Record
 from gpuprobe.doctor.worker import WorkerResult
 from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -113,3 +114,6 @@ def doctor(
         elapsed_s=round(time.perf_counter() - t0, 3),
         live=live,
     )
+
+
+callable_package(__name__, "doctor")

@@ -225,7 +225,7 @@ def _arch_fix(f: FrameworkInfo, g: Gpu, inv: Inventory) -> str:
     if f.name == "torch" and g.cc is not None and g.cc >= (12, 0):
         from gpuprobe.frameworks.torch import install_command
 
-        cmd = install_command("2.7", "12.8").replace("'torch==2.7'", "'torch>=2.7'")
+        cmd = install_command("2.7", inv.driver.cuda_driver_version, requirement="torch>=2.7")
         return f"{cmd}   (Blackwell sm_120 needs torch >= 2.7 built with CUDA >= 12.8)"
     return (
         f"{_install_fix(f, inv)}   (a build whose arch list includes sm_{g.cc[0]}{g.cc[1]})"

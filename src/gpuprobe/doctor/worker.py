@@ -61,23 +61,6 @@ def _rel_error(out: Any, ref: Any) -> float:
     return err if np.isfinite(err) else float("inf")
 
 
-def _device_uuid(framework: str, device: str) -> str | None:
-    if not device.startswith("cuda"):
-        return None
-    index = int(device.partition(":")[2] or 0)
-    if framework == "torch":
-        import torch
-
-        u = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-        return f"GPU-{u}" if u is not None else None
-    if framework == "cupy":
-        from gpuprobe.frameworks.cupy import runtime_probe
-
-        devs = runtime_probe().devices
-        return devs[index].uuid if index < len(devs) else None
-    return None
-
-
 def _nvml_index(uuid: str | None) -> tuple[Any, int | None]:
     """An open NVML session and the NVML index of the card with ``uuid``."""
     if uuid is None:
@@ -109,7 +92,7 @@ def run_checks(
     rng = np.random.default_rng(0)
     try:
         b = make_backend(framework, device)
-        uuid = _device_uuid(framework, device)
+        uuid = b.uuid()
     except Exception as exc:
         return WorkerResult(framework, device, error=f"{type(exc).__name__}: {exc}")
     rel: dict[str, float] = {}

@@ -194,3 +194,7 @@ class Backend(ABC):
     def memory(self) -> dict[str, int] | None:
         """Memory this process holds on the device, in bytes, when the framework says."""
         return None
+
+    def uuid(self) -> str | None:
+        """The device's UUID (``GPU-...``, as NVML names it), when the framework says."""
+        return None

@@ -138,6 +138,11 @@ class CupyBackend(Backend):
         self._cp.get_default_memory_pool().free_all_blocks()
         self._cp.get_default_pinned_memory_pool().free_all_blocks()
 
+    def uuid(self) -> str | None:
+        index = self._cp.cuda.Device().id
+        devices = runtime_probe().devices
+        return devices[index].uuid if index < len(devices) else None
+
     def pinned(self, nbytes: int) -> Any:
         """A page-locked host buffer of ``nbytes`` bytes."""
         import cupyx

@@ -28,6 +28,7 @@ __all__ = [
     "TORCH_CUDA_VARIANTS",
     "TorchBackend",
     "install_command",
+    "profiler_modules",
     "runtime_probe",
     "static_probe",
 ]
@@ -56,9 +57,12 @@ def _vtuple(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
 
 
-def install_command(torch_version: str | None, driver_cuda: str | None) -> str:
+def install_command(
+    torch_version: str | None, driver_cuda: str | None, requirement: str | None = None
+) -> str:
     """The pip command for a CUDA build of ``torch_version`` that runs on a driver supporting CUDA
-    ``driver_cuda`` (the newest build whose CUDA is not newer than the driver's)."""
+    ``driver_cuda`` (the newest build whose CUDA is not newer than the driver's). ``requirement``
+    replaces the default ``torch==<version>`` pin (e.g. ``torch>=2.7``)."""
     base = (torch_version or "").split("+")[0]
     mm = ".".join(base.split(".")[:2])
     variants = TORCH_CUDA_VARIANTS.get(mm)
@@ -70,7 +74,7 @@ def install_command(torch_version: str | None, driver_cuda: str | None) -> str:
         fitting = [v for v in variants if _vtuple(v) <= _vtuple(driver_cuda)]
         choice = fitting[-1] if fitting else variants[0]
     tag = "cu" + choice.replace(".", "")
-    pin = f"torch=={base}" if base else "torch"
+    pin = requirement or (f"torch=={base}" if base else "torch")
     return f"pip install --force-reinstall '{pin}' --index-url {TORCH_WHEEL_INDEX}/{tag}"
 
 
@@ -180,6 +184,21 @@ def runtime_probe() -> FrameworkInfo:
     )
 
 
+def profiler_modules() -> tuple[Any, Any]:
+    """(torch, torch.profiler) for :func:`gpuprobe.profile`, or a UsageError saying how to get
+    them."""
+    from gpuprobe.errors import UsageError
+
+    try:
+        import torch
+        import torch.profiler
+    except ImportError as exc:
+        raise UsageError(
+            f"gpuprobe.profile needs PyTorch ({exc}); install it: pip install torch"
+        ) from None
+    return torch, torch.profiler
+
+
 class TorchBackend(Backend):
     """torch tensors on ``cpu`` or ``cuda:N``; GPU durations from ``torch.cuda.Event``."""
 
@@ -227,6 +246,12 @@ class TorchBackend(Backend):
             pairs.append((start, end))
         self.synchronize()
         return [s.elapsed_time(e) / 1000.0 for s, e in pairs]
+
+    def uuid(self) -> str | None:
+        if not self.is_gpu:
+            return None
+        u = getattr(self._torch.cuda.get_device_properties(self._dev), "uuid", None)
+        return f"GPU-{u}" if u is not None else None
 
     def pinned(self, nbytes: int) -> Any:
         """A page-locked host buffer of ``nbytes`` bytes."""

@@ -78,16 +78,19 @@ def read_blas() -> Blas | None:
         from threadpoolctl import threadpool_info
     except ImportError:
         return None
-    for pool in threadpool_info():
-        if pool.get("user_api") == "blas":
-            return Blas(
-                name=pool.get("internal_api"),
-                version=pool.get("version"),
-                threads=pool.get("num_threads"),
-                architecture=pool.get("architecture"),
-                path=pool.get("filepath"),
-            )
-    return None
+    pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    # NumPy's own BLAS first: SciPy or torch may load a second one
+    pools.sort(key=lambda p: "numpy" not in str(p.get("filepath", "")))
+    if not pools:
+        return None
+    pool = pools[0]
+    return Blas(
+        name=pool.get("internal_api"),
+        version=pool.get("version"),
+        threads=pool.get("num_threads"),
+        architecture=pool.get("architecture"),
+        path=pool.get("filepath"),
+    )
 
 
 def _os_name() -> str:

@@ -79,21 +79,15 @@ def available_cores() -> int:
 
 
 def blas_info() -> dict[str, Any]:
-    """The BLAS library and its thread count in this process, as threadpoolctl reads them.
+    """NumPy's BLAS library and its thread count in this process (``None`` when unknown)."""
+    from gpuprobe.hardware.host import read_blas
 
-    Returns ``{"library": None, "threads": None}`` when threadpoolctl is not installed."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return {"library": None, "threads": None}
-    blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
-    # NumPy's own BLAS first: SciPy may load a second one
-    blas.sort(key=lambda p: "numpy" not in str(p.get("filepath", "")))
-    if not blas:
+    blas = read_blas()
+    if blas is None:
         return {"library": None, "threads": None}
     return {
-        "library": f"{blas[0].get('internal_api')} {blas[0].get('version') or ''}".strip(),
-        "threads": int(blas[0].get("num_threads") or 0) or None,
+        "library": f"{blas.name} {blas.version or ''}".strip(),
+        "threads": blas.threads or None,
     }
 
 
