@@ -903,7 +903,9 @@ def _solve(
                 out = _tsqr(s, opts.rcond)
     wall = time.perf_counter() - t0
     cpu = workers_cpu_seconds(client, opts.workers) - cpu0
-    cpu_per_worker = cpu / wall / n_workers if wall > 0 and math.isfinite(cpu) else None
+    # a worker restarting (e.g. after a crash) can leave the count at 0 when it was read
+    ok = wall > 0 and n_workers > 0 and math.isfinite(cpu)
+    cpu_per_worker = cpu / wall / n_workers if ok else None
     assert isinstance(out, _Outcome)
     times = _split_times(list(stream.data), wall, s.dense_s)
     passes = s.passes
