@@ -18,7 +18,7 @@ from gpuprobe.errors import EXIT_USAGE, GpuprobeError
 __all__ = ["COMMANDS", "main"]
 
 # The order here is the order in `gpuprobe --help`.
-COMMANDS: tuple[str, ...] = ("info", "doctor")
+COMMANDS: tuple[str, ...] = ("info", "doctor", "run", "top", "plot", "export")
 
 
 class _Parser(argparse.ArgumentParser):
