@@ -24,6 +24,7 @@ _API: dict[str, str] = {
     "Finding": "gpuprobe.findings:Finding",
     "Status": "gpuprobe.findings:Status",
     "GpuprobeError": "gpuprobe.errors:GpuprobeError",
+    "record": "gpuprobe.monitor.record:record",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -157,6 +157,7 @@ class _TreeReader:
         self._on_new = on_new
         self.gone = False
         self.seen: set[int] = {pid}
+        self._max_pct = 100.0 * (psutil.cpu_count() or 1)
         self._add(self.main)
         self._threads = self._read_threads()
         self._last_t = time.monotonic()
@@ -242,7 +243,8 @@ class _TreeReader:
                 continue
             pct = 0.0
             if dt and dt > 0 and state.cpu_s is not None:
-                pct = max(0.0, 100.0 * (cpu_s - state.cpu_s) / dt)
+                # clamp: /proc ticks are 10 ms and a late tick on a loaded VM can overshoot
+                pct = min(self._max_pct, max(0.0, 100.0 * (cpu_s - state.cpu_s) / dt))
             if io is not None and state.io is not None and dt and dt > 0:
                 read_b += max(0, io[0] - state.io[0]) / dt
                 write_b += max(0, io[1] - state.io[1]) / dt

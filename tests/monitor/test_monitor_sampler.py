@@ -1,0 +1,92 @@
+"""The sampler on the real host (no GPU here): it tells a CPU-bound child from an idle one."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+
+import pytest
+from replay_nvml import ReplayNvml, no_nvml
+
+from gpuprobe.errors import UsageError
+from gpuprobe.monitor.records import Sample
+from gpuprobe.monitor.sampler import Sampler
+
+BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
+IDLE = "import time\ntime.sleep({s})\n"
+# a parent that starts a busy child and waits for it: the tree must include the grandchild
+PARENT = (
+    "import subprocess, sys\n"
+    "subprocess.run([sys.executable, '-c', {busy!r}], check=True)\n"
+)
+
+
+def _record(code: str, hz: float = 10.0) -> list[Sample]:
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    samples: list[Sample] = []
+    with Sampler(hz=hz, pid=proc.pid, nvml=no_nvml) as s:
+        s.start(samples.append)
+        proc.wait()
+        s.stop(final_sink=samples.append)
+        assert s.error is None
+        assert s.samples == len(samples)
+    return samples
+
+
+def _tree_cpu(samples: list[Sample]) -> list[float]:
+    return [x.tree.cpu_percent for x in samples if x.tree is not None]
+
+
+def test_cpu_bound_and_idle_children_are_told_apart() -> None:
+    busy = _record(BUSY.format(s=1.5))
+    idle = _record(IDLE.format(s=1.5))
+    busy_cpu = statistics.median(_tree_cpu(busy))
+    idle_cpu = statistics.median(_tree_cpu(idle))
+    assert busy_cpu > 60.0, busy_cpu  # one core, shared with whatever else runs here
+    assert idle_cpu < 10.0, idle_cpu
+    busy_thread = statistics.median(
+        x.tree.main_thread_max_percent for x in busy
+        if x.tree is not None and x.tree.main_thread_max_percent is not None
+    )
+    assert busy_thread > 60.0
+    # host side: every sample has every core, within 0-100
+    for x in busy + idle:
+        assert len(x.host.cpu_percent) >= 1
+        assert all(0.0 <= c <= 100.0 for c in x.host.cpu_percent)
+        assert x.host.memory_available and x.host.memory_used
+    assert max(max(x.host.cpu_percent) for x in busy) > 60.0
+    assert not any(x.gpus for x in busy)  # no driver: the host alone
+
+
+def test_grandchildren_join_the_tree() -> None:
+    samples = _record(PARENT.format(busy=BUSY.format(s=1.5)))
+    with_kids = [x.tree for x in samples if x.tree is not None and x.tree.children]
+    assert with_kids, "the busy grandchild was never seen"
+    assert max(c.cpu_percent for t in with_kids for c in t.children) > 60.0
+    # the parent itself waits: its own CPU stays low while the child works
+    assert statistics.median(t.main_cpu_percent for t in with_kids) < 20.0
+
+
+def test_sampler_times_increase_and_cost_is_counted() -> None:
+    samples = _record(IDLE.format(s=0.6), hz=20.0)
+    times = [x.t for x in samples]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    cpu = [x.sampler_cpu_s for x in samples]
+    assert cpu == sorted(cpu) and cpu[-1] > 0.0
+
+
+def test_gpu_side_replays_through_the_sampler() -> None:
+    replay = ReplayNvml("e9_starved.jsonl")
+    with Sampler(hz=2.0, nvml=replay) as s:
+        got = [s.take() for _ in range(5)]
+    expected = [t.sample.utilization_gpu for t in replay.ticks[0][:5]]
+    assert [x.gpus[0].sample.utilization_gpu for x in got] == expected
+    assert s.driver.status == "ok" and s.gpus[0].name == "NVIDIA RTX A5000"
+
+
+def test_hz_out_of_range() -> None:
+    with pytest.raises(UsageError, match="between 0.1 and 20"):
+        Sampler(hz=50)
+    with pytest.raises(UsageError):
+        Sampler(hz=0)
