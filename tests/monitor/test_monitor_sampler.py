@@ -38,24 +38,30 @@ def _tree_cpu(samples: list[Sample]) -> list[float]:
     return [x.tree.cpu_percent for x in samples if x.tree is not None]
 
 
+def _wants(samples: list[Sample]) -> list[float]:
+    return [x.tree.main_thread_runnable_percent for x in samples
+            if x.tree is not None and x.tree.main_thread_runnable_percent is not None]
+
+
 def test_cpu_bound_and_idle_children_are_told_apart() -> None:
     busy = _record(BUSY.format(s=1.5))
     idle = _record(IDLE.format(s=1.5))
     busy_cpu = statistics.median(_tree_cpu(busy))
     idle_cpu = statistics.median(_tree_cpu(idle))
-    assert busy_cpu > 60.0, busy_cpu  # one core, shared with whatever else runs here
-    assert idle_cpu < 10.0, idle_cpu
-    busy_thread = statistics.median(
-        x.tree.main_thread_max_percent for x in busy
-        if x.tree is not None and x.tree.main_thread_max_percent is not None
-    )
-    assert busy_thread > 60.0
+    # On a shared machine the busy child gets what the others leave it, so compare the two
+    # rather than trust an absolute number; the idle one sleeps.
+    assert idle_cpu < 5.0, idle_cpu
+    assert busy_cpu > 25.0 and busy_cpu > 5 * idle_cpu, (busy_cpu, idle_cpu)
+    if sys.platform.startswith("linux"):
+        # what the busiest thread wanted (ran + waited for a core) does not depend on the load
+        assert statistics.median(_wants(busy)) > 85.0
+        assert statistics.median(_wants(idle)) < 5.0
     # host side: every sample has every core, within 0-100
     for x in busy + idle:
         assert len(x.host.cpu_percent) >= 1
         assert all(0.0 <= c <= 100.0 for c in x.host.cpu_percent)
         assert x.host.memory_available and x.host.memory_used
-    assert max(max(x.host.cpu_percent) for x in busy) > 60.0
+    assert max(max(x.host.cpu_percent) for x in busy) > 25.0
     assert not any(x.gpus for x in busy)  # no driver: the host alone
 
 

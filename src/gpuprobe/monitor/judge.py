@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from gpuprobe._data import Record
 from gpuprobe.findings import Evidence, Finding, Status, worst_first
 from gpuprobe.hardware.types import Gpu
+from gpuprobe.monitor.records import TreeSample
 from gpuprobe.monitor.timeline import Timeline
 
 __all__ = [
@@ -241,6 +242,15 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
     )
 
 
+def _thread_demand(t: TreeSample) -> float | None:
+    """How much of a core the main process's busiest thread wanted: its CPU %, or its running
+    plus runnable-but-waiting % when the kernel reports it (a thread starved of a core by other
+    processes still wants all of it)."""
+    values = [v for v in (t.main_thread_max_percent, t.main_thread_runnable_percent)
+              if v is not None]
+    return max(values) if values else None
+
+
 def _host_stats(tl: Timeline) -> HostStats:
     cores = tl.header.host.logical_cores or max(
         (len(s.host.cpu_percent) for s in tl.samples), default=0
@@ -248,6 +258,7 @@ def _host_stats(tl: Timeline) -> HostStats:
     host_means = [statistics.fmean(s.host.cpu_percent) for s in tl.samples if s.host.cpu_percent]
     trees = [s.tree for s in tl.samples if s.tree is not None]
     tops = [t.main_thread_max_percent for t in trees if t.main_thread_max_percent is not None]
+    demand = [d for d in map(_thread_demand, trees) if d is not None]
     rss = [t.rss for t in trees]
     warm = int(len(rss) * WARMUP_FRACTION)
     avail = [s.host.memory_available for s in tl.samples if s.host.memory_available is not None]
@@ -259,9 +270,9 @@ def _host_stats(tl: Timeline) -> HostStats:
         else None,
         command_cores_peak=round(max(t.cpu_percent for t in trees) / 100, 2) if trees else None,
         main_thread_pegged_fraction=round(
-            sum(x >= PEGGED_THREAD_PERCENT for x in tops) / len(tops), 3
+            sum(x >= PEGGED_THREAD_PERCENT for x in demand) / len(demand), 3
         )
-        if tops
+        if demand
         else None,
         main_thread_mean_percent=_pct(_mean(tops)),
         workers_max=max((len(t.children) for t in trees), default=0),
@@ -289,7 +300,8 @@ def _starvation(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
     gpu_ev = Evidence("gpu_util_mean", st.util_mean, "%")
     idle_ev = Evidence("gpu_idle_fraction", round(100 * (st.idle_fraction or 0), 1), "%")
     tops = [t.main_thread_max_percent for t in trees if t.main_thread_max_percent is not None]
-    pegged = sum(x >= PEGGED_THREAD_PERCENT for x in tops) / len(tops) if tops else 0.0
+    demand = [d for d in map(_thread_demand, trees) if d is not None]
+    pegged = sum(x >= PEGGED_THREAD_PERCENT for x in demand) / len(demand) if demand else 0.0
     if tops and pegged >= PEGGED_MIN_FRACTION:
         cores_used = statistics.fmean(t.cpu_percent for t in trees) / 100
         out.append(
@@ -303,6 +315,7 @@ def _starvation(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
                     idle_ev,
                     Evidence("main_thread_pegged_fraction", round(100 * pegged, 1), "%"),
                     Evidence("main_thread_cpu_mean", _pct(statistics.fmean(tops)), "%"),
+                    Evidence("main_thread_wants_mean", _pct(statistics.fmean(demand)), "%"),
                     Evidence("command_cores_used", round(cores_used, 2), "cores"),
                     Evidence("host_cores", host.cores, "cores"),
                 ),

@@ -59,6 +59,9 @@ class TreeSample(Record):
     write_bps: float | None = None  # bytes/s through write() and friends (Linux wchar)
     main_cpu_percent: float = 0.0  # the main process alone
     main_thread_max_percent: float | None = None  # its busiest thread, % of one core
+    # that thread's time running or waiting for a core (Linux schedstat), % of wall time: ~100
+    # when it always wants a core, even while other processes take the core from it
+    main_thread_runnable_percent: float | None = None
     children: tuple[ProcSample, ...] = ()
 
 

@@ -197,6 +197,7 @@ def sample_from_dict(d: dict[str, Any]) -> Sample:
             write_bps=tr.get("write_bps"),
             main_cpu_percent=float(tr.get("main_cpu_percent", 0.0)),
             main_thread_max_percent=tr.get("main_thread_max_percent"),
+            main_thread_runnable_percent=tr.get("main_thread_runnable_percent"),
             children=tuple(
                 ProcSample(
                     pid=int(c["pid"]),

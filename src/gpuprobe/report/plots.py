@@ -203,9 +203,14 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
             (col(lambda tr: tr.cpu_percent), "command tree", "#1f77b4"),
             (col(lambda tr: tr.main_cpu_percent), "main process", "#2ca02c"),
             (col(lambda tr: tr.main_thread_max_percent), "busiest thread", "#d62728"),
+            (col(lambda tr: tr.main_thread_runnable_percent), "busiest thread wants (ran + "
+             "waited for a core)", "#ff9896"),
         ):
+            if np.all(np.isnan(y)):
+                continue
             tb, mean, _, _ = _bucket(t, y, MAX_POINTS)
-            ax.plot(tb, mean, lw=1.1, label=label, color=color)
+            ax.plot(tb, mean, lw=1.1, label=label, color=color,
+                    ls=":" if "wants" in label else "-")
         ax.axhline(100, color="grey", ls="--", lw=0.8)
         ax.set_ylabel("CPU % of a core")
         ax.set_ylim(bottom=0)

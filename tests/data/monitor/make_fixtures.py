@@ -7,7 +7,7 @@ timeline recorded with ``gpuprobe run`` on a real GPU can replace any of them as
 
 - ``e9_starved.jsonl``: an RTX A5000 at ~7 % utilization (E9's "GPU 7 %, CPU 70 %"), 3 GiB used.
 - ``healthy.jsonl``: the same card at ~95 %, 18 GiB used, at its power cap now and then.
-- ``throttled.jsonl``: busy at ~97 %, and from tick 20 on ``sw_thermal_slowdown`` at 87-90 °C
+- ``throttled.jsonl``: busy at ~97 %, and from tick 8 on ``sw_thermal_slowdown`` at 87-90 °C
   with the SM clock down from 1695 to ~1200 MHz.
 
 The main process's PID in every file is :data:`RECORDED_PID`; ReplayNvml maps it to the PID being
@@ -85,9 +85,9 @@ def main() -> None:
         for i in range(TICKS)
     ])
     _write("throttled.jsonl", [
-        _tick(i, rng.randint(95, 99), 20 * GIB, 225.0, 78 if i < 20 else 87 + i % 4,
-              1695 if i < 20 else 1200 + rng.randint(-30, 30),
-              [] if i < 20 else ["sw_thermal_slowdown"])
+        _tick(i, rng.randint(95, 99), 20 * GIB, 225.0, 78 if i < 8 else 87 + i % 4,
+              1695 if i < 8 else 1200 + rng.randint(-30, 30),
+              [] if i < 8 else ["sw_thermal_slowdown"])
         for i in range(TICKS)
     ])
 
