@@ -98,6 +98,7 @@ def test_grafana_dashboard_uses_exported_metrics() -> None:
     assert exprs
     names = {n for e in exprs for n in re.findall(r"\b(DCGM_FI_\w+|gpuprobe_\w+)\b", e)}
     replay = ReplayNvml("throttled.jsonl")
+    replay.live_pid = os.getpid()
     server, sampler, _ = serve("127.0.0.1", 0, nvml=replay)
     try:
         exported = set(_scrape(server.server_port))

@@ -49,18 +49,24 @@ class Recording:
     @property
     def timeline(self) -> Timeline:
         """The timeline read back from disk (so far, while still recording)."""
-        if self._timeline is None or not self.done:
-            self._timeline = read_timeline(self.timeline_path)
-        return self._timeline
+        if self._timeline is not None and self.done:
+            return self._timeline
+        tl = read_timeline(self.timeline_path)
+        if self.done:  # final: read once
+            self._timeline = tl
+        return tl
 
     @property
     def summary(self) -> RunSummary:
         """Numbers and findings (see :func:`gpuprobe.monitor.judge.summarize`)."""
         from gpuprobe.monitor.judge import summarize
 
-        if self._summary is None or not self.done:
-            self._summary = summarize(self.timeline)
-        return self._summary
+        if self._summary is not None and self.done:
+            return self._summary
+        summary = summarize(self.timeline)
+        if self.done:
+            self._summary = summary
+        return summary
 
     @property
     def findings(self) -> tuple[Finding, ...]:

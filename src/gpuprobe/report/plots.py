@@ -128,6 +128,7 @@ def _draw_gpu(ax: Axes, tl: Timeline, panel: str) -> None:
             if total:
                 ax.axhline(total * GiB, color=color, ls="--", lw=0.8)
             ax.set_ylabel("GPU mem GiB")
+            ax.set_ylim(bottom=0)
         elif panel == "gpu_power":
             t, y = _series(tl, index, "power_w")
             tb, mean, _, _ = _bucket(t, y, MAX_POINTS)
