@@ -34,8 +34,14 @@ def gpuprobe_argv(*args: str) -> list[str]:
 
 
 def run_gpuprobe(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(gpuprobe_argv(*args), capture_output=True, text=True, env=env(),
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        gpuprobe_argv(*args),
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=timeout,
+        check=False,
+    )
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:

@@ -35,5 +35,7 @@ def chromium() -> str:
         path = shutil.which(name)
         if path:
             return path
-    pytest.skip("chromium is not installed (apt-get install -y chromium): the HTML report "
-                "cannot be checked in a real browser here")
+    pytest.skip(
+        "chromium is not installed (apt-get install -y chromium): the HTML report "
+        "cannot be checked in a real browser here"
+    )

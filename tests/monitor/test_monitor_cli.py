@@ -20,15 +20,29 @@ BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.
 
 
 def test_run_json_and_files(tmp_path: Path) -> None:
-    r = run_gpuprobe("run", "--hz", "10", "--json", "--out", str(tmp_path), "--",
-                     sys.executable, "-c", BUSY + "print('hello from CMD')")
+    r = run_gpuprobe(
+        "run",
+        "--hz",
+        "10",
+        "--json",
+        "--out",
+        str(tmp_path),
+        "--",
+        sys.executable,
+        "-c",
+        BUSY + "print('hello from CMD')",
+    )
     assert r.returncode == 0, r.stderr
     head, _, rest = r.stdout.partition("\n")
     assert head == "hello from CMD"  # the command's own output comes first, untouched
     doc = json.loads(rest)
     assert doc["exit_code"] == 0 and doc["complete"] is True and doc["samples"] >= 5
     assert {Path(f).name for f in doc["files"]} == {
-        TIMELINE_NAME, "report.html", "report.png", "summary.json"}
+        TIMELINE_NAME,
+        "report.html",
+        "report.png",
+        "summary.json",
+    }
     ids = [f["id"] for f in doc["findings"]]
     assert "monitor-cpu-usage" in ids and "monitor-sampler-cost" in ids
     saved = json.loads((tmp_path / "summary.json").read_text())
@@ -88,8 +102,12 @@ def test_top_with_replayed_gpu_shows_bars_and_processes() -> None:
     replay = ReplayNvml("e9_starved.jsonl")
     replay.live_pid = os.getpid()
     buf = io.StringIO()
-    view = run_top(interval=0.05, iterations=3, nvml=replay,
-                   console=Console(file=buf, width=140, color_system=None))
+    view = run_top(
+        interval=0.05,
+        iterations=3,
+        nvml=replay,
+        console=Console(file=buf, width=140, color_system=None),
+    )
     out = buf.getvalue()
     assert out.count("GPU 0  NVIDIA RTX A5000") == 3
     assert "3.0/24.0 GiB" in out and "PCIe gen4 x16" in out
@@ -99,8 +117,12 @@ def test_top_with_replayed_gpu_shows_bars_and_processes() -> None:
 
 def test_top_host_alone_without_driver() -> None:
     buf = io.StringIO()
-    run_top(interval=0.05, iterations=1, nvml=no_nvml,
-            console=Console(file=buf, width=120, color_system=None))
+    run_top(
+        interval=0.05,
+        iterations=1,
+        nvml=no_nvml,
+        console=Console(file=buf, width=120, color_system=None),
+    )
     assert "No GPU: NVML Shared Library Not Found (test: no driver)" in buf.getvalue()
 
 

@@ -48,9 +48,15 @@ def test_gpu_metrics_have_dcgm_names_and_labels() -> None:
     (fb,) = m["DCGM_FI_DEV_FB_USED"]
     assert fb.value == 18 * 1024  # MiB, as dcgm-exporter
     assert m["DCGM_FI_DEV_FB_FREE"][0].value == 6 * 1024
-    for name in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK",
-                 "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-                 "DCGM_FI_DEV_PCIE_LINK_GEN", "gpuprobe_gpu_process_memory_bytes"):
+    for name in (
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "DCGM_FI_DEV_PCIE_LINK_GEN",
+        "gpuprobe_gpu_process_memory_bytes",
+    ):
         assert name in m, name
     assert m["DCGM_FI_DEV_COUNT"][0].value == 1
     (proc,) = m["gpuprobe_gpu_process_memory_bytes"]
@@ -77,8 +83,13 @@ def test_host_only_exporter() -> None:
 def test_cli_serves_until_terminated() -> None:
     import subprocess
 
-    p = subprocess.Popen(gpuprobe_argv("export", "--port", "0", "--json"), env=env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        gpuprobe_argv("export", "--port", "0", "--json"),
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout is not None
         info = json.loads(p.stdout.readline())

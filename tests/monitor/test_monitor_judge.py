@@ -19,8 +19,9 @@ def ev(f: Finding, name: str) -> object:
 
 def test_e9_single_core_starvation() -> None:
     # E9: GPU ~7 %, the main process's one thread pegged, the other cores idle.
-    s = summarize(build(util=lambda i: 7, main_thread=lambda i: 99.0,
-                        host_cpu=lambda i: (99.0,) + (3.0,) * 7))
+    s = summarize(
+        build(util=lambda i: 7, main_thread=lambda i: 99.0, host_cpu=lambda i: (99.0,) + (3.0,) * 7)
+    )
     f = ids(s.findings)
     assert f["monitor-gpu-busy"].status is Status.WARN
     assert ev(f["monitor-gpu-busy"], "util_mean") == 7.0
@@ -53,8 +54,13 @@ def test_busy_thresholds_are_the_named_constants() -> None:
 
 
 def test_saturated_loader_workers() -> None:
-    s = summarize(build(util=lambda i: 12, main_thread=lambda i: 15.0,
-                        children=lambda i: (97.0, 95.0, 99.0, 96.0)))
+    s = summarize(
+        build(
+            util=lambda i: 12,
+            main_thread=lambda i: 15.0,
+            children=lambda i: (97.0, 95.0, 99.0, 96.0),
+        )
+    )
     f = ids(s.findings)
     loaders = f["monitor-gpu-starved-loaders"]
     assert ev(loaders, "workers") == 4
@@ -65,8 +71,11 @@ def test_saturated_loader_workers() -> None:
 
 def test_idle_gpu_with_idle_cpu_blames_neither() -> None:
     # waiting on disk or network: nothing on the CPU side is saturated
-    f = ids(summarize(build(util=lambda i: 5, main_thread=lambda i: 10.0,
-                            children=lambda i: (20.0, 25.0))).findings)
+    f = ids(
+        summarize(
+            build(util=lambda i: 5, main_thread=lambda i: 10.0, children=lambda i: (20.0, 25.0))
+        ).findings
+    )
     assert f["monitor-gpu-busy"].status is Status.WARN
     assert not any(i.startswith("monitor-gpu-starved") for i in f)
 
@@ -85,8 +94,11 @@ def test_memory_near_full_and_room_to_grow() -> None:
 
 
 def test_thermal_throttle_is_a_warning_with_when() -> None:
-    tl = build(util=lambda i: 97, clock=lambda i: 1695 if i < 10 else 1200,
-               reasons=lambda i: () if i < 10 else ("sw_thermal_slowdown",))
+    tl = build(
+        util=lambda i: 97,
+        clock=lambda i: 1695 if i < 10 else 1200,
+        reasons=lambda i: () if i < 10 else ("sw_thermal_slowdown",),
+    )
     f = ids(summarize(tl).findings)["monitor-gpu-throttle"]
     assert f.status is Status.WARN
     assert ev(f, "reason") == "sw_thermal_slowdown"

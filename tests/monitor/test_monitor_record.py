@@ -26,10 +26,16 @@ def test_record_a_busy_block_and_an_idle_one(tmp_path: Path) -> None:
         _spin(1.0)
     with gpuprobe.record(out=tmp_path / "idle", hz=10, nvml=no_nvml) as idle:
         time.sleep(1.0)
-    b = [s.tree.main_thread_max_percent for s in busy.timeline.samples
-         if s.tree and s.tree.main_thread_max_percent is not None]
-    i = [s.tree.main_thread_max_percent for s in idle.timeline.samples
-         if s.tree and s.tree.main_thread_max_percent is not None]
+    b = [
+        s.tree.main_thread_max_percent
+        for s in busy.timeline.samples
+        if s.tree and s.tree.main_thread_max_percent is not None
+    ]
+    i = [
+        s.tree.main_thread_max_percent
+        for s in idle.timeline.samples
+        if s.tree and s.tree.main_thread_max_percent is not None
+    ]
     # the sampler's own thread is not counted as the busiest thread
     assert statistics.median(i) < 5.0
     assert statistics.median(b) > max(25.0, 5 * statistics.median(i))
@@ -44,8 +50,7 @@ def test_record_a_busy_block_and_an_idle_one(tmp_path: Path) -> None:
 
 def test_record_with_replayed_gpu_and_an_exception(tmp_path: Path) -> None:
     replay = ReplayNvml("e9_starved.jsonl")
-    with pytest.raises(ZeroDivisionError), \
-            gpuprobe.record(out=tmp_path, hz=20, nvml=replay) as rec:
+    with pytest.raises(ZeroDivisionError), gpuprobe.record(out=tmp_path, hz=20, nvml=replay) as rec:
         replay.live_pid = rec.timeline.header.pid
         _spin(0.5)
         1 / 0  # noqa: B018
@@ -59,6 +64,8 @@ def test_record_with_replayed_gpu_and_an_exception(tmp_path: Path) -> None:
 def test_record_refuses_a_used_directory(tmp_path: Path) -> None:
     with gpuprobe.record(out=tmp_path, nvml=no_nvml):
         pass
-    with pytest.raises(InputError, match="already holds a recording"), \
-            gpuprobe.record(out=tmp_path, nvml=no_nvml):
+    with (
+        pytest.raises(InputError, match="already holds a recording"),
+        gpuprobe.record(out=tmp_path, nvml=no_nvml),
+    ):
         pass

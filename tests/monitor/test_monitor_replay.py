@@ -23,8 +23,9 @@ def _run(tmp_path: Path, fixture: str, code: str) -> tuple[RunSummary, ReplayNvm
     def started(pid: int) -> None:
         replay.live_pid = pid
 
-    result = run_command([sys.executable, "-c", code], tmp_path / "rec", hz=10.0,
-                         nvml=replay, on_started=started)
+    result = run_command(
+        [sys.executable, "-c", code], tmp_path / "rec", hz=10.0, nvml=replay, on_started=started
+    )
     assert result.exit_code == 0
     return summarize(read_timeline(result.timeline)), replay
 

@@ -19,20 +19,38 @@ from gpuprobe.monitor.timeline import read_timeline
 from gpuprobe.report.html import write_run_report
 
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: pass\n"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            [binary, *FLAGS, f"--user-data-dir={profile}", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
 
 def _report(tmp_path: Path) -> Path:
     replay = ReplayNvml("throttled.jsonl")
-    res = run_command([sys.executable, "-c", BUSY], tmp_path / "rec", hz=10.0, nvml=replay,
-                      on_started=lambda pid: setattr(replay, "live_pid", pid))
+    res = run_command(
+        [sys.executable, "-c", BUSY],
+        tmp_path / "rec",
+        hz=10.0,
+        nvml=replay,
+        on_started=lambda pid: setattr(replay, "live_pid", pid),
+    )
     tl = read_timeline(res.timeline)
     html = tmp_path / "rec" / "report.html"
     write_run_report(tl, summarize(tl), html_path=html)

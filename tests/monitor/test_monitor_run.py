@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,8 +41,16 @@ def _events(tl_dir: Path, kind: str) -> list[dict]:
 
 @pytest.mark.parametrize(("code", "expected"), [("0", 0), ("3", 3)])
 def test_exit_code_is_kept(tmp_path: Path, code: str, expected: int) -> None:
-    r = run_gpuprobe("run", "--no-report", "--out", str(tmp_path), "--", PY, "-c",
-                     f"import sys; sys.exit({code})")
+    r = run_gpuprobe(
+        "run",
+        "--no-report",
+        "--out",
+        str(tmp_path),
+        "--",
+        PY,
+        "-c",
+        f"import sys; sys.exit({code})",
+    )
     assert r.returncode == expected, r.stderr
     tl = read_timeline(tmp_path)
     assert tl.exit_code == expected
@@ -49,8 +58,16 @@ def test_exit_code_is_kept(tmp_path: Path, code: str, expected: int) -> None:
 
 
 def test_killed_command_gives_128_plus_signal(tmp_path: Path) -> None:
-    r = run_gpuprobe("run", "--no-report", "--out", str(tmp_path), "--", PY, "-c",
-                     "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    r = run_gpuprobe(
+        "run",
+        "--no-report",
+        "--out",
+        str(tmp_path),
+        "--",
+        PY,
+        "-c",
+        "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+    )
     assert r.returncode == 128 + signal.SIGKILL
     assert read_timeline(tmp_path).exit_code == 137
     assert "137 (SIGKILL)" in r.stderr
@@ -73,8 +90,15 @@ def test_unwritable_out_is_refused_before_the_command_starts(tmp_path: Path) -> 
     blocker = tmp_path / "file"
     blocker.write_text("x")
     marker = tmp_path / "ran"
-    r = run_gpuprobe("run", "--out", str(blocker / "sub"), "--", PY, "-c",
-                     f"open({str(marker)!r}, 'w').write('ran')")
+    r = run_gpuprobe(
+        "run",
+        "--out",
+        str(blocker / "sub"),
+        "--",
+        PY,
+        "-c",
+        f"open({str(marker)!r}, 'w').write('ran')",
+    )
     assert r.returncode == 2
     assert "cannot create --out" in r.stderr and "Traceback" not in r.stderr
     assert not marker.exists()
@@ -87,15 +111,23 @@ def test_no_command_is_a_usage_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no command given" in r.stderr
 
 
-@pytest.mark.parametrize(("sig", "expected_code", "marker_text"),
-                         [(signal.SIGTERM, 7, "TERM"), (signal.SIGINT, 5, "INT")])
+@pytest.mark.parametrize(
+    ("sig", "expected_code", "marker_text"),
+    [(signal.SIGTERM, 7, "TERM"), (signal.SIGINT, 5, "INT")],
+)
 def test_signal_is_forwarded_and_waited_for(
     tmp_path: Path, sig: signal.Signals, expected_code: int, marker_text: str
 ) -> None:
     out, ready, rec = tmp_path / "out", tmp_path / "ready", tmp_path / "rec"
-    p = subprocess.Popen(gpuprobe_argv("run", "--hz", "10", "--out", str(rec), "--", PY, "-c",
-                                       WAITER, str(out), str(ready)),
-                         env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        gpuprobe_argv(
+            "run", "--hz", "10", "--out", str(rec), "--", PY, "-c", WAITER, str(out), str(ready)
+        ),
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(ready.exists, what="the command to start")
         p.send_signal(sig)
@@ -114,9 +146,22 @@ def test_signal_is_forwarded_and_waited_for(
 
 def test_gpuprobe_killed_leaves_a_readable_timeline(tmp_path: Path) -> None:
     rec = tmp_path / "rec"
-    p = subprocess.Popen(gpuprobe_argv("run", "--hz", "20", "--out", str(rec), "--", PY, "-c",
-                                       "import time\nwhile True: time.sleep(0.05)"),
-                         env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        gpuprobe_argv(
+            "run",
+            "--hz",
+            "20",
+            "--out",
+            str(rec),
+            "--",
+            PY,
+            "-c",
+            "import time\nwhile True: time.sleep(0.05)",
+        ),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     timeline = rec / TIMELINE_NAME
 
     def enough_on_disk() -> bool:
@@ -132,10 +177,8 @@ def test_gpuprobe_killed_leaves_a_readable_timeline(tmp_path: Path) -> None:
         if p.poll() is None:
             p.kill()
         if child:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     tl = read_timeline(rec)
     assert len(tl.samples) >= 30
     assert tl.end is None

@@ -16,10 +16,7 @@ from gpuprobe.monitor.sampler import Sampler
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
 IDLE = "import time\ntime.sleep({s})\n"
 # a parent that starts a busy child and waits for it: the tree must include the grandchild
-PARENT = (
-    "import subprocess, sys\n"
-    "subprocess.run([sys.executable, '-c', {busy!r}], check=True)\n"
-)
+PARENT = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', {busy!r}], check=True)\n"
 
 
 def _record(code: str, hz: float = 10.0) -> list[Sample]:
@@ -39,8 +36,11 @@ def _tree_cpu(samples: list[Sample]) -> list[float]:
 
 
 def _wants(samples: list[Sample]) -> list[float]:
-    return [x.tree.main_thread_runnable_percent for x in samples
-            if x.tree is not None and x.tree.main_thread_runnable_percent is not None]
+    return [
+        x.tree.main_thread_runnable_percent
+        for x in samples
+        if x.tree is not None and x.tree.main_thread_runnable_percent is not None
+    ]
 
 
 def test_cpu_bound_and_idle_children_are_told_apart() -> None:
@@ -92,7 +92,17 @@ def test_gpu_side_replays_through_the_sampler() -> None:
 
 
 def test_hz_out_of_range() -> None:
-    with pytest.raises(UsageError, match="between 0.1 and 20"):
+    with pytest.raises(UsageError, match=r"between 0\.1 and 20"):
         Sampler(hz=50)
     with pytest.raises(UsageError):
         Sampler(hz=0)
+
+
+@pytest.mark.gpu
+def test_real_gpu_is_sampled() -> None:
+    with Sampler(hz=2.0) as s:
+        x = s.take()
+    assert s.driver.status == "ok"
+    assert len(x.gpus) == len(s.gpus) >= 1
+    for tick in x.gpus:
+        assert tick.sample.memory_used is not None and tick.sample.utilization_gpu is not None

@@ -25,11 +25,25 @@ def _sample(i: int) -> Sample:
     return Sample(
         t=100.0 + i,
         host=HostSample(cpu_percent=(10.0 * i, 5.5), memory_used=2**30, memory_available=2**31),
-        tree=TreeSample(cpu_percent=99.5, rss=123, threads=3, processes=1,
-                        main_cpu_percent=99.5, main_thread_max_percent=98.0),
-        gpus=(GpuTick(sample=GpuSample(index=0, time=100.0 + i, utilization_gpu=i,
-                                       clock_event_reasons=("sw_power_cap",)),
-                      processes=(GpuProcSample(pid=7, used_memory=5, sm_percent=i),)),),
+        tree=TreeSample(
+            cpu_percent=99.5,
+            rss=123,
+            threads=3,
+            processes=1,
+            main_cpu_percent=99.5,
+            main_thread_max_percent=98.0,
+        ),
+        gpus=(
+            GpuTick(
+                sample=GpuSample(
+                    index=0,
+                    time=100.0 + i,
+                    utilization_gpu=i,
+                    clock_event_reasons=("sw_power_cap",),
+                ),
+                processes=(GpuProcSample(pid=7, used_memory=5, sm_percent=i),),
+            ),
+        ),
         sampler_cpu_s=0.01 * i,
     )
 
@@ -98,7 +112,8 @@ def test_not_a_timeline(tmp_path: Path) -> None:
 
 def test_newer_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "t.jsonl").write_text(
-        json.dumps({"type": "header", "schema": "gpuprobe.timeline", "version": 99}) + "\n")
+        json.dumps({"type": "header", "schema": "gpuprobe.timeline", "version": 99}) + "\n"
+    )
     with pytest.raises(InputError, match="upgrade gpuprobe"):
         read_timeline(tmp_path / "t.jsonl")
 

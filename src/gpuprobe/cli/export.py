@@ -23,12 +23,17 @@ def register(sub: Any) -> None:
         "Listens on 127.0.0.1 unless told otherwise.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=9400,
-                   help="port (default 9400, dcgm-exporter's; 0 picks a free one)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=9400,
+        help="port (default 9400, dcgm-exporter's; 0 picks a free one)",
+    )
     p.add_argument("--hz", type=float, default=1.0, help="samples per second (default 1)")
     p.add_argument("--pcie", action="store_true", help="also read PCIe rx/tx (20 ms per GPU)")
-    p.add_argument("--json", action="store_true",
-                   help="print where it listens as one JSON line, then serve")
+    p.add_argument(
+        "--json", action="store_true", help="print where it listens as one JSON line, then serve"
+    )
     p.set_defaults(handler=run)
 
 
@@ -45,14 +50,28 @@ def run(args: argparse.Namespace) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda s, f: stop.set())
     if args.json:
-        print(json.dumps({"url": f"http://{args.host}:{port}/metrics", "port": port,
-                          "gpus": len(sampler.gpus), "driver": sampler.driver.status}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "url": f"http://{args.host}:{port}/metrics",
+                    "port": port,
+                    "gpus": len(sampler.gpus),
+                    "driver": sampler.driver.status,
+                }
+            ),
+            flush=True,
+        )
     else:
-        gpus = f"{len(sampler.gpus)} GPU(s)" if sampler.gpus else (
-            f"no GPU ({sampler.driver.error or sampler.driver.status}); host metrics only")
-        print(f"gpuprobe export: serving http://{args.host}:{port}/metrics, {gpus}, "
-              f"sampling at {sampler.hz:g} Hz; Ctrl-C stops", flush=True)
+        gpus = (
+            f"{len(sampler.gpus)} GPU(s)"
+            if sampler.gpus
+            else (f"no GPU ({sampler.driver.error or sampler.driver.status}); host metrics only")
+        )
+        print(
+            f"gpuprobe export: serving http://{args.host}:{port}/metrics, {gpus}, "
+            f"sampling at {sampler.hz:g} Hz; Ctrl-C stops",
+            flush=True,
+        )
     try:
         while not stop.wait(0.5):
             pass

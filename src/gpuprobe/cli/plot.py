@@ -22,8 +22,11 @@ def register(sub: Any) -> None:
         "damaged timeline is read up to its last whole line.",
     )
     p.add_argument("timeline", metavar="DIR|TIMELINE", help="a run directory or its timeline")
-    p.add_argument("--out", metavar="FILE",
-                   help="one file to write: .png, .svg, .pdf (the charts) or .html (the report)")
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="one file to write: .png, .svg, .pdf (the charts) or .html (the report)",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=run)
 
@@ -60,11 +63,17 @@ def run(args: argparse.Namespace) -> int:
             paths = [out]
     else:
         d = tl.path.parent
-        paths = write_run_report(tl, summary, html_path=d / "report.html",
-                                 png_path=d / "report.png")
+        paths = write_run_report(
+            tl, summary, html_path=d / "report.html", png_path=d / "report.png"
+        )
     if args.json:
-        doc = {**summary.to_dict(), "files": [str(p) for p in paths], "notes": notes,
-               "dropped_lines": tl.dropped_lines, "dropped_bytes": tl.dropped_bytes}
+        doc = {
+            **summary.to_dict(),
+            "files": [str(p) for p in paths],
+            "notes": notes,
+            "dropped_lines": tl.dropped_lines,
+            "dropped_bytes": tl.dropped_bytes,
+        }
         print(json.dumps(doc, indent=1))
     else:
         Console(highlight=False, soft_wrap=True).print(

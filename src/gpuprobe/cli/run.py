@@ -28,12 +28,16 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--hz", type=float, default=2.0, help="samples per second (0.1-20, default 2)")
     p.add_argument("--out", metavar="DIR", help="where to write (default ./gpuprobe-run-DATE)")
-    p.add_argument("--pcie", action="store_true",
-                   help="also read PCIe rx/tx throughput (each reading takes 20 ms per GPU)")
+    p.add_argument(
+        "--pcie",
+        action="store_true",
+        help="also read PCIe rx/tx throughput (each reading takes 20 ms per GPU)",
+    )
     p.add_argument("--no-report", action="store_true", help="write the timeline only")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS",
-                   help="the command to run")
+    p.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
+    )
     p.set_defaults(handler=run)
 
 

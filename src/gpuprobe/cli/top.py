@@ -18,14 +18,18 @@ def register(sub: Any) -> None:
         "power, clocks and throttling, the processes on each GPU, and every host core. "
         "On a machine with no GPU it shows the host alone. Ctrl-C quits.",
     )
-    p.add_argument("--interval", type=float, default=1.0,
-                   help="seconds between refreshes (0.05-10, default 1)")
+    p.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between refreshes (0.05-10, default 1)"
+    )
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     p.add_argument("--iterations", type=int, metavar="N", help="print N frames and exit")
     p.add_argument("--pcie", action="store_true", help="also read PCIe rx/tx (20 ms per GPU)")
-    p.add_argument("--json", action="store_true",
-                   help="print the samples as JSON lines instead of the view (implies --once "
-                   "unless --iterations is given)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the samples as JSON lines instead of the view (implies --once "
+        "unless --iterations is given)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -44,9 +48,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         iterations = iterations or 1
         null = Console(file=open("/dev/null", "w"))  # noqa: SIM115
-        run_top(interval=args.interval, iterations=iterations, console=null,
-                sink=lambda s: print(json.dumps({"type": "sample", **s.to_dict()}), flush=True),
-                pcie_throughput=args.pcie)
+        run_top(
+            interval=args.interval,
+            iterations=iterations,
+            console=null,
+            sink=lambda s: print(json.dumps({"type": "sample", **s.to_dict()}), flush=True),
+            pcie_throughput=args.pcie,
+        )
         return 0
     try:
         run_top(interval=args.interval, iterations=iterations, pcie_throughput=args.pcie)

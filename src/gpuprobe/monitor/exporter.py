@@ -76,13 +76,19 @@ class GpuprobeCollector:
             self.scrapes += 1
         gpus = {g.index: g for g in self.sampler.gpus}
         host_l = ["Hostname"]
-        up = GaugeMetricFamily("gpuprobe_nvml_up", "1 when NVML works and GPUs are read.",
-                               labels=["Hostname", "status"])
-        up.add_metric([self.hostname, self.sampler.driver.status],
-                      1.0 if self.sampler.driver.status == "ok" else 0.0)
+        up = GaugeMetricFamily(
+            "gpuprobe_nvml_up",
+            "1 when NVML works and GPUs are read.",
+            labels=["Hostname", "status"],
+        )
+        up.add_metric(
+            [self.hostname, self.sampler.driver.status],
+            1.0 if self.sampler.driver.status == "ok" else 0.0,
+        )
         yield up
-        count = GaugeMetricFamily("DCGM_FI_DEV_COUNT", "Number of Devices on the node.",
-                                  labels=host_l)
+        count = GaugeMetricFamily(
+            "DCGM_FI_DEV_COUNT", "Number of Devices on the node.", labels=host_l
+        )
         count.add_metric([self.hostname], float(len(gpus)))
         yield count
         if s is None:
@@ -91,29 +97,42 @@ class GpuprobeCollector:
             name: GaugeMetricFamily(name, help_, labels=_GPU_LABELS)
             for name, (_, _, help_) in DCGM_FIELDS.items()
         }
-        total = GaugeMetricFamily("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
-                                  labels=_GPU_LABELS)
+        total = GaugeMetricFamily(
+            "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", labels=_GPU_LABELS
+        )
         reasons = GaugeMetricFamily(
-            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event reasons (bitmask).",
-            labels=_GPU_LABELS)
+            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+            "Current clock event reasons (bitmask).",
+            labels=_GPU_LABELS,
+        )
         reason_on = GaugeMetricFamily(
             "gpuprobe_gpu_clock_event_reason",
             "1 when this clock event reason holds the clocks back now.",
-            labels=[*_GPU_LABELS, "reason"])
-        fb_total = GaugeMetricFamily("gpuprobe_gpu_memory_total_bytes",
-                                     "GPU memory capacity (bytes).", labels=_GPU_LABELS)
-        pcie_rx = GaugeMetricFamily("gpuprobe_gpu_pcie_rx_kilobytes_per_second",
-                                    "PCIe receive throughput (KB/s; only with --pcie).",
-                                    labels=_GPU_LABELS)
-        pcie_tx = GaugeMetricFamily("gpuprobe_gpu_pcie_tx_kilobytes_per_second",
-                                    "PCIe transmit throughput (KB/s; only with --pcie).",
-                                    labels=_GPU_LABELS)
-        pmem = GaugeMetricFamily("gpuprobe_gpu_process_memory_bytes",
-                                 "GPU memory used by a process (bytes).",
-                                 labels=[*_GPU_LABELS, "pid"])
-        psm = GaugeMetricFamily("gpuprobe_gpu_process_sm_utilization_percent",
-                                "SM utilization of a process (%).",
-                                labels=[*_GPU_LABELS, "pid"])
+            labels=[*_GPU_LABELS, "reason"],
+        )
+        fb_total = GaugeMetricFamily(
+            "gpuprobe_gpu_memory_total_bytes", "GPU memory capacity (bytes).", labels=_GPU_LABELS
+        )
+        pcie_rx = GaugeMetricFamily(
+            "gpuprobe_gpu_pcie_rx_kilobytes_per_second",
+            "PCIe receive throughput (KB/s; only with --pcie).",
+            labels=_GPU_LABELS,
+        )
+        pcie_tx = GaugeMetricFamily(
+            "gpuprobe_gpu_pcie_tx_kilobytes_per_second",
+            "PCIe transmit throughput (KB/s; only with --pcie).",
+            labels=_GPU_LABELS,
+        )
+        pmem = GaugeMetricFamily(
+            "gpuprobe_gpu_process_memory_bytes",
+            "GPU memory used by a process (bytes).",
+            labels=[*_GPU_LABELS, "pid"],
+        )
+        psm = GaugeMetricFamily(
+            "gpuprobe_gpu_process_sm_utilization_percent",
+            "SM utilization of a process (%).",
+            labels=[*_GPU_LABELS, "pid"],
+        )
         for tick in s.gpus:
             gs = tick.sample
             g = gpus.get(gs.index)
@@ -129,8 +148,9 @@ class GpuprobeCollector:
                 mask = sum(_REASON_BITS.get(r, 0) for r in gs.clock_event_reasons)
                 reasons.add_metric(labels, float(mask))
                 for name in CLOCK_EVENT_REASONS.values():
-                    reason_on.add_metric([*labels, name],
-                                         1.0 if name in gs.clock_event_reasons else 0.0)
+                    reason_on.add_metric(
+                        [*labels, name], 1.0 if name in gs.clock_event_reasons else 0.0
+                    )
             if gs.pcie_rx_kbs is not None:
                 pcie_rx.add_metric(labels, float(gs.pcie_rx_kbs))
             if gs.pcie_tx_kbs is not None:
@@ -143,35 +163,47 @@ class GpuprobeCollector:
         yield from fams.values()
         yield from (total, fb_total, reasons, reason_on, pcie_rx, pcie_tx, pmem, psm)
 
-        cpu = GaugeMetricFamily("gpuprobe_host_cpu_utilization_percent",
-                                "Busy % of each logical core over the last sample interval.",
-                                labels=["Hostname", "cpu"])
+        cpu = GaugeMetricFamily(
+            "gpuprobe_host_cpu_utilization_percent",
+            "Busy % of each logical core over the last sample interval.",
+            labels=["Hostname", "cpu"],
+        )
         for i, v in enumerate(s.host.cpu_percent):
             cpu.add_metric([self.hostname, str(i)], float(v))
         yield cpu
         if s.host.cpu_percent:
-            avg = GaugeMetricFamily("gpuprobe_host_cpu_utilization_mean_percent",
-                                    "Busy % over all logical cores.", labels=host_l)
+            avg = GaugeMetricFamily(
+                "gpuprobe_host_cpu_utilization_mean_percent",
+                "Busy % over all logical cores.",
+                labels=host_l,
+            )
             avg.add_metric([self.hostname], sum(s.host.cpu_percent) / len(s.host.cpu_percent))
             yield avg
         for name, value, help_ in (
             ("gpuprobe_host_memory_used_bytes", s.host.memory_used, "Host memory used (bytes)."),
-            ("gpuprobe_host_memory_available_bytes", s.host.memory_available,
-             "Host memory available (bytes)."),
+            (
+                "gpuprobe_host_memory_available_bytes",
+                s.host.memory_available,
+                "Host memory available (bytes).",
+            ),
             ("gpuprobe_host_swap_used_bytes", s.host.swap_used, "Swap used (bytes)."),
         ):
             if value is not None:
                 fam = GaugeMetricFamily(name, help_, labels=host_l)
                 fam.add_metric([self.hostname], float(value))
                 yield fam
-        stamp = GaugeMetricFamily("gpuprobe_sample_timestamp_seconds",
-                                  "When the served sample was taken (seconds since the epoch).",
-                                  labels=host_l)
+        stamp = GaugeMetricFamily(
+            "gpuprobe_sample_timestamp_seconds",
+            "When the served sample was taken (seconds since the epoch).",
+            labels=host_l,
+        )
         stamp.add_metric([self.hostname], s.t)
         yield stamp
-        cost = CounterMetricFamily("gpuprobe_sampler_cpu_seconds",
-                                   "CPU seconds the gpuprobe sampler thread has used.",
-                                   labels=host_l)
+        cost = CounterMetricFamily(
+            "gpuprobe_sampler_cpu_seconds",
+            "CPU seconds the gpuprobe sampler thread has used.",
+            labels=host_l,
+        )
         cost.add_metric([self.hostname], self.sampler.cpu_s)
         yield cost
 
@@ -195,15 +227,16 @@ def serve(
     collector = GpuprobeCollector(sampler)
     collector.update(sampler.take())  # the first scrape has numbers (CPU since open())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)  # type: ignore[arg-type]
+    registry.register(collector)
     try:
         result = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
         sampler.close()
         from gpuprobe.errors import UsageError
 
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
-                         "pick another --port") from None
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port"
+        ) from None
     server = result[0] if isinstance(result, tuple) else result
     sampler.start(collector.update)
     return server, sampler, collector

@@ -1,4 +1,4 @@
-"""What a recording says: numbers per GPU and for the host, and the :class:`Finding`\\ s they support.
+"""What a recording says: numbers per GPU and for the host, and the findings they support.
 
 The rules, each with its named thresholds below:
 
@@ -60,8 +60,12 @@ __all__ = [
 
 # -- thresholds (unit; source) ---------------------------------------------------------------------
 GPU_BUSY_OK_PERCENT = 80.0  # mean utilization.gpu, %; E10's "good" graph stays near 100 %
-GPU_BUSY_WARN_PERCENT = 50.0  # mean utilization.gpu, %; Nsight/torch-tb-profiler flag GPU busy < 50 %
-GPU_IDLE_SAMPLE_PERCENT = 30.0  # utilization.gpu, %; a sample below is "mostly idle" (E9: 7 %, 15 %)
+GPU_BUSY_WARN_PERCENT = (
+    50.0  # mean utilization.gpu, %; Nsight/torch-tb-profiler flag GPU busy < 50 %
+)
+GPU_IDLE_SAMPLE_PERCENT = (
+    30.0  # utilization.gpu, %; a sample below is "mostly idle" (E9: 7 %, 15 %)
+)
 STARVED_MIN_FRACTION = 0.5  # of the GPU's samples mostly idle before it is called starved
 PEGGED_THREAD_PERCENT = 90.0  # % of one core; a thread this busy is pegged (E9's one busy core)
 PEGGED_MIN_FRACTION = 0.5  # of the idle samples in which the main thread is pegged
@@ -246,8 +250,9 @@ def _thread_demand(t: TreeSample) -> float | None:
     """How much of a core the main process's busiest thread wanted: its CPU %, or its running
     plus runnable-but-waiting % when the kernel reports it (a thread starved of a core by other
     processes still wants all of it)."""
-    values = [v for v in (t.main_thread_max_percent, t.main_thread_runnable_percent)
-              if v is not None]
+    values = [
+        v for v in (t.main_thread_max_percent, t.main_thread_runnable_percent) if v is not None
+    ]
     return max(values) if values else None
 
 
@@ -368,9 +373,12 @@ def _starvation(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
                 id="monitor-gpu-starved-host",
                 status=Status.WARN,
                 title=f"GPU {st.index} mostly idle while every core of the host was busy",
-                evidence=(gpu_ev, idle_ev,
-                          Evidence("host_cpu_mean", round(statistics.fmean(hosts), 1), "%"),
-                          Evidence("host_cores", host.cores, "cores")),
+                evidence=(
+                    gpu_ev,
+                    idle_ev,
+                    Evidence("host_cpu_mean", round(statistics.fmean(hosts), 1), "%"),
+                    Evidence("host_cores", host.cores, "cores"),
+                ),
                 fix="Find what else uses the cores (gpuprobe top); cheapen the input pipeline or "
                 "run on a host with more cores per GPU",
                 group=_GROUP,
@@ -387,8 +395,10 @@ def _gpu_findings(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
     u = st.util_mean
     if u is not None:
         status = (
-            Status.OK if u >= GPU_BUSY_OK_PERCENT
-            else Status.INFO if u >= GPU_BUSY_WARN_PERCENT
+            Status.OK
+            if u >= GPU_BUSY_OK_PERCENT
+            else Status.INFO
+            if u >= GPU_BUSY_WARN_PERCENT
             else Status.WARN
         )
         out.append(
@@ -403,7 +413,9 @@ def _gpu_findings(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
                     Evidence("idle_fraction", _pct(100 * (st.idle_fraction or 0)), "%"),
                     Evidence("samples", st.samples, ""),
                 ),
-                fix="" if status is Status.OK else (
+                fix=""
+                if status is Status.OK
+                else (
                     "See what the GPU waits for below; profile a few steps (torch.profiler) "
                     "and read the trace with gpuprobe diagnose"
                 ),
@@ -419,13 +431,17 @@ def _gpu_findings(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
     if st.memory_peak is not None and st.memory_total:
         frac = st.memory_peak / st.memory_total
         if frac >= GPU_MEMORY_NEAR_FULL_FRACTION:
-            status, fix = Status.WARN, (
-                "Leave headroom: lower the batch size, use bf16 autocast, or "
-                "torch.utils.checkpoint; the next allocation may run out of memory"
+            status, fix = (
+                Status.WARN,
+                (
+                    "Leave headroom: lower the batch size, use bf16 autocast, or "
+                    "torch.utils.checkpoint; the next allocation may run out of memory"
+                ),
             )
         elif frac < GPU_MEMORY_LOW_FRACTION and (u or 0) < GPU_BUSY_WARN_PERCENT:
-            status, fix = Status.INFO, (
-                "The card has room: a larger batch (and learning rate) may keep it busier"
+            status, fix = (
+                Status.INFO,
+                ("The card has room: a larger batch (and learning rate) may keep it busier"),
             )
         else:
             status, fix = Status.OK, ""
@@ -506,8 +522,11 @@ def _host_findings(tl: Timeline, host: HostStats) -> list[Finding]:
                 f"{100 * (host.main_thread_pegged_fraction or 0):.0f}% of the run: it is bound "
                 f"to one of {host.cores} cores",
                 evidence=(
-                    Evidence("main_thread_pegged_fraction",
-                             round(100 * (host.main_thread_pegged_fraction or 0), 1), "%"),
+                    Evidence(
+                        "main_thread_pegged_fraction",
+                        round(100 * (host.main_thread_pegged_fraction or 0), 1),
+                        "%",
+                    ),
                     Evidence("main_thread_cpu_mean", host.main_thread_mean_percent, "%"),
                     Evidence("host_cores", host.cores, "cores"),
                 ),
@@ -581,81 +600,119 @@ def summarize(tl: Timeline) -> RunSummary:
     cmd = command_text(tl.header.command)
 
     if tl.end is None:
-        findings.append(Finding(
-            id="monitor-incomplete", status=Status.WARN,
-            title="The recording has no end line: gpuprobe stopped before the command finished "
-            "(killed?); every sample up to the last flush is kept",
-            evidence=(Evidence("samples", n, ""), Evidence("duration", round(tl.duration_s, 1),
-                                                           "s")),
-            fix="Nothing to fix in the job; let gpuprobe run to the end for an exit code",
-            group=_GROUP, subject="recording",
-        ))
+        findings.append(
+            Finding(
+                id="monitor-incomplete",
+                status=Status.WARN,
+                title="The recording has no end line: gpuprobe stopped before the command finished "
+                "(killed?); every sample up to the last flush is kept",
+                evidence=(
+                    Evidence("samples", n, ""),
+                    Evidence("duration", round(tl.duration_s, 1), "s"),
+                ),
+                fix="Nothing to fix in the job; let gpuprobe run to the end for an exit code",
+                group=_GROUP,
+                subject="recording",
+            )
+        )
     if tl.dropped_lines:
-        findings.append(Finding(
-            id="monitor-timeline-damaged", status=Status.INFO,
-            title=f"Dropped {tl.dropped_lines} damaged line(s) ({tl.dropped_bytes} bytes) of "
-            f"the timeline; the {n} whole samples are used",
-            evidence=(Evidence("dropped_lines", tl.dropped_lines, ""),
-                      Evidence("dropped_bytes", tl.dropped_bytes, "B")),
-            group=_GROUP, subject="recording", details=tuple(tl.problems),
-        ))
+        findings.append(
+            Finding(
+                id="monitor-timeline-damaged",
+                status=Status.INFO,
+                title=f"Dropped {tl.dropped_lines} damaged line(s) ({tl.dropped_bytes} bytes) of "
+                f"the timeline; the {n} whole samples are used",
+                evidence=(
+                    Evidence("dropped_lines", tl.dropped_lines, ""),
+                    Evidence("dropped_bytes", tl.dropped_bytes, "B"),
+                ),
+                group=_GROUP,
+                subject="recording",
+                details=tuple(tl.problems),
+            )
+        )
     code = tl.exit_code
     if tl.end is not None and tl.header.command and code is not None:
-        findings.append(Finding(
-            id="monitor-exit",
-            status=Status.OK if code == 0 else Status.FAIL,
-            title=f"{cmd} exited with code {_exit_text(code)}",
-            evidence=(Evidence("exit_code", code, ""),
-                      Evidence("duration", round(tl.duration_s, 2), "s")),
-            fix="" if code == 0 else "Read the command's own output above the summary",
-            group=_GROUP, subject="command",
-        ))
+        findings.append(
+            Finding(
+                id="monitor-exit",
+                status=Status.OK if code == 0 else Status.FAIL,
+                title=f"{cmd} exited with code {_exit_text(code)}",
+                evidence=(
+                    Evidence("exit_code", code, ""),
+                    Evidence("duration", round(tl.duration_s, 2), "s"),
+                ),
+                fix="" if code == 0 else "Read the command's own output above the summary",
+                group=_GROUP,
+                subject="command",
+            )
+        )
     if n < MIN_SAMPLES:
-        findings.append(Finding(
-            id="monitor-too-short", status=Status.SKIPPED,
-            title=f"Only {n} sample(s): too few to judge GPU and CPU use",
-            evidence=(Evidence("samples", n, ""), Evidence("hz", tl.header.hz, "Hz")),
-            fix="Record longer, or raise --hz (up to 20)",
-            group=_GROUP, subject="recording",
-        ))
+        findings.append(
+            Finding(
+                id="monitor-too-short",
+                status=Status.SKIPPED,
+                title=f"Only {n} sample(s): too few to judge GPU and CPU use",
+                evidence=(Evidence("samples", n, ""), Evidence("hz", tl.header.hz, "Hz")),
+                fix="Record longer, or raise --hz (up to 20)",
+                group=_GROUP,
+                subject="recording",
+            )
+        )
     else:
         if tl.header.driver.status != "ok" or not gpus:
-            findings.append(Finding(
-                id="monitor-no-gpu", status=Status.INFO,
-                title="No GPU recorded: " + (tl.header.driver.error or tl.header.driver.status)
-                + "; the host alone was recorded",
-                evidence=(Evidence("driver_status", tl.header.driver.status, ""),),
-                fix="Run `gpuprobe doctor` if this machine should have a working NVIDIA GPU",
-                group=_GROUP, subject="gpu",
-            ))
+            findings.append(
+                Finding(
+                    id="monitor-no-gpu",
+                    status=Status.INFO,
+                    title="No GPU recorded: "
+                    + (tl.header.driver.error or tl.header.driver.status)
+                    + "; the host alone was recorded",
+                    evidence=(Evidence("driver_status", tl.header.driver.status, ""),),
+                    fix="Run `gpuprobe doctor` if this machine should have a working NVIDIA GPU",
+                    group=_GROUP,
+                    subject="gpu",
+                )
+            )
         else:
             used = [g for g in gpus if g.used_by_command]
             if not used:
-                findings.append(Finding(
-                    id="monitor-gpu-unused", status=Status.WARN,
-                    title=f"{cmd} used none of the {len(gpus)} GPU(s)",
-                    evidence=tuple(Evidence(f"gpu{g.index}_util_max", g.util_p90, "%")
-                                   for g in gpus),
-                    fix="Check that the job moves its model and data to the GPU (.to('cuda')) "
-                    "and that `gpuprobe doctor` passes",
-                    group=_GROUP, subject="gpu",
-                ))
+                findings.append(
+                    Finding(
+                        id="monitor-gpu-unused",
+                        status=Status.WARN,
+                        title=f"{cmd} used none of the {len(gpus)} GPU(s)",
+                        evidence=tuple(
+                            Evidence(f"gpu{g.index}_util_max", g.util_p90, "%") for g in gpus
+                        ),
+                        fix="Check that the job moves its model and data to the GPU (.to('cuda')) "
+                        "and that `gpuprobe doctor` passes",
+                        group=_GROUP,
+                        subject="gpu",
+                    )
+                )
             for g in used:
                 findings.extend(_gpu_findings(tl, g, host))
         findings.extend(_host_findings(tl, host))
     if cost is not None and n:
-        findings.append(Finding(
-            id="monitor-sampler-cost",
-            status=Status.WARN if cost > SAMPLER_COST_WARN_PERCENT * max(1.0, tl.header.hz / 2)
-            else Status.INFO,
-            title=f"gpuprobe's sampler used {cost:.2f}% of one core at {tl.header.hz:g} Hz",
-            evidence=(Evidence("sampler_cpu", round(tl.sampler_cpu_s, 3), "s"),
-                      Evidence("sampler_cost", round(cost, 3), "%"),
-                      Evidence("samples", n, ""),
-                      Evidence("missed_ticks", (tl.end or {}).get("missed_ticks"), "")),
-            fix="",
-            group=_GROUP, subject="gpuprobe",
-        ))
+        findings.append(
+            Finding(
+                id="monitor-sampler-cost",
+                status=Status.WARN
+                if cost > SAMPLER_COST_WARN_PERCENT * max(1.0, tl.header.hz / 2)
+                else Status.INFO,
+                title=f"gpuprobe's sampler used {cost:.2f}% of one core at {tl.header.hz:g} Hz",
+                evidence=(
+                    Evidence("sampler_cpu", round(tl.sampler_cpu_s, 3), "s"),
+                    Evidence("sampler_cost", round(cost, 3), "%"),
+                    Evidence("samples", n, ""),
+                    Evidence("missed_ticks", (tl.end or {}).get("missed_ticks"), ""),
+                ),
+                fix="",
+                group=_GROUP,
+                subject="gpuprobe",
+            )
+        )
     return RunSummary(
         command=tl.header.command,
         duration_s=round(tl.duration_s, 3),

@@ -13,6 +13,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import psutil
 from rich.console import Console, Group, RenderableType
@@ -51,8 +52,7 @@ def bar(pct: float | None, width: int = 24) -> Text:
         return Text("[" + " " * width + "]  n/a", style="dim")
     pct = max(0.0, min(100.0, pct))
     n = round(pct / 100 * width)
-    return Text.assemble("[", ("█" * n, _style(pct)), ("·" * (width - n), "dim"),
-                         f"] {pct:5.1f}%")
+    return Text.assemble("[", ("█" * n, _style(pct)), ("·" * (width - n), "dim"), f"] {pct:5.1f}%")
 
 
 def _gib(b: int | None) -> str:
@@ -93,61 +93,83 @@ class TopView:
         s = self.samples[-1] if self.samples else None
         parts: list[RenderableType] = []
         vm = psutil.virtual_memory()
-        parts.append(Text.assemble(
-            ("gpuprobe top", "bold"),
-            f"  {os.uname().nodename}  {psutil.cpu_count()} cores  "
-            f"{vm.total / 2**30:.1f} GiB  {time.strftime('%H:%M:%S')}",
-        ))
+        parts.append(
+            Text.assemble(
+                ("gpuprobe top", "bold"),
+                f"  {os.uname().nodename}  {psutil.cpu_count()} cores  "
+                f"{vm.total / 2**30:.1f} GiB  {time.strftime('%H:%M:%S')}",
+            )
+        )
         if s is None:
             parts.append(Text("waiting for the first sample…", style="dim"))
             return Group(*parts)
         gpus = {g.index: g for g in self.sampler.gpus}
         if not s.gpus:
             drv = self.sampler.driver
-            parts.append(Text(f"No GPU: {drv.error or drv.status}. Showing the host alone.",
-                              style="yellow"))
+            parts.append(
+                Text(f"No GPU: {drv.error or drv.status}. Showing the host alone.", style="yellow")
+            )
         for tick in s.gpus:
             gs = tick.sample
             g = gpus.get(gs.index)
-            hist = [next((t.sample.utilization_gpu for t in x.gpus
-                          if t.sample.index == gs.index), None) for x in self.samples]
-            mem_pct = (100.0 * gs.memory_used / g.memory_total
-                       if g and g.memory_total and gs.memory_used is not None else None)
+            hist: list[float | None] = [
+                next((t.sample.utilization_gpu for t in x.gpus if t.sample.index == gs.index), None)
+                for x in self.samples
+            ]
+            mem_pct = (
+                100.0 * gs.memory_used / g.memory_total
+                if g and g.memory_total and gs.memory_used is not None
+                else None
+            )
             parts.append(Text(f"GPU {gs.index}  {(g.name if g else None) or ''}", style="bold"))
-            parts.append(Text.assemble("  util ", bar(gs.utilization_gpu), "  ",
-                                       (sparkline(hist), "cyan")))
-            parts.append(Text.assemble(
-                "  mem  ", bar(mem_pct),
-                f"  {_gib(gs.memory_used)}/{_gib(g.memory_total if g else None)} GiB"))
+            parts.append(
+                Text.assemble("  util ", bar(gs.utilization_gpu), "  ", (sparkline(hist), "cyan"))
+            )
+            parts.append(
+                Text.assemble(
+                    "  mem  ",
+                    bar(mem_pct),
+                    f"  {_gib(gs.memory_used)}/{_gib(g.memory_total if g else None)} GiB",
+                )
+            )
             limit = g.power_limit_w if g else None
             reasons = [r for r in gs.clock_event_reasons or () if r != "gpu_idle"]
-            parts.append(Text(
-                f"  power {_na(None if gs.power_w is None else round(gs.power_w))}"
-                f"/{_na(None if limit is None else round(limit))} W  temp "
-                f"{_na(gs.temperature_c, ' °C')}  SM {_na(gs.sm_clock_mhz, ' MHz')}  "
-                f"mem {_na(gs.mem_clock_mhz, ' MHz')}  PCIe gen{_na(gs.pcie_gen)} "
-                f"x{_na(gs.pcie_width)}"
-                + (f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MB/s"
-                   if gs.pcie_rx_kbs is not None and gs.pcie_tx_kbs is not None else "")
-                + (f"  clocks held by: {', '.join(reasons)}" if reasons else ""),
-            ))
+            parts.append(
+                Text(
+                    f"  power {_na(None if gs.power_w is None else round(gs.power_w))}"
+                    f"/{_na(None if limit is None else round(limit))} W  temp "
+                    f"{_na(gs.temperature_c, ' °C')}  SM {_na(gs.sm_clock_mhz, ' MHz')}  "
+                    f"mem {_na(gs.mem_clock_mhz, ' MHz')}  PCIe gen{_na(gs.pcie_gen)} "
+                    f"x{_na(gs.pcie_width)}"
+                    + (
+                        f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MB/s"
+                        if gs.pcie_rx_kbs is not None and gs.pcie_tx_kbs is not None
+                        else ""
+                    )
+                    + (f"  clocks held by: {', '.join(reasons)}" if reasons else ""),
+                )
+            )
             if tick.processes:
                 t = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
                 for col in ("PID", "name", "GPU mem GiB", "SM %", "CPU %", "RSS GiB"):
                     t.add_column(col, justify="left" if col == "name" else "right")
                 for p in tick.processes:
                     name, cpu, rss = self._proc_host(p.pid)
-                    t.add_row(str(p.pid), name, _gib(p.used_memory), _na(p.sm_percent), cpu,
-                              rss)
+                    t.add_row(str(p.pid), name, _gib(p.used_memory), _na(p.sm_percent), cpu, rss)
                 parts.append(t)
             else:
                 parts.append(Text("  no processes", style="dim"))
         cores = s.host.cpu_percent
         mean = sum(cores) / len(cores) if cores else None
-        hist = [sum(x.host.cpu_percent) / len(x.host.cpu_percent) if x.host.cpu_percent
-                else None for x in self.samples]
-        parts.append(Text.assemble(("Host", "bold"), "  cpu ", bar(mean), "  ",
-                                   (sparkline(hist), "cyan")))
+        host_hist: list[float | None] = [
+            sum(x.host.cpu_percent) / len(x.host.cpu_percent) if x.host.cpu_percent else None
+            for x in self.samples
+        ]
+        parts.append(
+            Text.assemble(
+                ("Host", "bold"), "  cpu ", bar(mean), "  ", (sparkline(host_hist), "cyan")
+            )
+        )
         cols = 4 if len(cores) > 8 else 2
         grid = Table.grid(padding=(0, 3))
         for _ in range(cols):
@@ -166,9 +188,13 @@ class TopView:
         load = ""
         with contextlib.suppress(OSError, AttributeError):
             load = "  load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-        parts.append(Text.assemble(
-            "  mem  ", bar(100.0 * used / total if used is not None and total else None),
-            f"  {_gib(used)}/{_gib(total)} GiB{load}"))
+        parts.append(
+            Text.assemble(
+                "  mem  ",
+                bar(100.0 * used / total if used is not None and total else None),
+                f"  {_gib(used)}/{_gib(total)} GiB{load}",
+            )
+        )
         return Group(*parts)
 
 
@@ -186,7 +212,7 @@ def run_top(
     from rich.live import Live
 
     console = console or Console()
-    kwargs = {} if nvml is None else {"nvml": nvml}
+    kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     hz = min(20.0, max(0.1, 1.0 / interval))
     with Sampler(hz=hz, pcie_throughput=pcie_throughput, **kwargs) as sampler:
         view = TopView(sampler)
@@ -207,8 +233,9 @@ def run_top(
             done += 1
 
         if console.is_terminal and iterations != 1:
-            with Live(view.render(), console=console, auto_refresh=False,
-                      screen=iterations is None) as live:
+            with Live(
+                view.render(), console=console, auto_refresh=False, screen=iterations is None
+            ) as live:
                 while iterations is None or done < iterations:
                     step()
                     live.update(view.render(), refresh=True)

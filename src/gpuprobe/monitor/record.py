@@ -115,11 +115,19 @@ def record(
         sampler.open()
         sampler.watch(watched)
         start = time.time()
-        writer.write_header(TimelineHeader(
-            started=start, hz=sampler.hz, host=read_host_brief(), driver=sampler.driver,
-            gpus=sampler.gpus, command=None, pid=watched, pcie_throughput=pcie_throughput,
-            gpuprobe_version=__version__,
-        ))
+        writer.write_header(
+            TimelineHeader(
+                started=start,
+                hz=sampler.hz,
+                host=read_host_brief(),
+                driver=sampler.driver,
+                gpus=sampler.gpus,
+                command=None,
+                pid=watched,
+                pcie_throughput=pcie_throughput,
+                gpuprobe_version=__version__,
+            )
+        )
         sampler.start(writer.write_sample)
         try:
             yield rec

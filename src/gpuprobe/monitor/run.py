@@ -137,15 +137,14 @@ def run_command(
             writer.close()  # nothing was recorded: leave no headerless file behind
             with contextlib.suppress(OSError):
                 writer.path.unlink()
-            raise GpuprobeError(f"{cmd[0]}: cannot start: {exc.strerror or exc}",
-                                EXIT_NOT_FOUND) from None
+            raise GpuprobeError(
+                f"{cmd[0]}: cannot start: {exc.strerror or exc}", EXIT_NOT_FOUND
+            ) from None
         t_start = time.time()
         if use_sigwait:
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-        try:
+        with contextlib.suppress(psutil.Error):  # gone already: the host is still recorded
             sampler.watch(proc.pid)
-        except psutil.Error:
-            pass  # gone already: the host is still recorded
         writer.write_header(
             TimelineHeader(
                 started=t_start,
@@ -171,8 +170,8 @@ def run_command(
             forwarded.append(name)
             writer.write_event("signal", signal=name, forwarded=True, why=why)
 
-        for sig in pending:
-            forward(sig, "arrived while starting")
+        for early in pending:
+            forward(early, "arrived while starting")
         returncode = None
         if use_sigwait:
             while returncode is None:
@@ -180,8 +179,12 @@ def run_command(
                 if info is not None:
                     if info.si_code == SI_KERNEL:
                         # Ctrl-C at the terminal: the whole foreground group got it already.
-                        writer.write_event("signal", signal=signal.Signals(info.si_signo).name,
-                                           forwarded=False, why="sent to the process group")
+                        writer.write_event(
+                            "signal",
+                            signal=signal.Signals(info.si_signo).name,
+                            forwarded=False,
+                            why="sent to the process group",
+                        )
                         forwarded.append(signal.Signals(info.si_signo).name)
                     else:
                         forward(info.si_signo, f"from pid {info.si_pid}")

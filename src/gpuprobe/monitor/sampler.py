@@ -47,7 +47,8 @@ __all__ = [
     "read_host_brief",
 ]
 
-DEFAULT_HZ = 2.0  # samples/s; NVML's own utilization period is 1/6 s to 1 s (nvmlDeviceGetUtilizationRates docs)
+# samples/s; NVML's own utilization period is 1/6 s to 1 s (nvmlDeviceGetUtilizationRates docs)
+DEFAULT_HZ = 2.0
 MAX_HZ = 20.0  # samples/s; faster than NVML refreshes utilization, so nothing gained (nvitop #65)
 MIN_HZ = 0.1  # samples/s
 TREE_RESCAN_S = 1.0  # s between scans for new child processes (a scan reads every /proc/PID/stat)
@@ -70,12 +71,14 @@ NvmlFactory = Callable[[], AbstractContextManager[Any]]
 def read_host_brief() -> Host:
     """The host in brief for a timeline header: name, cores, memory, OS, Python."""
     model = None
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    model = line.partition(":")[2].strip() or None
-                    break
+    with (
+        contextlib.suppress(OSError),
+        open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f,
+    ):
+        for line in f:
+            if line.lower().startswith("model name"):
+                model = line.partition(":")[2].strip() or None
+                break
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -274,8 +277,9 @@ class _TreeReader:
             if pid == self.pid:
                 main_cpu = pct
             else:
-                children.append(ProcSample(pid=pid, cpu_percent=round(pct, 1), rss=rss,
-                                           threads=nthreads))
+                children.append(
+                    ProcSample(pid=pid, cpu_percent=round(pct, 1), rss=rss, threads=nthreads)
+                )
         if n == 0:
             self.gone = True
             return None
@@ -391,9 +395,7 @@ class Sampler:
     def watch(self, pid: int) -> None:
         """Track ``pid`` and its descendants from now on."""
         self.pid = pid
-        self._tree = _TreeReader(
-            pid, exclude_tids=self._own_tids, on_new=self._on_new_process
-        )
+        self._tree = _TreeReader(pid, exclude_tids=self._own_tids, on_new=self._on_new_process)
 
     def _own_tids(self) -> set[int]:
         return {self._thread_native_id} if self._thread_native_id is not None else set()

@@ -56,7 +56,9 @@ __all__ = [
 ]
 
 TIMELINE_NAME = "timeline.jsonl"
-FLUSH_INTERVAL_S = 1.0  # s; the most a killed gpuprobe may lose (the issue: "at least every second")
+FLUSH_INTERVAL_S = (
+    1.0  # s; the most a killed gpuprobe may lose (the issue: "at least every second")
+)
 FSYNC_INTERVAL_S = 10.0  # s; a power cut loses at most this much; fsync can take ms on a busy disk
 
 
@@ -310,8 +312,9 @@ def find_timeline(path: str | Path) -> Path:
     if p.is_dir():
         p = p / TIMELINE_NAME
     if not p.is_file():
-        raise InputError(f"no timeline at {p}; give a 'gpuprobe run' --out directory or its "
-                         f"{TIMELINE_NAME}")
+        raise InputError(
+            f"no timeline at {p}; give a 'gpuprobe run' --out directory or its {TIMELINE_NAME}"
+        )
     return p
 
 

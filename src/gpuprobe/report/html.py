@@ -66,9 +66,7 @@ def _n(x: object, unit: str = "") -> str:
     return "n/a" if x is None else f"{x}{unit}"
 
 
-def render_run_html(
-    tl: Timeline, summary: RunSummary, images: Sequence[tuple[str, bytes]]
-) -> str:
+def render_run_html(tl: Timeline, summary: RunSummary, images: Sequence[tuple[str, bytes]]) -> str:
     """The report page: ``images`` are (section title, PNG bytes)."""
     h = tl.header
     started = _dt.datetime.fromtimestamp(h.started).isoformat(timespec="seconds")
@@ -88,8 +86,7 @@ def render_run_html(
         "<th>util p90</th><th>memory peak / total</th><th>power max</th><th>temp max</th>"
         f"<th>SM clock median</th><th>clock events</th></tr>{gpu_rows}</table>"
         if summary.gpus
-        else f"<p>No GPU: {_e(h.driver.error or h.driver.status)}. The host alone was "
-        "recorded.</p>"
+        else f"<p>No GPU: {_e(h.driver.error or h.driver.status)}. The host alone was recorded.</p>"
     )
     hs = summary.host
     host_table = (
@@ -108,20 +105,18 @@ def render_run_html(
         f"{_gib(hs.memory_total)}</td></tr></table>"
     )
     imgs = "".join(
-        f"<h2>{_e(title)}</h2><img alt=\"{_e(title)}\" "
+        f'<h2>{_e(title)}</h2><img alt="{_e(title)}" '
         f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         for title, png in images
     )
-    dropped = (
-        f"<p class=\"meta\">{_e(tl.dropped_note())}</p>" if tl.dropped_note() else ""
-    )
+    dropped = f'<p class="meta">{_e(tl.dropped_note())}</p>' if tl.dropped_note() else ""
     script = (
         "<script>window.addEventListener('load',function(){var n=0;"
         "document.querySelectorAll('img').forEach(function(i){if(i.complete&&i.naturalWidth>0)"
         "n++;});document.body.setAttribute('data-images-ok',String(n));});</script>"
     )
     return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>gpuprobe run: {_e(cmd[:80])}</title><style>{_CSS}</style></head>"
         f'<body data-images="{len(images)}"><h1>gpuprobe run report</h1>'
         f'<div class="meta"><code>{_e(cmd)}</code><br>started {_e(started)} on '

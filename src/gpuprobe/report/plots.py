@@ -15,6 +15,7 @@ utilization panel also shades each bucket's min-max).
 from __future__ import annotations
 
 import io
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from gpuprobe.errors import GpuprobeError
@@ -37,8 +38,13 @@ MAX_POINTS = 1500  # columns per chart; more than a 15-inch figure shows at 100 
 GPU_PANELS = ("gpu_util", "gpu_memory", "gpu_power", "gpu_clock")
 CPU_PANELS = ("cpu_heatmap", "cmd_cpu", "memory")
 _PANEL_HEIGHT = 1.9  # inches
-_WARN_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown",
-                 "hw_power_brake_slowdown", "sw_power_cap")
+_WARN_REASONS = (
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_power_cap",
+)
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -61,7 +67,7 @@ def _bucket(t: np.ndarray, y: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
         return t, y, y, y
     edges = np.linspace(0, len(t), n + 1).astype(int)
     tb, mean, lo, hi = [], [], [], []
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    for a, b in itertools.pairwise(edges):
         if b <= a:
             continue
         seg = y[a:b]
@@ -161,10 +167,18 @@ def _draw_gpu(ax: Axes, tl: Timeline, panel: str) -> None:
         ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
     if panel == "gpu_clock" and any(
         set(tk.sample.clock_event_reasons or ()) & set(_WARN_REASONS)
-        for s in tl.samples for tk in s.gpus
+        for s in tl.samples
+        for tk in s.gpus
     ):
-        ax.text(0.01, 0.92, "shaded: clocks held back (thermal / power / hw slowdown)",
-                transform=ax.transAxes, fontsize=7, color="#d62728", va="top")
+        ax.text(
+            0.01,
+            0.92,
+            "shaded: clocks held back (thermal / power / hw slowdown)",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="#d62728",
+            va="top",
+        )
 
 
 def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
@@ -173,6 +187,7 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
     t = np.array([s.t - tl.start for s in tl.samples], dtype=float)
     if panel == "cpu_heatmap":
         cores = max((len(s.host.cpu_percent) for s in tl.samples), default=0)
+        ax.set_ylabel("core")
         if not cores or not len(t):
             ax.text(0.5, 0.5, "no host samples", ha="center", transform=ax.transAxes)
             return
@@ -184,11 +199,13 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
         edges = np.concatenate([[max(0.0, first)], t])
         if len(t) > MAX_POINTS:
             cut = np.linspace(0, len(t), MAX_POINTS + 1).astype(int)
-            m = np.stack([np.nanmean(m[:, a:b], axis=1) for a, b in
-                          zip(cut[:-1], cut[1:], strict=True)], axis=1)
+            m = np.stack(
+                [np.nanmean(m[:, a:b], axis=1) for a, b in itertools.pairwise(cut)], axis=1
+            )
             edges = edges[cut]
-        im = ax.pcolormesh(edges, np.arange(cores + 1) - 0.5, m, cmap="magma", vmin=0,
-                           vmax=100, shading="flat")
+        im = ax.pcolormesh(
+            edges, np.arange(cores + 1) - 0.5, m, cmap="magma", vmin=0, vmax=100, shading="flat"
+        )
         ax.set_ylabel("core")
         if cores <= 16:
             ax.set_yticks(range(cores))
@@ -196,31 +213,40 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
         cb.set_label("busy %", fontsize=7)
         cb.ax.tick_params(labelsize=7)
     elif panel == "cmd_cpu":
+
         def col(f: Any) -> Any:
-            return np.array([np.nan if s.tree is None or f(s.tree) is None else f(s.tree)
-                             for s in tl.samples], dtype=float)
+            return np.array(
+                [np.nan if s.tree is None or f(s.tree) is None else f(s.tree) for s in tl.samples],
+                dtype=float,
+            )
 
         for y, label, color in (
             (col(lambda tr: tr.cpu_percent), "command tree", "#1f77b4"),
             (col(lambda tr: tr.main_cpu_percent), "main process", "#2ca02c"),
             (col(lambda tr: tr.main_thread_max_percent), "busiest thread", "#d62728"),
-            (col(lambda tr: tr.main_thread_runnable_percent), "busiest thread wants (ran + "
-             "waited for a core)", "#ff9896"),
+            (
+                col(lambda tr: tr.main_thread_runnable_percent),
+                "busiest thread wants (ran + waited for a core)",
+                "#ff9896",
+            ),
         ):
             if np.all(np.isnan(y)):
                 continue
             tb, mean, _, _ = _bucket(t, y, MAX_POINTS)
-            ax.plot(tb, mean, lw=1.1, label=label, color=color,
-                    ls=":" if "wants" in label else "-")
+            ax.plot(tb, mean, lw=1.1, label=label, color=color, ls=":" if "wants" in label else "-")
         ax.axhline(100, color="grey", ls="--", lw=0.8)
         ax.set_ylabel("CPU % of a core")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
+        if ax.get_lines()[:-1]:
+            ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
+        else:
+            ax.text(0.5, 0.5, "no process watched", ha="center", transform=ax.transAxes)
     elif panel == "memory":
         GiB = 1 / 2**30
         rss = np.array([np.nan if s.tree is None else s.tree.rss * GiB for s in tl.samples])
-        used = np.array([np.nan if s.host.memory_used is None else s.host.memory_used * GiB
-                         for s in tl.samples])
+        used = np.array(
+            [np.nan if s.host.memory_used is None else s.host.memory_used * GiB for s in tl.samples]
+        )
         for y, label, color in ((rss, "command RSS", "#9467bd"), (used, "host used", "grey")):
             tb, mean, _, _ = _bucket(t, y, MAX_POINTS)
             ax.plot(tb, mean, lw=1.1, label=label, color=color)

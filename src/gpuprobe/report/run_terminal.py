@@ -22,6 +22,10 @@ STATUS_STYLE = {
 }
 
 
+def _na(v: object) -> str:
+    return "n/a" if v is None else str(v)
+
+
 def _gib(b: int | None) -> str:
     return "n/a" if b is None else f"{b / 2**30:.1f}"
 
@@ -34,36 +38,41 @@ def render_summary(
     exit_text = "n/a" if s.exit_code is None else str(s.exit_code)
     lines: list[RenderableType] = [
         Text.assemble(
-            ("gpuprobe run: ", "bold"), (cmd, "cyan"),
+            ("gpuprobe run: ", "bold"),
+            (cmd, "cyan"),
             f"  {s.duration_s:.1f} s, exit code {exit_text}, {s.samples} samples at {s.hz:g} Hz",
         )
     ]
     for g in s.gpus:
-        lines.append(Text(
-            f"  GPU {g.index} ({g.name or 'n/a'}): "
-            + ("" if g.used_by_command else "not used by the command; ")
-            + f"busy {g.util_mean if g.util_mean is not None else 'n/a'} % mean "
-            f"(p90 {g.util_p90 if g.util_p90 is not None else 'n/a'} %), memory peak "
-            f"{_gib(g.memory_peak)}/{_gib(g.memory_total)} GiB, power max "
-            f"{g.power_max_w if g.power_max_w is not None else 'n/a'} W, temp max "
-            f"{g.temperature_max_c if g.temperature_max_c is not None else 'n/a'} °C"
-        ))
+        lines.append(
+            Text(
+                f"  GPU {g.index} ({g.name or 'n/a'}): "
+                + ("" if g.used_by_command else "not used by the command; ")
+                + f"busy {g.util_mean if g.util_mean is not None else 'n/a'} % mean "
+                f"(p90 {g.util_p90 if g.util_p90 is not None else 'n/a'} %), memory peak "
+                f"{_gib(g.memory_peak)}/{_gib(g.memory_total)} GiB, power max "
+                f"{g.power_max_w if g.power_max_w is not None else 'n/a'} W, temp max "
+                f"{g.temperature_max_c if g.temperature_max_c is not None else 'n/a'} °C"
+            )
+        )
     h = s.host
     pegged = (
-        "n/a" if h.main_thread_pegged_fraction is None
+        "n/a"
+        if h.main_thread_pegged_fraction is None
         else f"{100 * h.main_thread_pegged_fraction:.0f} %"
     )
-    lines.append(Text(
-        f"  host: {h.cores} cores, {h.cpu_mean_percent if h.cpu_mean_percent is not None else 'n/a'}"
-        f" % busy mean; command {h.command_cores_mean if h.command_cores_mean is not None else 'n/a'}"
-        f" cores mean (peak {h.command_cores_peak if h.command_cores_peak is not None else 'n/a'}),"
-        f" main thread pegged in {pegged} of samples, RSS peak {_gib(h.rss_peak)} GiB"
-    ))
+    lines.append(
+        Text(
+            f"  host: {h.cores} cores, {_na(h.cpu_mean_percent)} % busy mean; command "
+            f"{_na(h.command_cores_mean)} cores mean (peak {_na(h.command_cores_peak)}),"
+            f" main thread pegged in {pegged} of samples, RSS peak {_gib(h.rss_peak)} GiB"
+        )
+    )
     lines.append(Text("Findings", style="bold"))
     for f in s.findings:
-        lines.append(Text.assemble(
-            (f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status]), f.title
-        ))
+        lines.append(
+            Text.assemble((f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status]), f.title)
+        )
         if f.evidence:
             lines.append(Text("          " + ", ".join(str(e) for e in f.evidence), style="dim"))
         if f.fix:
