@@ -162,6 +162,7 @@ class _TreeReader:
         self.seen: set[int] = {pid}
         self._max_pct = 100.0 * (psutil.cpu_count() or 1)
         self._schedstat = os.path.exists(f"/proc/{pid}/schedstat")
+        self._proc_children = os.path.exists(f"/proc/{pid}/task/{pid}/children")
         self._add(self.main)
         self._threads = self._read_threads()
         self._last_t = time.monotonic()
@@ -229,12 +230,44 @@ class _TreeReader:
             out[t.id] = (t.user_time + t.system_time, runnable)
         return out
 
+    def _descendants(self) -> list[int] | None:
+        """PIDs below the main process from ``/proc/PID/task/TID/children`` (Linux 4.2+ with
+        CONFIG_PROC_CHILDREN): cost grows with the tree, not with the machine's process table.
+        None when the kernel lacks it."""
+        if not self._proc_children:
+            return None
+        found: list[int] = []
+        stack = [self.pid]
+        while stack:
+            pid = stack.pop()
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                        kids = [int(x) for x in f.read().split()]
+                except (OSError, ValueError):
+                    continue
+                found.extend(kids)
+                stack.extend(kids)
+        return found
+
     def scan(self) -> None:
-        """Pick up new descendants (children(recursive=True) reads the whole process table)."""
-        try:
-            children = self.main.children(recursive=True)
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            return
+        """Pick up new descendants."""
+        pids = self._descendants()
+        if pids is None:  # psutil reads the whole process table to find children
+            try:
+                children = self.main.children(recursive=True)
+            except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                return
+        else:
+            children = []
+            for pid in pids:
+                if pid not in self._states:
+                    with contextlib.suppress(psutil.Error):
+                        children.append(psutil.Process(pid))
         for child in children:
             if child.pid not in self._states:
                 with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
