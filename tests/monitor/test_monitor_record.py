@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -38,7 +39,15 @@ def test_record_a_busy_block_and_an_idle_one(tmp_path: Path) -> None:
     ]
     # the sampler's own thread is not counted as the busiest thread
     assert statistics.median(i) < 5.0
-    assert statistics.median(b) > max(25.0, 5 * statistics.median(i))
+    # the busy block gets what the machine's other load leaves it ...
+    assert statistics.median(b) > max(5.0, 5 * statistics.median(i))
+    if sys.platform.startswith("linux"):  # ... but wants its whole core all the time
+        wants = [
+            s.tree.main_thread_runnable_percent
+            for s in busy.timeline.samples
+            if s.tree and s.tree.main_thread_runnable_percent is not None
+        ]
+        assert statistics.median(wants) > 85.0
     assert busy.timeline.end is not None and busy.timeline.header.command is None
     assert any(f.id == "monitor-cpu-usage" for f in busy.findings)
     assert not any(f.id == "monitor-exit" for f in busy.findings)  # a block has no exit code

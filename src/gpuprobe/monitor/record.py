@@ -21,10 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuprobe import __version__
 from gpuprobe.findings import Finding
-from gpuprobe.monitor.records import TimelineHeader
-from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler, read_host_brief
+from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
 from gpuprobe.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
 if TYPE_CHECKING:
@@ -115,19 +113,7 @@ def record(
         sampler.open()
         sampler.watch(watched)
         start = time.time()
-        writer.write_header(
-            TimelineHeader(
-                started=start,
-                hz=sampler.hz,
-                host=read_host_brief(),
-                driver=sampler.driver,
-                gpus=sampler.gpus,
-                command=None,
-                pid=watched,
-                pcie_throughput=pcie_throughput,
-                gpuprobe_version=__version__,
-            )
-        )
+        writer.write_header(sampler.header(started=start, command=None, pid=watched))
         sampler.start(writer.write_sample)
         try:
             yield rec
@@ -140,10 +126,7 @@ def record(
                 exit_code=None,
                 error=None if error is None else f"{type(error).__name__}: {error}"[:500],
                 duration_s=round(time.time() - start, 4),
-                samples=sampler.samples,
-                missed_ticks=sampler.missed,
-                sampler_cpu_s=round(sampler.cpu_s, 4),
-                sampler_wall_s=round(sampler.wall_s(), 4),
+                **sampler.end_fields(),
             )
     finally:
         sampler.close()

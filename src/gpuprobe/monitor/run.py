@@ -27,10 +27,8 @@ from typing import Any
 
 import psutil
 
-from gpuprobe import __version__
 from gpuprobe.errors import GpuprobeError, UsageError
-from gpuprobe.monitor.records import TimelineHeader
-from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler, read_host_brief
+from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
 from gpuprobe.monitor.timeline import TimelineWriter
 
 __all__ = [
@@ -145,19 +143,7 @@ def run_command(
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         with contextlib.suppress(psutil.Error):  # gone already: the host is still recorded
             sampler.watch(proc.pid)
-        writer.write_header(
-            TimelineHeader(
-                started=t_start,
-                hz=sampler.hz,
-                host=read_host_brief(),
-                driver=sampler.driver,
-                gpus=sampler.gpus,
-                command=tuple(cmd),
-                pid=proc.pid,
-                pcie_throughput=pcie_throughput,
-                gpuprobe_version=__version__,
-            )
-        )
+        writer.write_header(sampler.header(started=t_start, command=tuple(cmd), pid=proc.pid))
         writer.write_event("start", t=t_start, pid=proc.pid, executable=executable)
         sampler.start(writer.write_sample)  # the thread inherits the blocked mask
         if on_started is not None:
@@ -198,15 +184,7 @@ def run_command(
         sampler.stop(final_sink=writer.write_sample)
         _restore_signals(old_handlers)
         duration = time.time() - t_start
-        writer.write_end(
-            exit_code=exit_code,
-            duration_s=round(duration, 4),
-            samples=sampler.samples,
-            missed_ticks=sampler.missed,
-            sampler_cpu_s=round(sampler.cpu_s, 4),
-            sampler_wall_s=round(sampler.wall_s(), 4),
-            sampler_error=repr(sampler.error) if sampler.error else None,
-        )
+        writer.write_end(exit_code=exit_code, duration_s=round(duration, 4), **sampler.end_fields())
         return RunResult(
             exit_code=exit_code,
             out_dir=writer.path.parent,

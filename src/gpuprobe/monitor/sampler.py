@@ -34,6 +34,7 @@ from gpuprobe.monitor.records import (
     HostSample,
     ProcSample,
     Sample,
+    TimelineHeader,
     TreeSample,
 )
 
@@ -532,6 +533,34 @@ class Sampler:
                 self.samples += 1
         except BaseException as exc:  # keep the reason; the owner reports it
             self.error = exc
+
+    def header(
+        self, *, started: float, command: tuple[str, ...] | None, pid: int | None
+    ) -> TimelineHeader:
+        """The timeline's first line for this sampler's machine and settings."""
+        from gpuprobe import __version__
+
+        return TimelineHeader(
+            started=started,
+            hz=self.hz,
+            host=read_host_brief(),
+            driver=self.driver,
+            gpus=self.gpus,
+            command=command,
+            pid=pid,
+            pcie_throughput=self.pcie_throughput,
+            gpuprobe_version=__version__,
+        )
+
+    def end_fields(self) -> dict[str, Any]:
+        """What the timeline's end line says about the sampler itself."""
+        return {
+            "samples": self.samples,
+            "missed_ticks": self.missed,
+            "sampler_cpu_s": round(self.cpu_s, 4),
+            "sampler_wall_s": round(self.wall_s(), 4),
+            "sampler_error": repr(self.error) if self.error else None,
+        }
 
     def wall_s(self) -> float:
         """Seconds the thread has run (to now, or to :meth:`stop`)."""
