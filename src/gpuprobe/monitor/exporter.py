@@ -160,8 +160,9 @@ class GpuprobeCollector:
                     pmem.add_metric([*labels, str(p.pid)], float(p.used_memory))
                 if p.sm_percent is not None:
                     psm.add_metric([*labels, str(p.pid)], float(p.sm_percent))
-        yield from fams.values()
-        yield from (total, fb_total, reasons, reason_on, pcie_rx, pcie_tx, pmem, psm)
+        if s.gpus:  # a host without GPUs gets no empty GPU families
+            yield from fams.values()
+            yield from (total, fb_total, reasons, reason_on, pcie_rx, pcie_tx, pmem, psm)
 
         cpu = GaugeMetricFamily(
             "gpuprobe_host_cpu_utilization_percent",

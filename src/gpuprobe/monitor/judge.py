@@ -135,6 +135,7 @@ class HostStats(Record):
     command_cores_peak: float | None = None
     main_thread_pegged_fraction: float | None = None  # of samples
     main_thread_mean_percent: float | None = None
+    main_thread_wants_mean_percent: float | None = None  # ran + waited for a core (schedstat)
     workers_max: int = 0  # most child processes seen at once
     rss_start: int | None = None  # bytes, after warm-up
     rss_peak: int | None = None
@@ -280,6 +281,7 @@ def _host_stats(tl: Timeline) -> HostStats:
         if demand
         else None,
         main_thread_mean_percent=_pct(_mean(tops)),
+        main_thread_wants_mean_percent=_pct(_mean(demand)),
         workers_max=max((len(t.children) for t in trees), default=0),
         rss_start=rss[warm] if rss else None,
         rss_peak=max(rss) if rss else None,
@@ -528,6 +530,7 @@ def _host_findings(tl: Timeline, host: HostStats) -> list[Finding]:
                         "%",
                     ),
                     Evidence("main_thread_cpu_mean", host.main_thread_mean_percent, "%"),
+                    Evidence("main_thread_wants_mean", host.main_thread_wants_mean_percent, "%"),
                     Evidence("host_cores", host.cores, "cores"),
                 ),
                 fix="Vectorise the hot loop (NumPy/torch ops instead of Python loops), or spread "

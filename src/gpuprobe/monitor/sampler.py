@@ -516,17 +516,20 @@ class Sampler:
         start = time.monotonic()
         self.started_mono = start
         k = 0
+        last = -1e18
         try:
             while True:
                 k += 1
-                delay = start + k * period - time.monotonic()
-                if delay < 0:
-                    behind = int(-delay // period)
+                late = time.monotonic() - (start + k * period)
+                if late >= period:  # whole slots overrun: skip them, count them
+                    behind = int(late // period)
                     self.missed += behind
                     k += behind
-                    delay = max(0.0, start + k * period - time.monotonic())
-                if self._stop.wait(delay):
+                # never two samples closer than half a period (a late tick, then an on-time one)
+                due = max(start + k * period, last + period / 2)
+                if self._stop.wait(max(0.0, due - time.monotonic())):
                     return
+                last = time.monotonic()
                 c0 = time.thread_time()
                 sink(self.take())
                 self.cpu_s += time.thread_time() - c0
