@@ -27,6 +27,7 @@ _API: dict[str, str] = {
     "lstsq": "gpuprobe.parallel.lstsq:lstsq",
     "diagnose": "gpuprobe.diagnose:diagnose",
     "profile": "gpuprobe.diagnose.profile:profile",
+    "record": "gpuprobe.monitor.record:record",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -103,20 +103,23 @@ def _os_name() -> str:
     return f"{name} ({kernel})" if name else kernel
 
 
-def read_host() -> Host:
-    """Read the host once."""
+def read_host(*, libraries: bool = True) -> Host:
+    """Read the host once. ``libraries=False`` leaves out NumPy and its BLAS, so a recorder that
+    only needs the machine does not import NumPy into its process."""
     import psutil
 
     model, flags = _cpuinfo()
     if model is None:
         model = platform.processor() or None
     mem = psutil.virtual_memory()
-    try:
-        import numpy
+    numpy_version: str | None = None
+    if libraries:
+        try:
+            import numpy
 
-        numpy_version: str | None = numpy.__version__
-    except ImportError:
-        numpy_version = None
+            numpy_version = numpy.__version__
+        except ImportError:
+            pass
     return Host(
         hostname=socket.gethostname(),
         cpu_model=re.sub(r"\s+", " ", model) if model else None,
@@ -130,5 +133,5 @@ def read_host() -> Host:
         os=_os_name(),
         python=f"{platform.python_implementation()} {sys.version.split()[0]}",
         numpy=numpy_version,
-        blas=read_blas(),
+        blas=read_blas() if libraries else None,
     )

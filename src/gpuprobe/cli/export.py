@@ -1,0 +1,84 @@
+"""``gpuprobe export``: a Prometheus exporter of every GPU (dcgm-exporter's metric names) and
+the host."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    """Add ``gpuprobe export``."""
+    p = sub.add_parser(
+        "export",
+        help="serve GPU and host metrics to Prometheus (dcgm-exporter names)",
+        description="Serve /metrics for Prometheus: GPU metrics named as dcgm-exporter names "
+        "them (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED, ...) with its labels, plus host "
+        "metrics (gpuprobe_host_*). A Grafana dashboard is in contrib/grafana/gpuprobe.json. "
+        "Listens on 127.0.0.1 unless told otherwise.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=9400,
+        help="port (default 9400, dcgm-exporter's; 0 picks a free one)",
+    )
+    p.add_argument("--hz", type=float, default=1.0, help="samples per second (default 1)")
+    p.add_argument("--pcie", action="store_true", help="also read PCIe rx/tx (20 ms per GPU)")
+    p.add_argument(
+        "--json", action="store_true", help="print where it listens as one JSON line, then serve"
+    )
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C or SIGTERM; 0 then."""
+    from gpuprobe.errors import UsageError
+    from gpuprobe.monitor.exporter import serve
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0-65535, not {args.port}")
+    server, sampler, _ = serve(args.host, args.port, hz=args.hz, pcie_throughput=args.pcie)
+    port = server.server_port
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda s, f: stop.set())
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "url": f"http://{args.host}:{port}/metrics",
+                    "port": port,
+                    "gpus": len(sampler.gpus),
+                    "driver": sampler.driver.status,
+                }
+            ),
+            flush=True,
+        )
+    else:
+        gpus = (
+            f"{len(sampler.gpus)} GPU(s)"
+            if sampler.gpus
+            else (f"no GPU ({sampler.driver.error or sampler.driver.status}); host metrics only")
+        )
+        print(
+            f"gpuprobe export: serving http://{args.host}:{port}/metrics, {gpus}, "
+            f"sampling at {sampler.hz:g} Hz; Ctrl-C stops",
+            flush=True,
+        )
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        sampler.close()
+    return 0

@@ -1,0 +1,96 @@
+"""``gpuprobe run [--hz N] [--out DIR] -- CMD ARGS...``: record a command, then judge the run.
+
+The summary goes to stderr (the command's own stdout stays clean for pipes); ``--json`` prints
+the summary as JSON on stdout. DIR gets ``timeline.jsonl``, ``report.html``, ``report.png`` and
+``summary.json``. The exit code is the command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    """Add ``gpuprobe run``."""
+    p = sub.add_parser(
+        "run",
+        help="run a command and record every GPU and CPU sample of it, then judge the run",
+        description="Run CMD (an argument list, no shell), record the GPUs, the host and CMD's "
+        "process tree until it exits, print findings and write DIR/timeline.jsonl, "
+        "DIR/report.html and DIR/report.png. The exit code is CMD's.",
+    )
+    p.add_argument("--hz", type=float, default=2.0, help="samples per second (0.1-20, default 2)")
+    p.add_argument("--out", metavar="DIR", help="where to write (default ./gpuprobe-run-DATE)")
+    p.add_argument(
+        "--pcie",
+        action="store_true",
+        help="also read PCIe rx/tx throughput (each reading takes 20 ms per GPU)",
+    )
+    p.add_argument("--no-report", action="store_true", help="write the timeline only")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
+    )
+    p.set_defaults(handler=run)
+
+
+def write_reports(tl: Any, summary: Any, out_dir: Path) -> tuple[list[Path], list[str]]:
+    """report.html, report.png and summary.json into ``out_dir``; notes on what failed."""
+    from gpuprobe.errors import GpuprobeError
+    from gpuprobe.report.html import write_run_report
+
+    notes: list[str] = []
+    paths: list[Path] = []
+    summary_path = out_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary.to_dict(), indent=1) + "\n", encoding="utf-8")
+    try:
+        paths = write_run_report(
+            tl, summary, html_path=out_dir / "report.html", png_path=out_dir / "report.png"
+        )
+    except GpuprobeError as exc:
+        notes.append(f"gpuprobe: no charts: {exc.message}")
+    return [*paths, summary_path], notes
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record the command; return its exit code."""
+    from rich.console import Console
+
+    from gpuprobe.errors import UsageError
+    from gpuprobe.monitor.judge import summarize
+    from gpuprobe.monitor.run import run_command
+    from gpuprobe.monitor.timeline import read_timeline
+    from gpuprobe.report.run_terminal import render_summary
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
+    out = Path(args.out) if args.out else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
+    result = run_command(cmd, out, hz=args.hz, pcie_throughput=args.pcie)
+    tl = read_timeline(result.timeline)
+    summary = summarize(tl)
+    paths: list[Path] = [result.timeline]
+    notes: list[str] = []
+    if args.no_report:
+        pass
+    else:
+        more, notes = write_reports(tl, summary, result.out_dir)
+        paths += more
+    if args.json:
+        doc = {**summary.to_dict(), "files": [str(p) for p in paths], "notes": notes}
+        print(json.dumps(doc, indent=1))
+    else:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            render_summary(summary, paths=paths, notes=notes)
+        )
+    sys.stdout.flush()
+    return result.exit_code
