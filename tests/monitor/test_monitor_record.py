@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
 import time
@@ -15,9 +16,10 @@ from gpuprobe.errors import InputError
 
 
 def _spin(seconds: float) -> int:
-    t = time.process_time()
+    """Burn ``seconds`` of this thread's CPU (not the process's: the sampler thread shares it)."""
+    t = time.thread_time()
     n = 0
-    while time.process_time() - t < seconds:
+    while time.thread_time() - t < seconds:
         n += 1
     return n
 
@@ -39,15 +41,23 @@ def test_record_a_busy_block_and_an_idle_one(tmp_path: Path) -> None:
     ]
     # the sampler's own thread is not counted as the busiest thread
     assert statistics.median(i) < 5.0
-    # the busy block gets what the machine's other load leaves it ...
+    # the busy block burns 1 s of its thread's CPU however loaded the machine is: the busiest
+    # thread's % of a core, integrated over the samples, finds it (the last interval may be lost)
+    samples = busy.timeline.samples
+    burnt = sum(
+        cur.tree.main_thread_max_percent / 100.0 * (cur.t - prev.t)
+        for prev, cur in itertools.pairwise(samples)
+        if cur.tree and cur.tree.main_thread_max_percent is not None
+    )
+    assert 0.6 < burnt < 2.0, burnt
     assert statistics.median(b) > max(5.0, 5 * statistics.median(i))
-    if sys.platform.startswith("linux"):  # ... but wants its whole core all the time
+    if sys.platform.startswith("linux"):  # ran or waited for a core: most of the time
         wants = [
             s.tree.main_thread_runnable_percent
-            for s in busy.timeline.samples
+            for s in samples
             if s.tree and s.tree.main_thread_runnable_percent is not None
         ]
-        assert statistics.median(wants) > 85.0
+        assert statistics.median(wants) > 50.0, wants
     assert busy.timeline.end is not None and busy.timeline.header.command is None
     assert any(f.id == "monitor-cpu-usage" for f in busy.findings)
     assert not any(f.id == "monitor-exit" for f in busy.findings)  # a block has no exit code
