@@ -7,7 +7,7 @@ from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.types import Gpu, Host
 from gpuprobe.inventory import Inventory
 
-__all__ = ["NA", "driver_rows", "framework_row", "gib", "gpu_rows", "host_rows", "na"]
+__all__ = ["NA", "driver_rows", "framework_row", "gib", "gpu_rows", "host_rows", "na", "size"]
 
 NA = "n/a"
 FRAMEWORK_HEADER = ("framework", "version", "CUDA", "cuDNN", "compiled for", "GPUs it sees")
@@ -27,6 +27,16 @@ def na(value: object, unit: str = "") -> str:
 def gib(b: int | None) -> str:
     """Bytes as GiB with two decimals."""
     return NA if b is None else f"{b / 2**30:.2f} GiB"
+
+
+def size(b: float | None) -> str:
+    """Bytes in the unit that reads best: ``512 KiB``, ``37.4 MiB``, ``1.50 GiB``."""
+    if b is None:
+        return NA
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= scale:
+            return f"{b / scale:.3g} {unit}" if unit != "GiB" else f"{b / scale:.2f} GiB"
+    return f"{b:.0f} B"
 
 
 def host_rows(h: Host) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from gpuprobe.findings import Finding, Status
 from gpuprobe.monitor.judge import RunSummary, command_text
 from gpuprobe.monitor.timeline import TIMELINE_NAME, Timeline
+from gpuprobe.report.fields import size
 
 __all__ = ["render_run_html", "write_run_report"]
 
@@ -58,10 +59,6 @@ def _finding_rows(findings: Sequence[Finding]) -> str:
     return "<table>" + "".join(rows) + "</table>"
 
 
-def _gib(b: int | None) -> str:
-    return "n/a" if b is None else f"{b / 2**30:.2f} GiB"
-
-
 def _n(x: object, unit: str = "") -> str:
     return "n/a" if x is None else f"{x}{unit}"
 
@@ -75,7 +72,7 @@ def render_run_html(tl: Timeline, summary: RunSummary, images: Sequence[tuple[st
     gpu_rows = "".join(
         f"<tr><td>GPU {g.index}</td><td>{_e(g.name or 'n/a')}</td>"
         f"<td>{'yes' if g.used_by_command else 'no'}</td><td>{_n(g.util_mean, ' %')}</td>"
-        f"<td>{_n(g.util_p90, ' %')}</td><td>{_gib(g.memory_peak)} / {_gib(g.memory_total)}</td>"
+        f"<td>{_n(g.util_p90, ' %')}</td><td>{size(g.memory_peak)} / {size(g.memory_total)}</td>"
         f"<td>{_n(g.power_max_w, ' W')}</td><td>{_n(g.temperature_max_c, ' °C')}</td>"
         f"<td>{_n(g.sm_clock_median_mhz, ' MHz')}</td>"
         f"<td>{_e(', '.join(sorted(g.reasons)) or '-')}</td></tr>"
@@ -96,13 +93,13 @@ def render_run_html(tl: Timeline, summary: RunSummary, images: Sequence[tuple[st
         f"<tr><td>command CPU mean / peak</td><td>{_n(hs.command_cores_mean)} / "
         f"{_n(hs.command_cores_peak)} cores</td></tr>"
         f"<tr><td>busiest thread of main process</td><td>{_n(hs.main_thread_mean_percent, ' %')}"
-        f" mean, pegged in {_n(None if hs.main_thread_pegged_fraction is None else round(100 * hs.main_thread_pegged_fraction, 1), ' %')}"  # noqa: E501
+        f" mean, pegged in {_n(None if hs.main_thread_pegged_fraction is None else round(100 * hs.main_thread_pegged_fraction, 1), ' %')}"
         " of samples</td></tr>"
         f"<tr><td>worker processes (max)</td><td>{hs.workers_max}</td></tr>"
-        f"<tr><td>command RSS after warm-up / peak / end</td><td>{_gib(hs.rss_start)} / "
-        f"{_gib(hs.rss_peak)} / {_gib(hs.rss_end)}</td></tr>"
-        f"<tr><td>host memory available (min)</td><td>{_gib(hs.memory_available_min)} of "
-        f"{_gib(hs.memory_total)}</td></tr></table>"
+        f"<tr><td>command RSS after warm-up / peak / end</td><td>{size(hs.rss_start)} / "
+        f"{size(hs.rss_peak)} / {size(hs.rss_end)}</td></tr>"
+        f"<tr><td>host memory available (min)</td><td>{size(hs.memory_available_min)} of "
+        f"{size(hs.memory_total)}</td></tr></table>"
     )
     imgs = "".join(
         f'<h2>{_e(title)}</h2><img alt="{_e(title)}" '

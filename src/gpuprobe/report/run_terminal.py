@@ -10,6 +10,7 @@ from rich.text import Text
 
 from gpuprobe.findings import Status
 from gpuprobe.monitor.judge import RunSummary, command_text
+from gpuprobe.report.fields import size
 
 __all__ = ["STATUS_STYLE", "render_summary"]
 
@@ -65,7 +66,7 @@ def render_summary(
         Text(
             f"  host: {h.cores} cores, {_na(h.cpu_mean_percent)} % busy mean; command "
             f"{_na(h.command_cores_mean)} cores mean (peak {_na(h.command_cores_peak)}),"
-            f" main thread pegged in {pegged} of samples, RSS peak {_gib(h.rss_peak)} GiB"
+            f" main thread pegged in {pegged} of samples, RSS peak {size(h.rss_peak)}"
         )
     )
     lines.append(Text("Findings", style="bold"))
