@@ -27,6 +27,7 @@ _API: dict[str, str] = {
     "lstsq": "gpuprobe.parallel.lstsq:lstsq",
     "diagnose": "gpuprobe.diagnose:diagnose",
     "profile": "gpuprobe.diagnose.profile:profile",
+    "bench": "gpuprobe.bench:bench",
 }
 
 __all__ = ["__version__", *sorted(_API)]

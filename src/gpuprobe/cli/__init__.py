@@ -18,7 +18,7 @@ from gpuprobe.errors import EXIT_USAGE, GpuprobeError
 __all__ = ["COMMANDS", "main"]
 
 # The order here is the order in `gpuprobe --help`.
-COMMANDS: tuple[str, ...] = ("info", "doctor", "diagnose", "scale")
+COMMANDS: tuple[str, ...] = ("info", "doctor", "diagnose", "scale", "bench")
 
 
 class _Parser(argparse.ArgumentParser):
