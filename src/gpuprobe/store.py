@@ -15,7 +15,6 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from gpuprobe.bench.report import BenchReport, Change, Comparison, Environment
 from gpuprobe.errors import GpuprobeError
@@ -74,7 +73,7 @@ class PastRun:
 
 
 class Store:
-    """The history database; use it as a context manager."""
+    """The history database; close it when done (``with contextlib.closing(Store()) as s``)."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else data_dir() / DB_NAME
@@ -91,17 +90,6 @@ class Store:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def save(self, report: BenchReport) -> int:
         """Store ``report``; return its run id."""
@@ -128,7 +116,17 @@ class Store:
                 if d.get("measurement"):
                     d["measurement"]["times"] = []  # the statistics are kept; raw times are not
                 rows.append(
-                    (run_id, r.key, r.workload, metric, unit, value, int(higher), r.seconds, json.dumps(d))
+                    (
+                        run_id,
+                        r.key,
+                        r.workload,
+                        metric,
+                        unit,
+                        value,
+                        int(higher),
+                        r.seconds,
+                        json.dumps(d),
+                    )
                 )
             self._db.executemany(
                 "INSERT INTO results (run_id, key, workload, metric, unit, value, "

@@ -88,7 +88,9 @@ class AsyncBackend(Backend):
         self.q.put(done.set)
         done.wait()
 
-    def time(self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None) -> list[float]:
+    def time(
+        self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
+    ) -> list[float]:
         marks = []
         for _ in range(n):
             if setup is not None:

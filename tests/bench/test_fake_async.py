@@ -4,8 +4,8 @@ the device's events see the work."""
 from __future__ import annotations
 
 import numpy as np
-from fakes import AsyncBackend
 
+from fakes import AsyncBackend
 from gpuprobe.bench.timing import measure, naive_measure
 from gpuprobe.bench.workloads import Settings, run_workload
 
@@ -26,7 +26,11 @@ def test_fake_backend_is_asynchronous_and_its_events_time_the_work() -> None:
 def test_scale_workload_shows_the_naive_timing_below_the_event_timing() -> None:
     b = AsyncBackend()
     try:
-        results = list(run_workload("scale", b, Settings(quick=True, budget_s=0.02, sizes={"scale": (2_000_000,)})))
+        results = list(
+            run_workload(
+                "scale", b, Settings(quick=True, budget_s=0.02, sizes={"scale": (2_000_000,)})
+            )
+        )
     finally:
         b.close()
     right = next(r for r in results if r.case == "events")

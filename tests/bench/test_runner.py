@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from _support import DATA
 
+from _support import DATA
 from gpuprobe.bench.judge import crossover_size, judge
 from gpuprobe.bench.measurement import Measurement
 from gpuprobe.bench.report import BenchReport, BenchResult, WorkerRun
@@ -37,11 +37,17 @@ def test_plan_every_usable_pair_on_a_gpu_machine(h200: Inventory) -> None:
     [
         (["tensorflow"], None, "unknown backend 'tensorflow'; choose from numpy, torch, cupy, jax"),
         (None, ["gpu0"], "unknown device 'gpu0'; use cpu or cuda:N"),
-        (None, ["cuda:3"], "device 'cuda:3' is not on this machine (no installed framework sees it)"),
+        (
+            None,
+            ["cuda:3"],
+            "device 'cuda:3' is not on this machine (no installed framework sees it)",
+        ),
         (["numpy"], ["cuda:0"], "none of the backends numpy runs on cuda:0"),
     ],
 )
-def test_plan_refuses_what_is_not_here(h200: Inventory, backends: list[str] | None, devices: list[str] | None, message: str) -> None:
+def test_plan_refuses_what_is_not_here(
+    h200: Inventory, backends: list[str] | None, devices: list[str] | None, message: str
+) -> None:
     with pytest.raises(UsageError) as err:
         plan(h200, backends, devices)
     assert message in err.value.message and "\n" not in err.value.message
@@ -59,9 +65,18 @@ def test_plan_without_a_gpu(h200: Inventory) -> None:
     assert validate_workloads(["sync,expression"]) == ("expression", "sync")
 
 
-def _r(workload: str, case: str, seconds: float, size: int = 8192, device: str = "cuda:0", **values: float) -> BenchResult:
+def _r(
+    workload: str,
+    case: str,
+    seconds: float,
+    size: int = 8192,
+    device: str = "cuda:0",
+    **values: float,
+) -> BenchResult:
     m = Measurement.from_times(workload, "torch", device, [seconds] * 3)
-    return BenchResult(workload, case, "torch", device, size, "n", measurement=m, values=dict(values))
+    return BenchResult(
+        workload, case, "torch", device, size, "n", measurement=m, values=dict(values)
+    )
 
 
 def test_peaks_from_the_inventory(h200: Inventory) -> None:
@@ -119,8 +134,14 @@ def test_wrong_result_and_failed_worker_fail_the_run() -> None:
 
 def test_in_process_run_round_trips_and_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
     report = run_bench(
-        ["launch", "sync"], ["numpy"], ["cpu"], quick=True, budget_s=0.005,
-        sizes={"sync": (10,)}, isolate=False, save=False,
+        ["launch", "sync"],
+        ["numpy"],
+        ["cpu"],
+        quick=True,
+        budget_s=0.005,
+        sizes={"sync": (10,)},
+        isolate=False,
+        save=False,
     )
     assert [r.case for r in report.results] == ["call", "host-every-step", "log-on-device"]
     assert BenchReport.from_dict(report.to_dict()) == report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,20 @@ def _report(gbs: float, seconds: float, env: Environment) -> BenchReport:
     return BenchReport(
         workloads=("transfer", "launch"),
         results=(
-            BenchResult("transfer", "host", "numpy", "cpu", 4096, "bytes", measurement=m, values={"gbs": gbs}),
+            BenchResult(
+                "transfer",
+                "host",
+                "numpy",
+                "cpu",
+                4096,
+                "bytes",
+                measurement=m,
+                values={"gbs": gbs},
+            ),
             BenchResult("launch", "call", "numpy", "cpu", 1, "elements", measurement=m, values={}),
-            BenchResult("matmul", "float16", "numpy", "cpu", 4096, "n", status="skipped", reason="x"),
+            BenchResult(
+                "matmul", "float16", "numpy", "cpu", 4096, "n", status="skipped", reason="x"
+            ),
         ),
         environment=env,
         created="2025-01-01T00:00:00+00:00",
@@ -37,9 +49,13 @@ def _report(gbs: float, seconds: float, env: Environment) -> BenchReport:
 
 
 def test_save_and_compare_with_the_last_run_on_this_machine(_data_dir: Path) -> None:
-    old_env = Environment(hostname="box", gpus=("NVIDIA T4 GPU-1",), driver="550.54", frameworks={"torch": "2.5.0"})
-    new_env = Environment(hostname="box", gpus=("NVIDIA T4 GPU-1",), driver="560.28", frameworks={"torch": "2.6.0"})
-    with Store() as store:
+    old_env = Environment(
+        hostname="box", gpus=("NVIDIA T4 GPU-1",), driver="550.54", frameworks={"torch": "2.5.0"}
+    )
+    new_env = Environment(
+        hostname="box", gpus=("NVIDIA T4 GPU-1",), driver="560.28", frameworks={"torch": "2.6.0"}
+    )
+    with closing(Store()) as store:
         assert store.path.parent == _data_dir
         assert store.last_run("box") is None
         first = store.save(_report(10.0, 1e-3, old_env))
@@ -62,6 +78,6 @@ def test_save_and_compare_with_the_last_run_on_this_machine(_data_dir: Path) -> 
 
 
 def test_compare_without_history() -> None:
-    with Store() as store:
+    with closing(Store()) as store:
         c = store.compare(_report(1.0, 1.0, Environment(hostname="box")), None)
     assert c.changes == () and c.note == "no earlier run on this machine to compare with"

@@ -10,8 +10,15 @@ from gpuprobe.bench.report import BenchResult
 from gpuprobe.bench.workloads import Settings, run_workload
 from gpuprobe.frameworks.backends import make_backend
 
-BACKENDS = ["numpy", pytest.param("torch", marks=pytest.mark.skipif(
-    __import__("importlib").util.find_spec("torch") is None, reason="torch not installed"))]
+BACKENDS = [
+    "numpy",
+    pytest.param(
+        "torch",
+        marks=pytest.mark.skipif(
+            __import__("importlib").util.find_spec("torch") is None, reason="torch not installed"
+        ),
+    ),
+]
 # Far above any CPU here: a figure over it means a timing bug (e.g. a clock that missed the work).
 PLAUSIBLE_GBS = 2_000.0
 PLAUSIBLE_TFLOPS = 50.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import ExitStack
-from types import TracebackType
 from typing import Any
 
 from gpuprobe.bench.report import Conditions
@@ -50,7 +49,8 @@ def summarize(samples: list[GpuSample]) -> Conditions | None:
 
 
 class Watch:
-    """Sample the GPU with ``uuid`` in the background (a no-op when it cannot be read)."""
+    """Sample the GPU with ``uuid`` in the background (a no-op when it cannot be read); close it
+    when done."""
 
     def __init__(self, uuid: str | None) -> None:
         self._samples: list[tuple[float, GpuSample]] = []
@@ -111,14 +111,3 @@ class Watch:
         if self._thread is not None:
             self._thread.join(timeout=2 * SAMPLE_PERIOD_S + 1)
         self._stack.close()
-
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -41,11 +41,15 @@ NAIVE_MISLEADING_RATIO = 2.0  # E8's host clock this many times below the device
 SYNC_EVERY_STEP_RATIO = 1.5  # host-every-step loop this many times slower: copy the log once
 
 
-def _f(fid: str, status: Status, title: str, ev: Sequence[Evidence], fix: str = "", subject: str = "") -> Finding:
+def _f(
+    fid: str, status: Status, title: str, ev: Sequence[Evidence], fix: str = "", subject: str = ""
+) -> Finding:
     return Finding(fid, status, title, tuple(ev), fix=fix, group=GROUP, subject=subject)
 
 
-def _by_pair(results: Sequence[BenchResult], workload: str) -> dict[tuple[str, str], list[BenchResult]]:
+def _by_pair(
+    results: Sequence[BenchResult], workload: str
+) -> dict[tuple[str, str], list[BenchResult]]:
     out: dict[tuple[str, str], list[BenchResult]] = defaultdict(list)
     for r in results:
         if r.workload == workload and r.ok:
@@ -104,7 +108,11 @@ def _failures(results: Sequence[BenchResult], workers: Sequence[WorkerRun]) -> l
                 "bench-out-of-memory",
                 Status.INFO,
                 f"{len(oom)} size(s) skipped for lack of memory: "
-                + ", ".join(sorted({f"{r.workload} {r.case} {r.size} ({r.framework} {r.device})" for r in oom})[:6]),
+                + ", ".join(
+                    sorted(
+                        {f"{r.workload} {r.case} {r.size} ({r.framework} {r.device})" for r in oom}
+                    )[:6]
+                ),
                 [Evidence("skipped", len(oom))],
                 fix="close other programs using the device, or run on a larger card",
             )
@@ -134,12 +142,17 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
             r = sizes[n]
             rate = r.values.get("tflops") or 0.0
             err = next(
-                (x.values.get("rel_error") for _, x in sorted(sizes.items(), reverse=True)
-                 if x.values.get("rel_error") is not None),
+                (
+                    x.values.get("rel_error")
+                    for _, x in sorted(sizes.items(), reverse=True)
+                    if x.values.get("rel_error") is not None
+                ),
                 None,
             )
             speed = rate / base if base else None
-            ev.append(Evidence(f"{dtype} speed vs float32", round(speed, 2) if speed else None, "×"))
+            ev.append(
+                Evidence(f"{dtype} speed vs float32", round(speed, 2) if speed else None, "×")
+            )
             ev.append(Evidence(f"{dtype} error", err))
             parts.append(f"{dtype} {speed:.2g}×" + (f" (err {err:.1e})" if err is not None else ""))
         out.append(
@@ -161,10 +174,16 @@ def _peaks(results: Sequence[BenchResult]) -> list[Finding]:
     for (fw, dev), rs in _by_pair(results, "matmul").items():
         best: dict[str, BenchResult] = {}
         for r in rs:
-            if r.values.get("pct_peak") is not None and (r.size or 0) >= MATMUL_PEAK_MIN_N:
-                if r.case not in best or (r.values["pct_peak"] or 0) > (best[r.case].values["pct_peak"] or 0):
-                    best[r.case] = r
-        low = [r for r in best.values() if (r.values["pct_peak"] or 0) < 100 * MATMUL_PEAK_WARN_FRACTION]
+            pct = r.values.get("pct_peak")
+            if pct is None or (r.size or 0) < MATMUL_PEAK_MIN_N:
+                continue
+            if r.case not in best or pct > (best[r.case].values["pct_peak"] or 0):
+                best[r.case] = r
+        low = [
+            r
+            for r in best.values()
+            if (r.values["pct_peak"] or 0) < 100 * MATMUL_PEAK_WARN_FRACTION
+        ]
         for r in low:
             out.append(
                 _f(
@@ -176,7 +195,11 @@ def _peaks(results: Sequence[BenchResult]) -> list[Finding]:
                         Evidence("tflops", r.values["tflops"], "TFLOP/s"),
                         Evidence("peak", r.values["peak"], "TFLOP/s"),
                         Evidence("n", r.size),
-                        Evidence("sm_clock_min", r.conditions.sm_clock_mhz_min if r.conditions else None, "MHz"),
+                        Evidence(
+                            "sm_clock_min",
+                            r.conditions.sm_clock_mhz_min if r.conditions else None,
+                            "MHz",
+                        ),
                     ],
                     fix="look for throttling ('gpuprobe doctor'), another process on the card "
                     "('nvidia-smi'), or a power cap ('nvidia-smi -q -d POWER')",
@@ -186,49 +209,69 @@ def _peaks(results: Sequence[BenchResult]) -> list[Finding]:
     return out
 
 
+def _below(r: BenchResult, fraction: float) -> bool:
+    pct = r.values.get("pct_peak")
+    return pct is not None and pct < 100 * fraction
+
+
 def _transfers(results: Sequence[BenchResult]) -> list[Finding]:
     out = []
     for (fw, dev), rs in _by_pair(results, "transfer").items():
         big: dict[str, BenchResult] = {}
         for r in rs:
-            if (r.size or 0) >= TRANSFER_JUDGE_MIN_BYTES and (r.case not in big or (r.size or 0) > (big[r.case].size or 0)):
+            if (r.size or 0) >= TRANSFER_JUDGE_MIN_BYTES and (
+                r.case not in big or (r.size or 0) > (big[r.case].size or 0)
+            ):
                 big[r.case] = r
         pin, page = big.get("h2d-pinned"), big.get("h2d-pageable")
-        if pin and page and (page.values["gbs"] or 0) < PAGEABLE_SLOW_FRACTION * (pin.values["gbs"] or 0):
+        if (
+            pin
+            and page
+            and (page.values["gbs"] or 0) < PAGEABLE_SLOW_FRACTION * (pin.values["gbs"] or 0)
+        ):
             out.append(
                 _f(
                     "bench-pageable-slow",
                     Status.INFO,
                     f"{fw} {dev}: copies from pageable memory reach {page.values['gbs']:.3g} GB/s, "
                     f"pinned {pin.values['gbs']:.3g} GB/s",
-                    [Evidence("pageable", page.values["gbs"], "GB/s"), Evidence("pinned", pin.values["gbs"], "GB/s"),
-                     Evidence("bytes", pin.size, "B")],
+                    [
+                        Evidence("pageable", page.values["gbs"], "GB/s"),
+                        Evidence("pinned", pin.values["gbs"], "GB/s"),
+                        Evidence("bytes", pin.size, "B"),
+                    ],
                     fix="pin host buffers: DataLoader(..., pin_memory=True) and "
                     ".to(device, non_blocking=True)",
                     subject=f"{fw} {dev}",
                 )
             )
-        if pin and pin.values.get("pct_peak") is not None and pin.values["pct_peak"] < 100 * PINNED_LINK_WARN_FRACTION:
+        if pin and _below(pin, PINNED_LINK_WARN_FRACTION):
             out.append(
                 _f(
                     "bench-pcie-slow",
                     Status.WARN,
                     f"{fw} {dev}: pinned host→device {pin.values['gbs']:.3g} GB/s, "
                     f"{pin.values['pct_peak']:.0f} % of the link's {pin.values['peak']:.3g} GB/s",
-                    [Evidence("pinned_h2d", pin.values["gbs"], "GB/s"), Evidence("link", pin.values["peak"], "GB/s")],
+                    [
+                        Evidence("pinned_h2d", pin.values["gbs"], "GB/s"),
+                        Evidence("link", pin.values["peak"], "GB/s"),
+                    ],
                     fix="check the PCIe link under load and the NUMA node ('nvidia-smi topo -m')",
                     subject=f"{fw} {dev}",
                 )
             )
         d2d = big.get("d2d")
-        if d2d and d2d.values.get("pct_peak") is not None and d2d.values["pct_peak"] < 100 * D2D_PEAK_WARN_FRACTION:
+        if d2d and _below(d2d, D2D_PEAK_WARN_FRACTION):
             out.append(
                 _f(
                     "bench-d2d-slow",
                     Status.WARN,
                     f"{fw} {dev}: device copies move {d2d.values['gbs']:.3g} GB/s (read + write), "
                     f"{d2d.values['pct_peak']:.0f} % of the memory's {d2d.values['peak']:.4g} GB/s",
-                    [Evidence("d2d", d2d.values["gbs"], "GB/s"), Evidence("peak", d2d.values["peak"], "GB/s")],
+                    [
+                        Evidence("d2d", d2d.values["gbs"], "GB/s"),
+                        Evidence("peak", d2d.values["peak"], "GB/s"),
+                    ],
                     fix="look for throttled memory clocks or another process ('gpuprobe doctor')",
                     subject=f"{fw} {dev}",
                 )
@@ -294,19 +337,32 @@ def _crossover(results: Sequence[BenchResult]) -> list[Finding]:
     for kind in ("elementwise", "matmul"):
         cpu: dict[int, float] = {}
         for r in rs:
-            if r.device == "cpu" and r.case == f"{kind}-resident" and r.seconds is not None:
-                cpu[r.size] = min(cpu.get(r.size, float("inf")), r.seconds)  # type: ignore[index]
-        for (fw, dev) in sorted({(r.framework, r.device) for r in gpu_rs}):
+            if (
+                r.device == "cpu"
+                and r.case == f"{kind}-resident"
+                and r.seconds is not None
+                and r.size is not None
+            ):
+                cpu[r.size] = min(cpu.get(r.size, float("inf")), r.seconds)
+        for fw, dev in sorted({(r.framework, r.device) for r in gpu_rs}):
             ev = []
             parts = []
             for mode in ("resident", "copies"):
-                g = {r.size: r.seconds for r in gpu_rs if r.framework == fw and r.device == dev
-                     and r.case == f"{kind}-{mode}" and r.seconds is not None}
+                g = {
+                    r.size: r.seconds
+                    for r in gpu_rs
+                    if r.framework == fw
+                    and r.device == dev
+                    and r.case == f"{kind}-{mode}"
+                    and r.seconds is not None
+                }
                 if not g or not cpu:
                     continue
                 at = crossover_size(cpu, g)  # type: ignore[arg-type]
                 ev.append(Evidence(f"crossover {mode}", at))
-                parts.append(f"{mode.replace('copies', 'with copies')}: " + (f"from {at}" if at else "never"))
+                parts.append(
+                    f"{mode.replace('copies', 'with copies')}: " + (f"from {at}" if at else "never")
+                )
             if parts:
                 unit = "n×n" if kind == "matmul" else "elements"
                 out.append(
@@ -338,18 +394,27 @@ def _sync_multi(results: Sequence[BenchResult]) -> list[Finding]:
                     f"{fw} {dev}: reading the norm back every step costs "
                     f"{every.values['us_per_step']:.3g} µs/step vs {once.values['us_per_step']:.3g} "
                     f"with the log kept on the device ({ratio:.2f}×)",
-                    [Evidence("every_step", every.values["us_per_step"], "µs"),
-                     Evidence("log_on_device", once.values["us_per_step"], "µs")],
+                    [
+                        Evidence("every_step", every.values["us_per_step"], "µs"),
+                        Evidence("log_on_device", once.values["us_per_step"], "µs"),
+                    ],
                     fix="keep per-step values on the device (torch.stack) and copy them once; "
-                    "don't print or .item() inside the loop" if status is Status.WARN else "",
+                    "don't print or .item() inside the loop"
+                    if status is Status.WARN
+                    else "",
                     subject=f"{fw} {dev}",
                 )
             )
     for r in results:
         if r.workload == "multi" and r.status == "skipped" and r.size is None:
             out.append(
-                _f("bench-multi-skipped", Status.SKIPPED, f"multi on {r.framework} {r.device}: {r.reason}",
-                   [], subject=f"{r.framework} {r.device}")
+                _f(
+                    "bench-multi-skipped",
+                    Status.SKIPPED,
+                    f"multi on {r.framework} {r.device}: {r.reason}",
+                    [],
+                    subject=f"{r.framework} {r.device}",
+                )
             )
         if r.workload == "multi" and r.ok and r.values.get("speedup") is not None:
             out.append(
@@ -365,7 +430,9 @@ def _sync_multi(results: Sequence[BenchResult]) -> list[Finding]:
     return out
 
 
-def judge(results: Sequence[BenchResult], workers: Sequence[WorkerRun], inv: Inventory | None = None) -> list[Finding]:
+def judge(
+    results: Sequence[BenchResult], workers: Sequence[WorkerRun], inv: Inventory | None = None
+) -> list[Finding]:
     """Every finding of one run."""
     return [
         *_failures(results, workers),

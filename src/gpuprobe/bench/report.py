@@ -130,7 +130,9 @@ class Environment(Record):
             ("threads", old.threads, self.threads),
         ):
             if a != b:
-                out.append(f"{label}: {a if a is not None else 'n/a'} → {b if b is not None else 'n/a'}")
+                out.append(
+                    f"{label}: {a if a is not None else 'n/a'} → {b if b is not None else 'n/a'}"
+                )
         for name in sorted(set(old.frameworks) | set(self.frameworks)):
             a, b = old.frameworks.get(name), self.frameworks.get(name)
             if a != b:

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
@@ -103,7 +104,9 @@ def plan(
     expanded: list[str] = []
     for d in asked_d:
         if not DEVICE_RE.match(d):
-            raise UsageError(f"unknown device {d!r}; use cpu or cuda:N (devices here: {', '.join(here)})")
+            raise UsageError(
+                f"unknown device {d!r}; use cpu or cuda:N (devices here: {', '.join(here)})"
+            )
         if d == "cuda":
             gpus = [x for x in here if x.startswith("cuda:")]
             if not gpus:
@@ -111,7 +114,9 @@ def plan(
             expanded.extend(gpus)
         elif d not in here:
             why = "no NVIDIA GPU here" if not inv.has_gpu else "no installed framework sees it"
-            raise UsageError(f"device {d!r} is not on this machine ({why}); devices here: {', '.join(here)}")
+            raise UsageError(
+                f"device {d!r} is not on this machine ({why}); devices here: {', '.join(here)}"
+            )
         else:
             expanded.append(d)
     pairs = [
@@ -130,7 +135,9 @@ def plan(
 
 def _peers(inv: Inventory, framework: str, device: str) -> tuple[str, ...]:
     return tuple(
-        d for d in _framework_devices(inv).get(framework, []) if d.startswith("cuda") and d != device
+        d
+        for d in _framework_devices(inv).get(framework, [])
+        if d.startswith("cuda") and d != device
     )
 
 
@@ -223,12 +230,18 @@ def _peak_of(r: BenchResult, g: Gpu) -> float | None:
     return None
 
 
-def add_peaks(results: Iterable[BenchResult], inv: Inventory, envs: dict[tuple[str, str], dict[str, Any]]) -> list[BenchResult]:
+def add_peaks(
+    results: Iterable[BenchResult], inv: Inventory, envs: dict[tuple[str, str], dict[str, Any]]
+) -> list[BenchResult]:
     """Each GPU figure with ``peak`` (the spec's TFLOP/s or GB/s: PCIe link for host↔device,
     memory for the rest) and ``pct_peak``; CPU figures have no spec peak here."""
     out = []
     for r in results:
-        g = _gpu_for(inv, envs.get((r.framework, r.device), {}), r.device) if r.device != "cpu" else None
+        g = (
+            _gpu_for(inv, envs.get((r.framework, r.device), {}), r.device)
+            if r.device != "cpu"
+            else None
+        )
         rate = r.values.get("tflops") if r.workload == "matmul" else r.values.get("gbs")
         peak = _peak_of(r, g) if g is not None and r.ok else None
         if peak and rate is not None:
@@ -275,8 +288,21 @@ def run_bench(
     inventory: Inventory | None = None,
     progress: Progress | None = None,
 ) -> BenchReport:
-    """Run the workloads on every (backend, device) pair asked for and available; see
-    :func:`gpuprobe.bench.bench`."""
+    """Benchmark this machine.
+
+    ``workloads``: names from ``expression, scale, matmul, transfer, launch, crossover, sync,
+    multi`` (all when None). ``backends``: ``numpy, torch, cupy, jax`` (every one usable here when
+    None). ``devices``: ``cpu``, ``cuda:N`` or ``cuda`` (all here when None). ``quick``: small
+    sizes and short budgets (under a minute on a laptop).
+
+    ``budget_s``: seconds of repetitions per measurement; ``rep_limit_s``: sizes whose one
+    repetition would take longer are skipped; ``sizes``: per workload, the sizes to run instead of
+    the defaults (``{"matmul": (64, 256)}``; ``crossover-matmul`` for the crossover's matmul).
+    ``isolate``: each framework in its own process (the default; False runs in this one).
+    ``save``: store the results in the local history; ``compare``: set them against the previous
+    run on this machine. ``progress(label, done, total)`` is called as workloads start.
+    ``inventory``: the machine, if already read.
+    """
     from gpuprobe.bench.judge import judge
 
     names = validate_workloads(workloads)
@@ -344,7 +370,7 @@ def run_bench(
     if save or compare:
         from gpuprobe.store import Store
 
-        with Store() as store:
+        with closing(Store()) as store:
             previous = store.last_run(report.environment.hostname) if compare else None
             if save:
                 report = replace(report, run_id=store.save(report))

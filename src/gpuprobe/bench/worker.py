@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any
 
 from gpuprobe.bench.conditions import Watch
@@ -53,7 +54,7 @@ def run_worker(
         return
     emit({"event": "environment", "environment": env})
     uuid = env.get("uuid") if backend.is_gpu else None
-    with Watch(uuid if isinstance(uuid, str) else None) as watch:
+    with closing(Watch(uuid if isinstance(uuid, str) else None)) as watch:
         for name in workloads:
             emit({"event": "start", "workload": name})
             results = run_workload(name, backend, settings)

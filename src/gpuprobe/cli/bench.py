@@ -38,18 +38,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         "history ($GPUPROBE_DATA_DIR, else ~/.local/share/gpuprobe).",
     )
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=f"any of: {_WORKLOADS}")
-    p.add_argument("--backend", action="append", metavar="B[,B...]",
-                   help="numpy, torch, cupy, jax (default: every one usable here)")
-    p.add_argument("--device", action="append", metavar="D[,D...]",
-                   help="cpu, cuda:N or cuda for every GPU (default: all here)")
+    p.add_argument(
+        "--backend",
+        action="append",
+        metavar="B[,B...]",
+        help="numpy, torch, cupy, jax (default: every one usable here)",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        metavar="D[,D...]",
+        help="cpu, cuda:N or cuda for every GPU (default: all here)",
+    )
     p.add_argument("--quick", action="store_true", help="small sizes and short budgets (< 1 min)")
-    p.add_argument("--budget", type=_positive_float, metavar="SECONDS",
-                   help="seconds of repetitions per measurement (default 0.25, quick 0.03)")
+    p.add_argument(
+        "--budget",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="seconds of repetitions per measurement (default 0.25, quick 0.03)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--plot", metavar="FILE",
-                   help="write charts (crossover, bandwidth vs size, roofline) to FILE.png/.svg")
-    p.add_argument("--compare", action="store_true",
-                   help="show what changed since the last run on this machine")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="write charts (crossover, bandwidth vs size, roofline) to FILE.png/.svg",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="show what changed since the last run on this machine",
+    )
     p.add_argument("--no-save", action="store_true", help="don't add this run to the history")
     p.set_defaults(handler=run)
 

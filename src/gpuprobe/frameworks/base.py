@@ -4,9 +4,9 @@ and the :class:`Backend` interface for running and timing array code on one devi
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.metadata as md
 import importlib.util
-import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator

@@ -30,8 +30,15 @@ def _pyplot() -> Any:
 
 
 def _empty(ax: Any, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what} results in this run", ha="center", va="center",
-            transform=ax.transAxes, color="gray")
+    ax.text(
+        0.5,
+        0.5,
+        f"no {what} results in this run",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="gray",
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -48,14 +55,27 @@ def _curves(ax: Any, results: list[BenchResult], kind: str) -> None:
         return
     for label, pts in sorted(series.items()):
         pts.sort()
-        ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
-                  ls="--" if "copies" in label else "-", label=label)
+        ax.loglog(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="o",
+            ms=3,
+            ls="--" if "copies" in label else "-",
+            label=label,
+        )
     ax.set_xlabel("n (n×n matrices)" if kind == "matmul" else "elements")
     ax.set_ylabel("seconds (median)")
     ax.set_title(f"crossover: {'matmul' if kind == 'matmul' else 'elementwise a + b'}")
     if not any(r.device != "cpu" for r in results if r.workload == "crossover"):
-        ax.text(0.02, 0.98, "no GPU here: CPU curves only", transform=ax.transAxes, va="top",
-                fontsize=8, color="gray")
+        ax.text(
+            0.02,
+            0.98,
+            "no GPU here: CPU curves only",
+            transform=ax.transAxes,
+            va="top",
+            fontsize=8,
+            color="gray",
+        )
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
 
@@ -64,7 +84,9 @@ def _bandwidth(ax: Any, results: list[BenchResult]) -> None:
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in results:
         if r.workload == "transfer" and r.ok and r.size and r.values.get("gbs"):
-            series[f"{r.case} ({r.framework} {r.device})"].append((r.size, float(r.values["gbs"] or 0)))
+            series[f"{r.case} ({r.framework} {r.device})"].append(
+                (r.size, float(r.values["gbs"] or 0))
+            )
     if not series:
         _empty(ax, "transfer")
         return
@@ -83,7 +105,11 @@ def roofline_points(report: BenchReport) -> list[tuple[str, str, float, float]]:
     every matmul dtype at its largest size, scale, expression, and the largest elementwise op."""
     best: dict[tuple[str, str], BenchResult] = {}
     for r in report.results:
-        if not r.ok or r.measurement is None or r.workload not in ("matmul", "scale", "expression", "crossover"):
+        if (
+            not r.ok
+            or r.measurement is None
+            or r.workload not in ("matmul", "scale", "expression", "crossover")
+        ):
             continue
         if r.workload == "crossover" and not r.case.startswith("elementwise-resident"):
             continue
@@ -105,13 +131,16 @@ def _roofs(report: BenchReport, device: str) -> tuple[float | None, float | None
     flops = [
         (r.values.get("peak") or 0) * 1e3
         for r in report.results
-        if f"{r.framework} {r.device}" == device and r.workload == "matmul" and r.case == "float32"
+        if f"{r.framework} {r.device}" == device
+        and r.workload == "matmul"
+        and r.case == "float32"
         and r.values.get("peak")
     ]
     bws = [
         r.values.get("peak") or 0.0
         for r in report.results
-        if f"{r.framework} {r.device}" == device and r.workload in ("scale", "expression")
+        if f"{r.framework} {r.device}" == device
+        and r.workload in ("scale", "expression")
         and r.values.get("peak")
     ]
     if flops and bws:
@@ -119,7 +148,9 @@ def _roofs(report: BenchReport, device: str) -> tuple[float | None, float | None
     mm = [
         (r.values.get("tflops") or 0) * 1e3
         for r in report.results
-        if f"{r.framework} {r.device}" == device and r.workload == "matmul" and r.ok
+        if f"{r.framework} {r.device}" == device
+        and r.workload == "matmul"
+        and r.ok
         and r.case in ("float32", "float64")
     ]
     bw = [
@@ -144,8 +175,13 @@ def _roofline(ax: Any, report: BenchReport) -> None:
     for d in devices:
         peak, bw, source = _roofs(report, d)
         if peak and bw:
-            ax.loglog(x, np.minimum(peak, x * bw), color=colors[d], alpha=0.5,
-                      label=f"{d} roof ({source}: {peak:.4g} GFLOP/s, {bw:.4g} GB/s)")
+            ax.loglog(
+                x,
+                np.minimum(peak, x * bw),
+                color=colors[d],
+                alpha=0.5,
+                label=f"{d} roof ({source}: {peak:.4g} GFLOP/s, {bw:.4g} GB/s)",
+            )
     for d, label, ai, gf in pts:
         ax.loglog([ai], [gf], "o", color=colors[d], ms=4)
         ax.annotate(label, (ai, gf), fontsize=6, xytext=(3, 3), textcoords="offset points")

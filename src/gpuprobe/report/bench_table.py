@@ -119,6 +119,10 @@ def _table(workload: str, results: list[BenchResult]) -> Table:
     return t
 
 
+def _figure(x: float, unit: str) -> str:
+    return format_seconds(x) if unit == "s" else f"{x:.4g} {unit}"
+
+
 def _comparison(c: Comparison) -> Table:
     t = Table(
         title=f"compared with run {c.previous_run} ({c.previous_created})",
@@ -128,8 +132,9 @@ def _comparison(c: Comparison) -> Table:
         t.add_column(name, justify="left" if name in ("result", "") else "right")
     for ch in c.changes:
         mark = {True: "[green]better[/]", False: "[red]worse[/]", None: "same"}[ch.better]
-        fmt = (lambda x: format_seconds(x)) if ch.unit == "s" else (lambda x: f"{x:.4g} {ch.unit}")
-        t.add_row(ch.key, fmt(ch.old), fmt(ch.new), f"{ch.ratio:.3f}", mark)
+        t.add_row(
+            ch.key, _figure(ch.old, ch.unit), _figure(ch.new, ch.unit), f"{ch.ratio:.3f}", mark
+        )
     return t
 
 
@@ -154,7 +159,9 @@ def render_bench(report: BenchReport, console: Console) -> None:
     c = report.comparison
     if c is not None:
         if c.environment_changes:
-            console.print("[bold]changed since the last run:[/] " + "; ".join(c.environment_changes))
+            console.print(
+                "[bold]changed since the last run:[/] " + "; ".join(c.environment_changes)
+            )
         if c.changes:
             console.print(_comparison(c))
         if c.note:

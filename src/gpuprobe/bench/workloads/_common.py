@@ -14,8 +14,9 @@ from typing import Any
 
 from gpuprobe._data import Record
 from gpuprobe.bench.measurement import Measurement
-from gpuprobe.bench.report import BenchResult
+from gpuprobe.bench.report import BenchResult, ResultStatus
 from gpuprobe.bench.timing import measure
+from gpuprobe.doctor.worker import _rel_error as rel_error
 from gpuprobe.frameworks.base import Backend
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Settings",
     "fits",
     "guard",
+    "guard_many",
     "rel_error",
     "skipped",
     "timed",
@@ -65,9 +67,7 @@ class Settings(Record):
         return tuple(self.sizes.get(workload) or (quick if self.quick else full))
 
 
-def timed(
-    b: Backend, name: str, fn: Callable[[], Any], s: Settings, **kwargs: Any
-) -> Measurement:
+def timed(b: Backend, name: str, fn: Callable[[], Any], s: Settings, **kwargs: Any) -> Measurement:
     """:func:`~gpuprobe.bench.timing.measure` with the run's budget."""
     return measure(name, fn, b, budget_s=s.budget, **kwargs)
 
@@ -91,12 +91,43 @@ def too_slow(last: tuple[float, float] | None, work: float, limit: float) -> str
     return f"skipped: one repetition would take ~{predicted:.3g} s (limit {limit:g} s)"
 
 
-def skipped(b: Backend, workload: str, case: str, size: int | None, unit: str, why: str) -> BenchResult:
+def skipped(
+    b: Backend, workload: str, case: str, size: int | None, unit: str, why: str
+) -> BenchResult:
     """A point not measured, and why (``out of memory: ...`` marks the memory case)."""
-    status = "out-of-memory" if why.startswith("out of memory") else "skipped"
-    return BenchResult(
-        workload, case, b.framework, b.device, size, unit, status=status, reason=why
-    )
+    status: ResultStatus = "out-of-memory" if why.startswith("out of memory") else "skipped"
+    return BenchResult(workload, case, b.framework, b.device, size, unit, status=status, reason=why)
+
+
+def guard_many(
+    b: Backend,
+    workload: str,
+    case: str,
+    size: int | None,
+    unit: str,
+    body: Callable[..., list[BenchResult]],
+    *args: Any,
+) -> list[BenchResult]:
+    """``body(*args)``, or one point marked out-of-memory (memory given back with
+    ``release()``), skipped (the backend cannot do it) or failed with the error's first line."""
+    oom = None
+    try:
+        return body(*args)
+    except NotImplementedError as exc:
+        return [skipped(b, workload, case, size, unit, f"skipped: {exc}")]
+    except Exception as exc:
+        first = (f"{type(exc).__name__}: {exc}".strip().splitlines() or ["error"])[0]
+        if not b.is_out_of_memory(exc):
+            return [
+                BenchResult(
+                    workload, case, b.framework, b.device, size, unit, status="error", reason=first
+                )
+            ]
+        oom = first[:200]
+    # here, outside the except block, the traceback and the arrays it held are gone
+    gc.collect()
+    b.release()
+    return [skipped(b, workload, case, size, unit, f"out of memory: {oom}")]
 
 
 def guard(
@@ -105,34 +136,8 @@ def guard(
     case: str,
     size: int | None,
     unit: str,
-    body: Callable[[], BenchResult],
+    body: Callable[..., BenchResult],
+    *args: Any,
 ) -> BenchResult:
-    """``body()``, or a point marked out-of-memory (memory given back with ``release()``),
-    skipped (the backend cannot do it) or failed with the error's first line."""
-    oom = None
-    try:
-        return body()
-    except NotImplementedError as exc:
-        return skipped(b, workload, case, size, unit, f"skipped: {exc}")
-    except Exception as exc:
-        first = (f"{type(exc).__name__}: {exc}".strip().splitlines() or ["error"])[0]
-        if not b.is_out_of_memory(exc):
-            return BenchResult(
-                workload, case, b.framework, b.device, size, unit, status="error", reason=first
-            )
-        oom = first[:200]
-    # here, outside the except block, the traceback and the arrays it held are gone
-    gc.collect()
-    b.release()
-    return skipped(b, workload, case, size, unit, f"out of memory: {oom}")
-
-
-def rel_error(out: Any, ref: Any) -> float:
-    """‖out − ref‖ / ‖ref‖ in float64 (Frobenius for matrices); inf when not finite."""
-    import numpy as np
-
-    o = np.asarray(out, dtype=np.float64)
-    r = np.asarray(ref, dtype=np.float64)
-    denom = float(np.linalg.norm(r)) or 1.0
-    err = float(np.linalg.norm(o - r)) / denom
-    return err if np.isfinite(err) else float("inf")
+    """:func:`guard_many` for a body that measures one point."""
+    return guard_many(b, workload, case, size, unit, lambda: [body(*args)])[0]

@@ -43,15 +43,34 @@ def _one(b: Backend, s: Settings, kind: str, copies: bool, size: int) -> BenchRe
         def fn() -> Any:
             return b.to_numpy(op(b.asarray(ha), b.asarray(hb)))
 
-        m = timed(b, f"crossover-{case}", fn, s, min_runs=3, host_clock=True,
-                  work={"flop": flop, "bytes": nbytes})
+        m = timed(
+            b,
+            f"crossover-{case}",
+            fn,
+            s,
+            min_runs=3,
+            host_clock=True,
+            work={"flop": flop, "bytes": nbytes},
+        )
     else:
         a, c = b.random(shape, seed=s.seed + 1), b.random(shape, seed=s.seed + 2)
-        m = timed(b, f"crossover-{case}", lambda: op(a, c), s, min_runs=3,
-                  work={"flop": flop, "bytes": nbytes})
+        m = timed(
+            b,
+            f"crossover-{case}",
+            lambda: op(a, c),
+            s,
+            min_runs=3,
+            work={"flop": flop, "bytes": nbytes},
+        )
     return BenchResult(
-        "crossover", case, b.framework, b.device, size, "n" if kind == "matmul" else "elements",
-        measurement=m, values={"gflops": flop / m.median / 1e9},
+        "crossover",
+        case,
+        b.framework,
+        b.device,
+        size,
+        "n" if kind == "matmul" else "elements",
+        measurement=m,
+        values={"gflops": flop / m.median / 1e9},
     )
 
 
@@ -71,8 +90,19 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
                 why = fits(b, 16 * elements) or too_slow(last, work, s.rep_limit)
                 if why:
                     break
-                r = guard(b, "crossover", case, size, unit,
-                          lambda size=size: _one(b, s, kind, copies, size))
+                r = guard(
+                    b,
+                    "crossover",
+                    case,
+                    size,
+                    unit,
+                    _one,
+                    b,
+                    s,
+                    kind,
+                    copies,
+                    size,
+                )
                 if r.ok and r.measurement is not None:
                     last = (work, r.measurement.median)
                 yield r

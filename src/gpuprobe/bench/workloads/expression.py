@@ -56,7 +56,9 @@ def _one(b: Backend, s: Settings, n: int, dtype: str, ref: float | None) -> Benc
     note = NOTE_S.get((b.framework, b.device.partition(":")[0], dtype))
     if note is not None and n == 10_000:
         values["note_s"] = note
-    return BenchResult("expression", dtype, b.framework, b.device, n, "n", measurement=m, values=values)
+    return BenchResult(
+        "expression", dtype, b.framework, b.device, n, "n", measurement=m, values=values
+    )
 
 
 def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
@@ -65,13 +67,15 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
         ref: float | None = None
         for dtype in DTYPES:
             if dtype == "float64" and "float64" not in b.matmul_dtypes():
-                yield skipped(b, "expression", dtype, n, "n", f"skipped: no float64 on {b.framework}")
+                yield skipped(
+                    b, "expression", dtype, n, "n", f"skipped: no float64 on {b.framework}"
+                )
                 continue
             why = fits(b, (8 + LIVE_ARRAYS * DTYPE_BYTES[dtype]) * n * n)
             if why:
                 yield skipped(b, "expression", dtype, n, "n", why)
                 continue
-            r = guard(b, "expression", dtype, n, "n", lambda: _one(b, s, n, dtype, ref))
+            r = guard(b, "expression", dtype, n, "n", _one, b, s, n, dtype, ref)
             if r.ok and dtype == "float64":
                 ref = r.values.get("sum")
             b.release()

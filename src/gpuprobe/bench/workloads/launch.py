@@ -24,7 +24,13 @@ CPU_CALLS = 1_000  # calls per timed repetition on the CPU (one call is ~1 µs)
 
 def _result(b: Backend, case: str, m: Any) -> BenchResult:
     return BenchResult(
-        "launch", case, b.framework, b.device, 1, "elements", measurement=m,
+        "launch",
+        case,
+        b.framework,
+        b.device,
+        1,
+        "elements",
+        measurement=m,
         values={"us": m.median * 1e6},
     )
 
@@ -36,8 +42,14 @@ def _cpu(b: Backend, s: Settings) -> BenchResult:
 
 def _queue(b: Backend, s: Settings) -> BenchResult:
     m = timed(
-        b, "launch-queue", b.tiny_op(), s, min_runs=5, inner=GRAPH_OPS,
-        host_clock=True, setup=b.synchronize,
+        b,
+        "launch-queue",
+        b.tiny_op(),
+        s,
+        min_runs=5,
+        inner=GRAPH_OPS,
+        host_clock=True,
+        setup=b.synchronize,
     )
     return _result(b, "queue", m)
 
@@ -63,8 +75,8 @@ def _graph(b: Backend, s: Settings) -> BenchResult:
 def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
     """Per-call overhead on the CPU; queue, launch+wait and graph replay on a GPU."""
     if not b.is_gpu:
-        yield guard(b, "launch", "call", 1, "elements", lambda: _cpu(b, s))
+        yield guard(b, "launch", "call", 1, "elements", _cpu, b, s)
         return
-    yield guard(b, "launch", "queue", 1, "elements", lambda: _queue(b, s))
-    yield guard(b, "launch", "launch+wait", 1, "elements", lambda: _wait(b, s))
-    yield guard(b, "launch", "graph", 1, "elements", lambda: _graph(b, s))
+    yield guard(b, "launch", "queue", 1, "elements", _queue, b, s)
+    yield guard(b, "launch", "launch+wait", 1, "elements", _wait, b, s)
+    yield guard(b, "launch", "graph", 1, "elements", _graph, b, s)

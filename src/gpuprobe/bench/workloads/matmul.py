@@ -45,7 +45,9 @@ def _quantize(b: Backend, x: Any) -> tuple[Any, float]:
     return b.cast((x * scale).round(), "int8"), scale
 
 
-def _one(b: Backend, s: Settings, n: int, dtype: str, flush: Callable[[], Any] | None) -> BenchResult:
+def _one(
+    b: Backend, s: Settings, n: int, dtype: str, flush: Callable[[], Any] | None
+) -> BenchResult:
     a32, c32 = b.randn((n, n), seed=s.seed + 1), b.randn((n, n), seed=s.seed + 2)
     host = (b.to_numpy(a32), b.to_numpy(c32)) if n <= ERROR_CHECK_MAX_N else None
     unscale = 1.0
@@ -109,7 +111,7 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
                 if "out of memory" not in why:
                     break
                 continue
-            r = guard(b, "matmul", dtype, n, "n", lambda n=n: _one(b, s, n, dtype, flush))
+            r = guard(b, "matmul", dtype, n, "n", _one, b, s, n, dtype, flush)
             if r.ok and r.measurement is not None:
                 last = (2.0 * n**3, r.measurement.median)
             yield r

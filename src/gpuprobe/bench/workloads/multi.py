@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, fits, guard, skipped, timed
+from gpuprobe.bench.workloads._common import Settings, fits, guard_many, skipped, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["SIZES", "run"]
@@ -55,11 +55,26 @@ def _pair(b: Backend, other: Backend | None, s: Settings, n: int) -> list[BenchR
         case = "2-streams"
     par = timed(b, f"multi-{case}", concurrent, s, min_runs=3, host_clock=True, work=flop)
     return [
-        BenchResult("multi", "sequential", b.framework, b.device, n, "n", measurement=seq,
-                    values={"tflops": flop["flop"] / seq.median / 1e12}),
-        BenchResult("multi", case, b.framework, b.device, n, "n", measurement=par,
-                    values={"tflops": flop["flop"] / par.median / 1e12,
-                            "speedup": seq.median / par.median}),
+        BenchResult(
+            "multi",
+            "sequential",
+            b.framework,
+            b.device,
+            n,
+            "n",
+            measurement=seq,
+            values={"tflops": flop["flop"] / seq.median / 1e12},
+        ),
+        BenchResult(
+            "multi",
+            case,
+            b.framework,
+            b.device,
+            n,
+            "n",
+            measurement=par,
+            values={"tflops": flop["flop"] / par.median / 1e12, "speedup": seq.median / par.median},
+        ),
     ]
 
 
@@ -82,12 +97,5 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
         if why:
             yield skipped(b, "multi", case, n, "n", why)
             continue
-        out: list[BenchResult] = []
-
-        def body(n: int = n) -> BenchResult:
-            out.extend(_pair(b, other, s, n))
-            return out[-1]
-
-        first = guard(b, "multi", case, n, "n", body)
-        yield from out if out else [first]
+        yield from guard_many(b, "multi", case, n, "n", _pair, b, other, s, n)
         b.release()

@@ -8,10 +8,11 @@ GB/s counts the read of x and the write of the result (8 bytes per element).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from gpuprobe.bench.report import BenchResult
 from gpuprobe.bench.timing import naive_measure
-from gpuprobe.bench.workloads._common import Settings, fits, guard, skipped, timed
+from gpuprobe.bench.workloads._common import Settings, fits, guard_many, skipped, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["NAIVE_REPS", "NOTE_S", "SIZES", "run"]
@@ -28,7 +29,7 @@ def _pair(b: Backend, s: Settings, n: int) -> list[BenchResult]:
 
     x = b.random((n,), "float32", seed=s.seed)
 
-    def fn() -> object:
+    def fn() -> Any:
         return x * 2
 
     nbytes = 8.0 * n
@@ -72,12 +73,5 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
         if why:
             yield skipped(b, "scale", case, n, "elements", why)
             continue
-        out: list[BenchResult] = []
-
-        def body(n: int = n) -> BenchResult:
-            out.extend(_pair(b, s, n))
-            return out[0]
-
-        first = guard(b, "scale", case, n, "elements", body)
-        yield from out if out else [first]
+        yield from guard_many(b, "scale", case, n, "elements", _pair, b, s, n)
         b.release()

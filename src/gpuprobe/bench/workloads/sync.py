@@ -33,10 +33,24 @@ def _one(b: Backend, s: Settings, steps: int, every_step: bool) -> BenchResult:
 
     fn = host_each_step if every_step else log_on_device
     case = "host-every-step" if every_step else "log-on-device"
-    m = timed(b, f"sync-{case}", fn, s, min_runs=3, host_clock=True,
-              work={"flop": 2.0 * MATRIX_N**3 * steps}, metadata={"steps": steps})
+    m = timed(
+        b,
+        f"sync-{case}",
+        fn,
+        s,
+        min_runs=3,
+        host_clock=True,
+        work={"flop": 2.0 * MATRIX_N**3 * steps},
+        metadata={"steps": steps},
+    )
     return BenchResult(
-        "sync", case, b.framework, b.device, steps, "steps", measurement=m,
+        "sync",
+        case,
+        b.framework,
+        b.device,
+        steps,
+        "steps",
+        measurement=m,
         values={"us_per_step": m.median / steps * 1e6},
     )
 
@@ -46,4 +60,4 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
     for steps in s.pick("sync", *STEPS):
         for every in (True, False):
             case = "host-every-step" if every else "log-on-device"
-            yield guard(b, "sync", case, steps, "steps", lambda e=every, n=steps: _one(b, s, n, e))
+            yield guard(b, "sync", case, steps, "steps", _one, b, s, steps, every)

@@ -69,12 +69,14 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
     sizes = [n for n in s.pick("transfer", *SIZES) if n <= MAX_BYTES]
     for kind in GPU_KINDS if b.is_gpu else CPU_KINDS:
         if b.copier(kind, 4 * KB) is None:
-            yield skipped(b, "transfer", kind, None, "bytes", f"skipped: {b.framework} offers no {kind} copy")
+            yield skipped(
+                b, "transfer", kind, None, "bytes", f"skipped: {b.framework} offers no {kind} copy"
+            )
             continue
         for nbytes in sizes:
             why = fits(b, 2 * nbytes if kind == "d2d" else nbytes)
             if why:
                 yield skipped(b, "transfer", kind, nbytes, "bytes", why)
                 continue
-            yield guard(b, "transfer", kind, nbytes, "bytes", lambda n=nbytes: _one(b, s, kind, n))
+            yield guard(b, "transfer", kind, nbytes, "bytes", _one, b, s, kind, nbytes)
         b.release()
