@@ -17,6 +17,10 @@ from gpuprobe.errors import UsageError
 
 __all__ = ["plot_bench", "roofline_points"]
 
+# Copies at least this large stream from DRAM (past any CPU's last-level cache): only they set the
+# measured memory roof.
+DRAM_BYTES = 64 * 2**20
+
 
 def _pyplot() -> Any:
     try:
@@ -156,7 +160,9 @@ def _roofs(report: BenchReport, device: str) -> tuple[float | None, float | None
     bw = [
         r.values.get("gbs") or 0.0
         for r in report.results
-        if f"{r.framework} {r.device}" == device and r.ok and r.workload in ("scale", "transfer")
+        if f"{r.framework} {r.device}" == device
+        and r.ok
+        and (r.workload == "scale" or (r.workload == "transfer" and (r.size or 0) >= DRAM_BYTES))
     ]
     return (max(mm) if mm else None), (max(bw) if bw else None), "measured"
 
