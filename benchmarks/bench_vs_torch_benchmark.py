@@ -97,7 +97,7 @@ def cpu_child(fw: str, rounds: int, budget: float) -> dict[str, Any]:
             second()
         o, t = statistics.median(ours), statistics.median(theirs)
         # each round's two timings ran back to back: their ratio cancels the machine's slow drift
-        paired = statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
+        paired = statistics.median(x / y for x, y in zip(ours, theirs, strict=True))
         rows.append(
             {
                 "op": name,
