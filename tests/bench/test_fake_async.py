@@ -4,8 +4,8 @@ the device's events see the work."""
 from __future__ import annotations
 
 import numpy as np
+from async_backend import AsyncBackend
 
-from fakes import AsyncBackend
 from gpuprobe.bench.timing import measure, naive_measure
 from gpuprobe.bench.workloads import Settings, run_workload
 

@@ -71,7 +71,10 @@ def _notes(r: BenchResult) -> str:
     if v.get("speedup") is not None:
         parts.append(f"{v['speedup']:.2f}× vs one after the other")
     if r.workload == "scale" and r.case == "naive" and v.get("correct_s"):
-        parts.append(f"E8's mistake; the device took {format_seconds(v['correct_s'])}")
+        if r.device == "cpu":
+            parts.append("E8's host clock: right on a CPU, whose calls are synchronous")
+        else:
+            parts.append(f"E8's mistake; the device took {format_seconds(v['correct_s'])}")
     if r.conditions is not None and r.conditions.sm_clock_mhz_max is not None:
         c = r.conditions
         parts.append(

@@ -16,7 +16,6 @@ from gpuprobe._data import Record
 from gpuprobe.bench.measurement import Measurement
 from gpuprobe.bench.report import BenchResult, ResultStatus
 from gpuprobe.bench.timing import measure
-from gpuprobe.doctor.worker import _rel_error as rel_error
 from gpuprobe.frameworks.base import Backend
 
 __all__ = [
@@ -141,3 +140,11 @@ def guard(
 ) -> BenchResult:
     """:func:`guard_many` for a body that measures one point."""
     return guard_many(b, workload, case, size, unit, lambda: [body(*args)])[0]
+
+
+def rel_error(out: Any, ref: Any) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (the doctor's measure; imported here, not at the top,
+    because the doctor's worker imports this package)."""
+    from gpuprobe.doctor.worker import _rel_error
+
+    return _rel_error(out, ref)
