@@ -26,6 +26,7 @@ __all__ = [
     "fits",
     "guard",
     "guard_many",
+    "point",
     "rel_error",
     "skipped",
     "timed",
@@ -88,6 +89,30 @@ def too_slow(last: tuple[float, float] | None, work: float, limit: float) -> str
     if predicted <= limit:
         return None
     return f"skipped: one repetition would take ~{predicted:.3g} s (limit {limit:g} s)"
+
+
+def point(
+    b: Backend,
+    workload: str,
+    case: str,
+    size: int | None,
+    unit: str,
+    m: Measurement,
+    values: dict[str, float | None],
+    reason: str | None = None,
+) -> BenchResult:
+    """A measured point of ``workload`` on ``b``'s framework and device."""
+    return BenchResult(
+        workload,
+        case,
+        b.framework,
+        b.device,
+        size,
+        unit,
+        measurement=m,
+        values=values,
+        reason=reason,
+    )
 
 
 def skipped(

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, fits, guard, timed, too_slow
+from gpuprobe.bench.workloads._common import Settings, fits, guard, point, timed, too_slow
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["ELEMENTWISE_SIZES", "MATMUL_SIZES", "run"]
@@ -62,15 +62,14 @@ def _one(b: Backend, s: Settings, kind: str, copies: bool, size: int) -> BenchRe
             min_runs=3,
             work={"flop": flop, "bytes": nbytes},
         )
-    return BenchResult(
+    return point(
+        b,
         "crossover",
         case,
-        b.framework,
-        b.device,
         size,
         "n" if kind == "matmul" else "elements",
-        measurement=m,
-        values={"gflops": flop / m.median / 1e9},
+        m,
+        {"gflops": flop / m.median / 1e9},
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, fits, guard, skipped, timed
+from gpuprobe.bench.workloads._common import Settings, fits, guard, point, skipped, timed
 from gpuprobe.frameworks.base import DTYPE_BYTES, Backend
 
 __all__ = ["FLOP_PER_ELEMENT", "NOTE_S", "SIZES", "run"]
@@ -56,9 +56,7 @@ def _one(b: Backend, s: Settings, n: int, dtype: str, ref: float | None) -> Benc
     note = NOTE_S.get((b.framework, b.device.partition(":")[0], dtype))
     if note is not None and n == 10_000:
         values["note_s"] = note
-    return BenchResult(
-        "expression", dtype, b.framework, b.device, n, "n", measurement=m, values=values
-    )
+    return point(b, "expression", dtype, n, "n", m, values)
 
 
 def run(b: Backend, s: Settings) -> Iterator[BenchResult]:

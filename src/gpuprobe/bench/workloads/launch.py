@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, guard, timed
+from gpuprobe.bench.workloads._common import Settings, guard, point, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["GRAPH_OPS", "run"]
@@ -23,15 +23,14 @@ CPU_CALLS = 1_000  # calls per timed repetition on the CPU (one call is ~1 µs)
 
 
 def _result(b: Backend, case: str, m: Any) -> BenchResult:
-    return BenchResult(
+    return point(
+        b,
         "launch",
         case,
-        b.framework,
-        b.device,
         1,
         "elements",
-        measurement=m,
-        values={"us": m.median * 1e6},
+        m,
+        {"us": m.median * 1e6},
     )
 
 

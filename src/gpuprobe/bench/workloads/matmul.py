@@ -19,6 +19,7 @@ from gpuprobe.bench.workloads._common import (
     Settings,
     fits,
     guard,
+    point,
     rel_error,
     skipped,
     timed,
@@ -85,15 +86,14 @@ def _one(
             work=work,
             metadata={"n": n, "dtype": dtype},
         )
-    return BenchResult(
+    return point(
+        b,
         "matmul",
         dtype,
-        b.framework,
-        b.device,
         n,
         "n",
-        measurement=m,
-        values={"tflops": work["flop"] / m.median / 1e12, "rel_error": err},
+        m,
+        {"tflops": work["flop"] / m.median / 1e12, "rel_error": err},
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, fits, guard_many, skipped, timed
+from gpuprobe.bench.workloads._common import Settings, fits, guard_many, point, skipped, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["SIZES", "run"]
@@ -55,25 +55,23 @@ def _pair(b: Backend, other: Backend | None, s: Settings, n: int) -> list[BenchR
         case = "2-streams"
     par = timed(b, f"multi-{case}", concurrent, s, min_runs=3, host_clock=True, work=flop)
     return [
-        BenchResult(
+        point(
+            b,
             "multi",
             "sequential",
-            b.framework,
-            b.device,
             n,
             "n",
-            measurement=seq,
-            values={"tflops": flop["flop"] / seq.median / 1e12},
+            seq,
+            {"tflops": flop["flop"] / seq.median / 1e12},
         ),
-        BenchResult(
+        point(
+            b,
             "multi",
             case,
-            b.framework,
-            b.device,
             n,
             "n",
-            measurement=par,
-            values={"tflops": flop["flop"] / par.median / 1e12, "speedup": seq.median / par.median},
+            par,
+            {"tflops": flop["flop"] / par.median / 1e12, "speedup": seq.median / par.median},
         ),
     ]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuprobe.bench.report import BenchResult
 from gpuprobe.bench.timing import naive_measure
-from gpuprobe.bench.workloads._common import Settings, fits, guard_many, skipped, timed
+from gpuprobe.bench.workloads._common import Settings, fits, guard_many, point, skipped, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["NAIVE_REPS", "NOTE_S", "SIZES", "run"]
@@ -41,26 +41,24 @@ def _pair(b: Backend, s: Settings, n: int) -> list[BenchResult]:
     if not np.allclose(head, expect):
         raise ValueError("x * 2 gave wrong values")
     note = NOTE_S.get(b.device.partition(":")[0]) if n == 50_000_000 else None
-    right = BenchResult(
+    right = point(
+        b,
         "scale",
         "events" if b.is_gpu else "timed",
-        b.framework,
-        b.device,
         n,
         "elements",
-        measurement=m,
-        values={"gbs": nbytes / m.median / 1e9, "naive_s": naive.median, "note_s": note},
+        m,
+        {"gbs": nbytes / m.median / 1e9, "naive_s": naive.median, "note_s": note},
     )
-    wrong = BenchResult(
+    wrong = point(
+        b,
         "scale",
         "naive",
-        b.framework,
-        b.device,
         n,
         "elements",
-        measurement=naive,
+        naive,
+        {"apparent_gbs": nbytes / naive.median / 1e9, "correct_s": m.median},
         reason="E8's way: host clock around the call, no wait for the device",
-        values={"apparent_gbs": nbytes / naive.median / 1e9, "correct_s": m.median},
     )
     return [right, wrong]
 

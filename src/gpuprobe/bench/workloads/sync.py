@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, guard, timed
+from gpuprobe.bench.workloads._common import Settings, guard, point, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["MATRIX_N", "STEPS", "run"]
@@ -43,15 +43,14 @@ def _one(b: Backend, s: Settings, steps: int, every_step: bool) -> BenchResult:
         work={"flop": 2.0 * MATRIX_N**3 * steps},
         metadata={"steps": steps},
     )
-    return BenchResult(
+    return point(
+        b,
         "sync",
         case,
-        b.framework,
-        b.device,
         steps,
         "steps",
-        measurement=m,
-        values={"us_per_step": m.median / steps * 1e6},
+        m,
+        {"us_per_step": m.median / steps * 1e6},
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuprobe.bench.report import BenchResult
-from gpuprobe.bench.workloads._common import Settings, fits, guard, skipped, timed
+from gpuprobe.bench.workloads._common import Settings, fits, guard, point, skipped, timed
 from gpuprobe.frameworks.base import Backend
 
 __all__ = ["GPU_KINDS", "SIZES", "run"]
@@ -52,15 +52,14 @@ def _one(b: Backend, s: Settings, kind: str, nbytes: int) -> BenchResult:
         work={"bytes": float(moved)},
         metadata={"bytes": nbytes, "kind": kind, "copies_per_rep": inner},
     )
-    return BenchResult(
+    return point(
+        b,
         "transfer",
         kind,
-        b.framework,
-        b.device,
         nbytes,
         "bytes",
-        measurement=m,
-        values={"gbs": moved / m.median / 1e9},
+        m,
+        {"gbs": moved / m.median / 1e9},
     )
 
 
