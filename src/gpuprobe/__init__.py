@@ -28,6 +28,7 @@ _API: dict[str, str] = {
     "diagnose": "gpuprobe.diagnose:diagnose",
     "profile": "gpuprobe.diagnose.profile:profile",
     "record": "gpuprobe.monitor.record:record",
+    "bench": "gpuprobe.bench:bench",
 }
 
 __all__ = ["__version__", *sorted(_API)]

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.bench.measurement import Measurement
-from gpuprobe.frameworks.base import Backend
+from gpuprobe.frameworks.base import Backend, host_times
 
-__all__ = ["DEFAULT_BUDGET_S", "measure", "naive_host_time"]
+__all__ = ["DEFAULT_BUDGET_S", "measure", "naive_host_time", "naive_measure"]
 
 DEFAULT_BUDGET_S = 1.0  # seconds of repetitions per measurement; triton do_bench uses 0.1 s
 MIN_RUNS = 3
@@ -38,39 +38,81 @@ def measure(
     setup: Callable[[], Any] | None = None,
     work: dict[str, float] | None = None,
     metadata: dict[str, str | float | int | bool | None] | None = None,
+    inner: int = 1,
+    per_call: int = 1,
+    host_clock: bool = False,
 ) -> Measurement:
     """Time ``fn`` on ``backend``: ``warmup`` untimed calls, then repetitions until ``budget_s``
     of device time is spent (at least ``min_runs``, at most ``max_runs``). ``setup`` runs untimed
-    before each repetition (an L2 flush, fresh inputs)."""
+    before each repetition (an L2 flush, fresh inputs).
+
+    ``inner`` calls of ``fn`` make one repetition (for work too short to time alone, as
+    nvbandwidth puts 16 copies between one pair of events); ``per_call`` says how many operations
+    one call does (a CUDA graph of k launches). Each recorded time is one operation's:
+    the repetition's duration divided by ``inner * per_call``. ``work`` is per operation.
+
+    ``host_clock`` times with ``perf_counter`` whatever the device: for work that waits for the
+    device itself (``fn`` ends with a synchronize) or to show what only queueing costs.
+    """
+    body = fn
+    if inner > 1:
+
+        def body() -> None:
+            for _ in range(inner):
+                fn()
+
     for _ in range(warmup):
         fn()
     backend.synchronize()
-    times: list[float] = []
+    raw: list[float] = []
     deadline = time.perf_counter() + budget_s * 3  # wall-clock guard against a slow device clock
-    while len(times) < max_runs:
-        spent = sum(times)
-        if len(times) >= min_runs and (spent >= budget_s or time.perf_counter() > deadline):
+    while len(raw) < max_runs:
+        # The budget is charged at the fastest repetition's pace, so that a few repetitions slowed
+        # by another process do not end the measurement early; the wall-clock guard still does.
+        best = min(raw, default=0.0)
+        spent = best * len(raw)
+        if len(raw) >= min_runs and (spent >= budget_s or time.perf_counter() > deadline):
             break
-        if times:
-            per = max(spent / len(times), 1e-7)
-            chunk = int(min(max(1, (budget_s - spent) / per), CHUNK, max_runs - len(times)))
+        if raw:
+            per = max(best, 1e-7)
+            chunk = int(min(max(1, (budget_s - spent) / per), CHUNK, max_runs - len(raw)))
         else:
             chunk = 1
-        times.extend(backend.time(fn, max(1, chunk), setup=setup))
+        if host_clock:
+            raw.extend(host_times(body, max(1, chunk), setup))
+        else:
+            raw.extend(backend.time(body, max(1, chunk), setup=setup))
+    div = max(1, inner) * max(1, per_call)
     return Measurement.from_times(
         name,
         backend.framework,
         backend.device,
-        times,
-        timer=_timer_name(backend),
+        [t / div for t in raw],
+        timer="perf_counter" if host_clock else _timer_name(backend),
         work=work,
         metadata=metadata,
     )
 
 
+def naive_measure(name: str, fn: Callable[[], Any], backend: Backend, n: int = 5) -> Measurement:
+    """The E8 mistake, kept to show it: a host clock around a call that only *queues* GPU work,
+    with no wait. ``n`` repetitions after one warm-up; the queue is drained (untimed) at the end.
+    Never use it for a real figure: it is the time to launch, not to compute."""
+    fn()
+    backend.synchronize()
+    out = []
+    for _ in range(max(1, n)):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    backend.synchronize()
+    return Measurement.from_times(
+        name, backend.framework, backend.device, out, timer="host-clock-no-wait"
+    )
+
+
 def naive_host_time(fn: Callable[[], Any], n: int = 5) -> float:
-    """The E8 mistake, kept to show it: a host clock around a call that only *queues* GPU work.
-    Returns the median seconds. Never use it for a real figure."""
+    """The median of :func:`naive_measure`'s mistake, for a function on no particular backend."""
     out = []
     for _ in range(n):
         t0 = time.perf_counter()

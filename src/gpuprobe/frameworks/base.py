@@ -4,11 +4,12 @@ and the :class:`Backend` interface for running and timing array code on one devi
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.metadata as md
 import importlib.util
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,8 @@ from typing import Any, Literal
 from gpuprobe._data import Record
 
 __all__ = [
+    "COPY_KINDS",
+    "DTYPE_BYTES",
     "Backend",
     "FrameworkDevice",
     "FrameworkInfo",
@@ -26,6 +29,28 @@ __all__ = [
     "module_dir",
     "read_constants",
 ]
+
+
+# Element sizes in bytes of the dtypes the benchmarks use, by gpuprobe's name for them ("tfloat32"
+# is float32 storage multiplied on TF32 tensor cores).
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8,
+    "float32": 4,
+    "tfloat32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "int8": 1,
+}
+# Copies a backend may offer through :meth:`Backend.copier`: host-to-device and device-to-host from
+# pageable or pinned (page-locked) host memory, device-to-device, and a host memory copy (memcpy).
+COPY_KINDS: tuple[str, ...] = (
+    "h2d-pageable",
+    "h2d-pinned",
+    "d2h-pageable",
+    "d2h-pinned",
+    "d2d",
+    "host",
+)
 
 
 @dataclass(frozen=True)
@@ -198,3 +223,93 @@ class Backend(ABC):
     def uuid(self) -> str | None:
         """The device's UUID (``GPU-...``, as NVML names it), when the framework says."""
         return None
+
+    # -- what the benchmarks need; each default says "unsupported here" ---------------------------
+
+    def free_memory(self) -> int | None:
+        """Bytes free on this device for new arrays (host memory for the CPU), when known."""
+        if self.is_gpu:
+            return None
+        try:
+            import psutil
+
+            return int(psutil.virtual_memory().available)
+        except ImportError:
+            return None
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        """True when ``exc`` is this framework's out-of-memory error (or Python's MemoryError)."""
+        text = str(exc).lower()
+        return isinstance(exc, MemoryError) or any(
+            s in text for s in ("out of memory", "resource_exhausted", "cannot allocate memory")
+        )
+
+    def random(self, shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> Any:
+        """Uniform [0, 1) values of ``dtype`` (float32 or float64) on this device."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        return self.asarray(rng.random(shape, dtype=np.float64 if dtype == "float64" else "f4"))
+
+    def randn(self, shape: tuple[int, ...], seed: int = 0) -> Any:
+        """Standard normal float32 values on this device."""
+        import numpy as np
+
+        return self.asarray(np.random.default_rng(seed).standard_normal(shape, dtype="f4"))
+
+    def cast(self, x: Any, dtype: str) -> Any:
+        """``x`` converted to ``dtype`` (a name from :data:`DTYPE_BYTES`; tfloat32 is float32)."""
+        return x.astype("float32" if dtype == "tfloat32" else dtype)
+
+    def matmul_dtypes(self) -> tuple[str, ...]:
+        """The dtypes this backend multiplies matrices in (names from :data:`DTYPE_BYTES`)."""
+        return ("float32",)
+
+    @contextlib.contextmanager
+    def matmul_precision(self, dtype: str) -> Iterator[None]:
+        """Within the block, float32 matmuls use TF32 when ``dtype`` is ``tfloat32`` (and full
+        float32 otherwise)."""
+        yield
+
+    def int8_matmul(self, a: Any, b: Any) -> Any:
+        """``a @ b`` for int8 matrices with int32 results."""
+        raise NotImplementedError(f"{self.framework} has no int8 matrix product here")
+
+    def copier(self, kind: str, nbytes: int) -> Callable[[], Any] | None:
+        """A function that copies ``nbytes`` bytes once, of ``kind`` (one of :data:`COPY_KINDS`),
+        with its buffers allocated now; None when the kind makes no sense here."""
+        return None
+
+    def tiny_op(self) -> Callable[[], Any]:
+        """The smallest useful operation: add 1 to a one-element array (launch overhead)."""
+        x = self.asarray(_one_element())
+        return lambda: x + 1
+
+    def graph(self, fn: Callable[[], Any], k: int) -> Callable[[], Any] | None:
+        """``fn`` called ``k`` times, captured once and replayed as one graph (CUDA graphs);
+        None when the backend cannot capture."""
+        return None
+
+    def streams(self, n: int) -> list[Any] | None:
+        """``n`` new streams (queues of work) on this device, or None when there are none."""
+        return None
+
+    @contextlib.contextmanager
+    def on_stream(self, stream: Any) -> Iterator[None]:
+        """Within the block, work is queued on ``stream``."""
+        yield
+
+    def cache_flusher(self) -> Callable[[], Any] | None:
+        """A function that evicts the device's last-level cache (writes a buffer larger than it,
+        as triton's do_bench does), to run untimed before each repetition; None on the CPU."""
+        return None
+
+    def environment(self) -> dict[str, str | int | float | None]:
+        """What a benchmark result depends on besides the hardware: versions, threads, BLAS."""
+        return {"framework": self.framework, "device": self.device}
+
+
+def _one_element() -> Any:
+    import numpy as np
+
+    return np.ones(1, dtype=np.float32)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuprobe.frameworks.base import (
@@ -93,6 +94,10 @@ def runtime_probe() -> FrameworkInfo:
     )
 
 
+# Bytes zeroed between repetitions to evict the L2 cache (triton.testing.do_bench's 256 MB).
+L2_FLUSH_BYTES = 256 * 2**20
+
+
 class CupyBackend(Backend):
     """CuPy arrays on ``cuda:N``; durations from CUDA events."""
 
@@ -160,3 +165,80 @@ class CupyBackend(Backend):
     def memory(self) -> dict[str, int] | None:
         pool = self._cp.get_default_memory_pool()
         return {"allocated": int(pool.used_bytes()), "reserved": int(pool.total_bytes())}
+
+    def random(self, shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> Any:
+        return self._cp.random.default_rng(seed).random(shape, dtype=dtype)
+
+    def randn(self, shape: tuple[int, ...], seed: int = 0) -> Any:
+        return self._cp.random.default_rng(seed).standard_normal(shape, dtype="float32")
+
+    def matmul_dtypes(self) -> tuple[str, ...]:
+        # no bfloat16 dtype in CuPy; TF32 is chosen at import (CUPY_TF32), not per call
+        return ("float64", "float32", "float16")
+
+    def free_memory(self) -> int | None:
+        free, _total = self._cp.cuda.runtime.memGetInfo()
+        return int(free + self._cp.get_default_memory_pool().free_bytes())
+
+    def copier(self, kind: str, nbytes: int) -> Callable[[], Any] | None:
+        import cupyx
+        import numpy as np
+
+        cp = self._cp
+        stream = cp.cuda.get_current_stream()
+        if kind.startswith("h2d"):
+            dst = cp.empty((nbytes,), dtype="uint8")
+            if kind.endswith("pinned"):
+                src = cupyx.empty_pinned((nbytes,), dtype="uint8")
+                src[...] = 1
+                return lambda: dst.set(src, stream=stream)
+            host = np.ones(nbytes, dtype=np.uint8)
+            return lambda: dst.set(host)
+        if kind.startswith("d2h"):
+            dev = cp.ones((nbytes,), dtype="uint8")
+            if kind.endswith("pinned"):
+                out = cupyx.empty_pinned((nbytes,), dtype="uint8")
+                return lambda: dev.get(stream=stream, out=out)
+            page = np.empty(nbytes, dtype=np.uint8)
+            return lambda: dev.get(out=page)
+        if kind == "d2d":
+            a, b = cp.ones((nbytes,), dtype="uint8"), cp.empty((nbytes,), dtype="uint8")
+            return lambda: cp.copyto(b, a)
+        return None
+
+    def tiny_op(self) -> Callable[[], Any]:
+        x = self._cp.ones(1, dtype="float32")
+        return lambda: self._cp.add(x, 1, out=x)
+
+    def graph(self, fn: Callable[[], Any], k: int) -> Callable[[], Any] | None:
+        stream = self._cp.cuda.Stream(non_blocking=True)
+        with stream:
+            fn()
+            stream.synchronize()
+            stream.begin_capture()
+            for _ in range(k):
+                fn()
+            g = stream.end_capture()
+        return lambda: g.launch()
+
+    def streams(self, n: int) -> list[Any] | None:
+        return [self._cp.cuda.Stream(non_blocking=True) for _ in range(n)]
+
+    @contextlib.contextmanager
+    def on_stream(self, stream: Any) -> Iterator[None]:
+        with stream:
+            yield
+
+    def cache_flusher(self) -> Callable[[], Any] | None:
+        buf = self._cp.empty((L2_FLUSH_BYTES,), dtype="uint8")
+        return lambda: buf.fill(0)
+
+    def environment(self) -> dict[str, str | int | float | None]:
+        rt = self._cp.cuda.runtime
+        return {
+            "framework": "cupy",
+            "version": self._cp.__version__,
+            "device": self.device,
+            "cuda": _rt(rt.runtimeGetVersion()),
+            "uuid": self.uuid(),
+        }

@@ -3,9 +3,10 @@ first use, so gpuprobe imports it only in child processes and turns preallocatio
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuprobe.frameworks.base import (
@@ -131,3 +132,42 @@ class JaxBackend(Backend):
                 self.synchronize()
             out.append(_time.perf_counter() - t0)
         return out
+
+    def matmul_dtypes(self) -> tuple[str, ...]:
+        out = ["float32", "bfloat16", "float16", "int8"]
+        if self._jax.config.jax_enable_x64:
+            out.insert(0, "float64")
+        if self.is_gpu:
+            out.insert(-3, "tfloat32")
+        return tuple(out)
+
+    @contextlib.contextmanager
+    def matmul_precision(self, dtype: str) -> Iterator[None]:
+        with self._jax.default_matmul_precision(
+            "tensorfloat32" if dtype == "tfloat32" else "highest"
+        ):
+            yield
+
+    def int8_matmul(self, a: Any, b: Any) -> Any:
+        if not hasattr(self, "_imm"):
+            jnp = self._jax.numpy
+            self._imm = self._jax.jit(
+                lambda x, y: self._jax.lax.dot(x, y, preferred_element_type=jnp.int32)
+            )
+        return self._imm(a, b)
+
+    def copier(self, kind: str, nbytes: int) -> Callable[[], Any] | None:
+        if kind != "h2d-pageable" or not self.is_gpu:
+            return None  # JAX caches a device array's host copy: d2h would be timed once
+        import numpy as np
+
+        host = np.ones(nbytes, dtype=np.uint8)
+        return lambda: self._jax.device_put(host, self._dev)
+
+    def environment(self) -> dict[str, str | int | float | None]:
+        return {
+            "framework": "jax",
+            "version": self._jax.__version__,
+            "device": self.device,
+            "name": getattr(self._dev, "device_kind", None),
+        }

@@ -7,9 +7,10 @@ and is run in a child process so that the user's process never initialises CUDA 
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuprobe.frameworks.base import (
@@ -51,6 +52,13 @@ TORCH_CUDA_VARIANTS: dict[str, tuple[str, ...]] = {
     "2.11": ("12.6", "12.8", "13.0"),
 }
 TORCH_WHEEL_INDEX = "https://download.pytorch.org/whl"
+# torch._int_mm on CUDA needs m > 16 and k, n multiples of 8 (aten Blas.cpp _int_mm_out_cuda;
+# keras-team/keras#19207).
+INT_MM_MIN_M = 17
+INT_MM_MULTIPLE = 8
+# Bytes written between repetitions to evict the L2 cache: at least this, and twice the L2
+# (triton.testing.do_bench zeroes a 256 MB buffer before every repetition).
+L2_FLUSH_BYTES = 256 * 2**20
 
 
 def _vtuple(v: str) -> tuple[int, ...]:
@@ -268,6 +276,146 @@ class TorchBackend(Backend):
     def release(self) -> None:
         if self.is_gpu:
             self._torch.cuda.empty_cache()
+
+    def _dtype(self, name: str) -> Any:
+        t = self._torch
+        return {
+            "float64": t.float64,
+            "float32": t.float32,
+            "tfloat32": t.float32,
+            "bfloat16": t.bfloat16,
+            "float16": t.float16,
+            "int8": t.int8,
+        }[name]
+
+    def random(self, shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> Any:
+        g = self._torch.Generator(device=self._dev).manual_seed(seed)
+        return self._torch.rand(shape, dtype=self._dtype(dtype), device=self._dev, generator=g)
+
+    def randn(self, shape: tuple[int, ...], seed: int = 0) -> Any:
+        g = self._torch.Generator(device=self._dev).manual_seed(seed)
+        return self._torch.randn(shape, device=self._dev, generator=g)
+
+    def cast(self, x: Any, dtype: str) -> Any:
+        return x.to(self._dtype(dtype))
+
+    def matmul_dtypes(self) -> tuple[str, ...]:
+        out = ["float64", "float32"]
+        ampere = self.is_gpu and self._torch.cuda.get_device_capability(self._dev) >= (8, 0)
+        if ampere:
+            out.append("tfloat32")
+        if not self.is_gpu or ampere:
+            out.append("bfloat16")
+        out.append("float16")
+        if hasattr(self._torch, "_int_mm") and (not self.is_gpu or ampere):
+            out.append("int8")
+        return tuple(out)
+
+    @contextlib.contextmanager
+    def matmul_precision(self, dtype: str) -> Iterator[None]:
+        t = self._torch
+        before = t.get_float32_matmul_precision()
+        t.set_float32_matmul_precision("high" if dtype == "tfloat32" else "highest")
+        try:
+            yield
+        finally:
+            t.set_float32_matmul_precision(before)
+
+    def int8_matmul(self, a: Any, b: Any) -> Any:
+        m, k = a.shape
+        n = b.shape[1]
+        if self.is_gpu and (m < INT_MM_MIN_M or k % INT_MM_MULTIPLE or n % INT_MM_MULTIPLE):
+            raise NotImplementedError(
+                f"torch._int_mm on CUDA needs m > 16 and k, n multiples of 8 (got {m}x{k}x{n})"
+            )
+        return self._torch._int_mm(a, b)
+
+    def free_memory(self) -> int | None:
+        if not self.is_gpu:
+            return super().free_memory()
+        cuda = self._torch.cuda
+        free, _total = cuda.mem_get_info(self._dev)
+        return int(free + cuda.memory_reserved(self._dev) - cuda.memory_allocated(self._dev))
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        oom = getattr(self._torch.cuda, "OutOfMemoryError", ())
+        return (bool(oom) and isinstance(exc, oom)) or super().is_out_of_memory(exc)
+
+    def copier(self, kind: str, nbytes: int) -> Callable[[], Any] | None:
+        t = self._torch
+        u8 = t.uint8
+        if not self.is_gpu:
+            if kind != "host":
+                return None
+            src, dst = t.ones(nbytes, dtype=u8), t.empty(nbytes, dtype=u8)
+            return lambda: dst.copy_(src)
+        pinned = kind.endswith("-pinned")
+        if kind.startswith("h2d"):
+            src = t.ones(nbytes, dtype=u8, pin_memory=pinned)
+            dst = t.empty(nbytes, dtype=u8, device=self._dev)
+        elif kind.startswith("d2h"):
+            src = t.ones(nbytes, dtype=u8, device=self._dev)
+            dst = t.empty(nbytes, dtype=u8, pin_memory=pinned)
+        elif kind == "d2d":
+            src = t.ones(nbytes, dtype=u8, device=self._dev)
+            dst = t.empty(nbytes, dtype=u8, device=self._dev)
+        else:
+            return None
+        return lambda: dst.copy_(src, non_blocking=pinned)
+
+    def tiny_op(self) -> Callable[[], Any]:
+        x = self._torch.ones(1, device=self._dev)
+        return lambda: x.add_(1)
+
+    def graph(self, fn: Callable[[], Any], k: int) -> Callable[[], Any] | None:
+        if not self.is_gpu:
+            return None
+        cuda = self._torch.cuda
+        side = cuda.Stream(self._dev)
+        side.wait_stream(cuda.current_stream(self._dev))
+        with cuda.stream(side):
+            for _ in range(3):  # warm up on a side stream, as the CUDA-graphs docs ask
+                fn()
+        cuda.current_stream(self._dev).wait_stream(side)
+        g = cuda.CUDAGraph()
+        with cuda.graph(g):
+            for _ in range(k):
+                fn()
+        return g.replay
+
+    def streams(self, n: int) -> list[Any] | None:
+        if not self.is_gpu:
+            return None
+        return [self._torch.cuda.Stream(self._dev) for _ in range(n)]
+
+    @contextlib.contextmanager
+    def on_stream(self, stream: Any) -> Iterator[None]:
+        with self._torch.cuda.stream(stream):
+            yield
+
+    def cache_flusher(self) -> Callable[[], Any] | None:
+        if not self.is_gpu:
+            return None
+        props = self._torch.cuda.get_device_properties(self._dev)
+        nbytes = max(L2_FLUSH_BYTES, 2 * int(getattr(props, "L2_cache_size", 0)))
+        buf = self._torch.empty(nbytes, dtype=self._torch.uint8, device=self._dev)
+        return buf.zero_
+
+    def environment(self) -> dict[str, str | int | float | None]:
+        t = self._torch
+        env: dict[str, str | int | float | None] = {
+            "framework": "torch",
+            "version": t.__version__,
+            "device": self.device,
+            "threads": int(t.get_num_threads()),
+        }
+        if self.is_gpu:
+            props = t.cuda.get_device_properties(self._dev)
+            env.update(cuda=t.version.cuda, name=props.name, uuid=self.uuid())
+        else:
+            m = re.search(r"BLAS_INFO=(\w+)", t.__config__.show())
+            env["blas"] = m.group(1) if m else None
+        return env
 
     def memory(self) -> dict[str, int] | None:
         if not self.is_gpu:

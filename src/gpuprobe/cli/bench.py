@@ -1,0 +1,132 @@
+"""``gpuprobe bench [WORKLOAD...] [--backend B,...] [--device D,...] [--quick] [--json]
+[--plot FILE] [--compare]``: what this machine can do, measured correctly, against its peaks."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from gpuprobe.cli._common import console, print_json
+
+__all__ = ["register", "run"]
+
+WIDE = 150  # columns when writing to a file or a pipe: the tables stay one row per result
+_WORKLOADS = "expression, scale, matmul, transfer, launch, crossover, sync, multi"
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure this machine: E1, E8, matmul by dtype, copies, launch, crossover, sync",
+        description="Run each workload on every backend and device available (numpy on the "
+        "CPU; torch on the CPU and CUDA; cupy and jax where installed), each framework in its own "
+        "process, timed with device events, and set each figure against the hardware's peak. "
+        f"Workloads: {_WORKLOADS} (all when none are named). Results are kept in a local "
+        "history ($GPUPROBE_DATA_DIR, else ~/.local/share/gpuprobe).",
+    )
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=f"any of: {_WORKLOADS}")
+    p.add_argument(
+        "--backend",
+        action="append",
+        metavar="B[,B...]",
+        help="numpy, torch, cupy, jax (default: every one usable here)",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        metavar="D[,D...]",
+        help="cpu, cuda:N or cuda for every GPU (default: all here)",
+    )
+    p.add_argument("--quick", action="store_true", help="small sizes and short budgets (< 1 min)")
+    p.add_argument(
+        "--budget",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="seconds of repetitions per measurement (default 0.25, quick 0.03)",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="write charts (crossover, bandwidth vs size, roofline) to FILE.png/.svg",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="show what changed since the last run on this machine",
+    )
+    p.add_argument("--no-save", action="store_true", help="don't add this run to the history")
+    p.set_defaults(handler=run)
+
+
+@contextmanager
+def _bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar on stderr (only on a terminal)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("starting", total=None)
+
+        def update(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total)
+
+        yield update
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuprobe.bench import bench
+    from gpuprobe.errors import UsageError
+
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
+    kwargs: dict[str, Any] = {}
+    if args.budget is not None:
+        kwargs["budget_s"] = args.budget
+    with _bar(not args.json) as update:
+        report = bench(
+            args.workloads or None,
+            args.backend,
+            args.device,
+            quick=args.quick,
+            save=not args.no_save,
+            compare=args.compare,
+            progress=update,
+            **kwargs,
+        )
+    if args.plot:
+        report.plot(args.plot)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        from gpuprobe.report.bench_table import render_bench
+
+        out = console()
+        if not out.is_terminal:
+            out.width = max(out.width, WIDE)
+        render_bench(report, out)
+        if args.plot:
+            out.print(f"charts: {args.plot}")
+    return report.exit_code

@@ -1,0 +1,191 @@
+"""Terminal rendering of ``gpuprobe bench`` with rich: one table per workload, the findings, and
+(with ``--compare``) what changed since the last run on this machine."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuprobe.bench.measurement import format_seconds
+from gpuprobe.bench.report import BenchReport, BenchResult, Comparison
+from gpuprobe.findings import worst_first
+from gpuprobe.report.terminal import render_findings
+
+__all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
+
+TITLES: dict[str, str] = {
+    "expression": "expression: E1, (sin(x)**2 / cos(x)**2).sum() on n×n; GB/s = input bytes / time",
+    "scale": "scale: E8, 50 M float32 × 2, timed right and E8's way; GB/s = read + write",
+    "matmul": "matmul: TFLOP/s = 2n³ / time (TOP/s for int8); error ‖C−C64‖/‖C64‖ (E4)",
+    "transfer": "transfer: GB/s = bytes / time; d2d and host copies count read + write (2 × size)",
+    "launch": "launch: one tiny op (1-element add), µs per operation",
+    "crossover": "crossover: time per size on each device (E5.1); the crossover is in the findings",
+    "sync": "sync: E5.3, norm to the host every step vs a log kept on the device, µs per step",
+    "multi": "multi: E5.4, two matmuls at once (two GPUs, or two streams on one) vs one after the other",
+}
+
+
+def format_size(r: BenchResult) -> str:
+    """``4096`` for n, ``64 MiB`` for bytes, ``5e+06`` for element counts."""
+    if r.size is None:
+        return ""
+    if r.size_unit == "bytes":
+        n = float(r.size)
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if n < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}"
+            n /= 1024
+    if r.size_unit == "elements" and r.size >= 100_000:
+        return f"{r.size:.0e}".replace("e+0", "e")
+    return str(r.size)
+
+
+def _rate(r: BenchResult) -> str:
+    v = r.values
+    if v.get("tflops") is not None:
+        t = v["tflops"] or 0.0
+        unit = "TOP/s" if r.case == "int8" else "TFLOP/s"
+        return f"{t:.3g} {unit}" if t >= 0.01 else f"{t * 1e3:.3g} G{unit[1:]}"
+    if v.get("gbs") is not None:
+        return f"{v['gbs']:.3g} GB/s"
+    if v.get("apparent_gbs") is not None:
+        return f"({v['apparent_gbs']:.3g} GB/s?)"
+    if v.get("us") is not None:
+        return f"{v['us']:.3g} µs/op"
+    if v.get("us_per_step") is not None:
+        return f"{v['us_per_step']:.3g} µs/step"
+    if v.get("gflops") is not None:
+        return f"{v['gflops']:.3g} GFLOP/s"
+    return ""
+
+
+def _notes(r: BenchResult) -> str:
+    v = r.values
+    parts = []
+    if v.get("rel_error") is not None:
+        parts.append(f"err {v['rel_error']:.1e}")
+    if v.get("note_s") is not None:
+        parts.append(f"note: {format_seconds(v['note_s'])}")
+    if v.get("speedup") is not None:
+        parts.append(f"{v['speedup']:.2f}× vs one after the other")
+    if r.workload == "scale" and r.case == "naive" and v.get("correct_s"):
+        if r.device == "cpu":
+            parts.append("E8's host clock: right on a CPU, whose calls are synchronous")
+        else:
+            parts.append(f"E8's mistake; the device took {format_seconds(v['correct_s'])}")
+    if r.conditions is not None and r.conditions.sm_clock_mhz_max is not None:
+        c = r.conditions
+        parts.append(
+            f"{c.sm_clock_mhz_min}-{c.sm_clock_mhz_max} MHz"
+            + (f", {c.temperature_c_max} °C" if c.temperature_c_max is not None else "")
+            + (f", {c.power_w_max:.0f} W" if c.power_w_max is not None else "")
+        )
+    return "; ".join(parts)
+
+
+def _table(workload: str, results: list[BenchResult]) -> Table:
+    t = Table(title=TITLES.get(workload, workload), title_justify="left", expand=False)
+    gpu = any(r.device != "cpu" for r in results)
+    columns = ["backend", "case", "size", "median", "p20–p80", "n", "rate"]
+    columns += ["% peak"] if gpu else []
+    for name in [*columns, "notes"]:
+        right = name not in ("backend", "case", "notes")
+        t.add_column(
+            name,
+            justify="right" if right else "left",
+            no_wrap=name != "notes",
+            overflow="fold" if name == "notes" else "ellipsis",
+        )
+    for r in results:
+        backend = f"{r.framework} {r.device}"
+        blank = [""] * (len(columns) - 3)
+        if not r.ok or r.measurement is None:
+            style = "yellow" if r.status == "out-of-memory" else "dim"
+            t.add_row(backend, r.case, format_size(r), *blank, r.reason or r.status, style=style)
+            continue
+        m = r.measurement
+        pct = r.values.get("pct_peak")
+        row = [
+            backend,
+            r.case,
+            format_size(r),
+            format_seconds(m.median),
+            f"{format_seconds(m.p20)}–{format_seconds(m.p80)}",
+            str(m.n),
+            _rate(r),
+        ]
+        if gpu:
+            row.append(f"{pct:.0f} %" if pct is not None else "n/a")
+        t.add_row(*row, _notes(r))
+    return t
+
+
+def _figure(x: float, unit: str) -> str:
+    return format_seconds(x) if unit == "s" else f"{x:.4g} {unit}"
+
+
+def _comparison(c: Comparison) -> Table:
+    t = Table(
+        title=f"compared with run {c.previous_run} ({c.previous_created})",
+        title_justify="left",
+    )
+    for name in ("result", "old", "new", "new/old", ""):
+        t.add_column(name, justify="left" if name in ("result", "") else "right")
+    for ch in c.changes:
+        mark = {True: "[green]better[/]", False: "[red]worse[/]", None: "same"}[ch.better]
+        t.add_row(
+            ch.key, _figure(ch.old, ch.unit), _figure(ch.new, ch.unit), f"{ch.ratio:.3f}", mark
+        )
+    return t
+
+
+def render_bench(report: BenchReport, console: Console) -> None:
+    """Print the report: a table per workload, findings, comparison, environment."""
+    env = report.environment
+    console.print(
+        f"[bold]gpuprobe bench[/] on {env.hostname}: {env.cpu or 'unknown CPU'}"
+        + (f"; {', '.join(env.gpus)}; driver {env.driver}" if env.gpus else "; no GPU")
+        + (f"; numpy BLAS {env.blas}, {env.threads} threads" if env.blas else "")
+        + ("; quick sizes" if report.quick else "")
+    )
+    for w in report.workloads:
+        rs = [r for r in report.results if r.workload == w]
+        if rs:
+            console.print(_table(w, rs))
+    for wr in report.workers:
+        if wr.error:
+            console.print(f"[red]{wr.framework} {wr.device}: {wr.error}[/]")
+    if report.findings:
+        render_findings(worst_first(report.findings), console, "findings")
+    c = report.comparison
+    if c is not None:
+        if c.environment_changes:
+            console.print(
+                "[bold]changed since the last run:[/] " + "; ".join(c.environment_changes)
+            )
+        if c.changes:
+            console.print(_comparison(c))
+        if c.note:
+            console.print(f"compare: {c.note}")
+    tail = f"{report.elapsed_s or 0:.1f} s"
+    if report.run_id is not None:
+        tail += f"; saved as run {report.run_id} in the history"
+    console.print(f"[dim]{tail}[/]")
+
+
+def _recorded(report: BenchReport, width: int) -> Console:
+    console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
+    render_bench(report, console)
+    return console
+
+
+def bench_text(report: BenchReport, width: int = 140) -> str:
+    """The report as plain text (``str(report)``)."""
+    return str(_recorded(report, width).export_text())
+
+
+def bench_html(report: BenchReport) -> str:
+    """The report as HTML for notebooks."""
+    return str(_recorded(report, 140).export_html(inline_styles=True))
