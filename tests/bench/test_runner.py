@@ -150,3 +150,37 @@ def test_in_process_run_round_trips_and_reads(tmp_path) -> None:  # type: ignore
     assert "launch: one tiny op" in text and "µs/op" in text
     assert "<" in report._repr_html_()
     assert report.environment.hostname and report.environment.frameworks["numpy"]
+
+
+def test_a_busy_host_is_said_for_cpu_figures(h200: Inventory) -> None:
+    cores = h200.host.usable_cores or h200.host.logical_cores
+    assert cores
+    loaded = WorkerRun("torch", "cpu", others_cores=0.5 * cores)
+    quiet = WorkerRun("numpy", "cpu", others_cores=0.1 * cores)
+    gpu = WorkerRun("torch", "cuda:0", others_cores=0.9 * cores)  # GPU figures: not judged so
+    fs = [f for f in judge([], [loaded, quiet, gpu], h200) if f.id == "bench-host-busy"]
+    assert [f.subject for f in fs] == ["torch cpu"]
+    assert fs[0].evidence[0].value == pytest.approx(0.5 * cores)
+
+
+def test_host_load_counts_other_processes_not_ours() -> None:
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from gpuprobe.bench.runner import _HostLoad
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3: pass\n"
+    other = subprocess.Popen([sys.executable, "-c", spin])  # not reaped: counts as another's
+    try:
+        load = _HostLoad(children=True)
+        time.sleep(0.8)  # the window measured, not a stand-in for work
+        busy = load.others_cores()
+    finally:
+        other.kill()
+        other.wait()
+    cores = psutil.cpu_count()
+    # a runnable spinner keeps at least most of one core busy, and no host exceeds its cores
+    assert busy is not None and 0.5 < busy <= cores + 0.2, busy

@@ -101,6 +101,9 @@ class WorkerRun(Record):
     environment: dict[str, str | int | float | None] = field(default_factory=dict)
     error: str | None = None
     elapsed_s: float | None = None
+    # CPU cores other processes kept busy while this worker ran (host busy time less the worker's
+    # own): a loaded host slows CPU figures, multi-threaded ones most
+    others_cores: float | None = None
 
 
 @dataclass(frozen=True)
