@@ -18,7 +18,19 @@ from gpuprobe.errors import EXIT_USAGE, GpuprobeError
 __all__ = ["COMMANDS", "main"]
 
 # The order here is the order in `gpuprobe --help`.
-COMMANDS: tuple[str, ...] = ("info", "doctor", "run", "top", "plot", "export", "diagnose", "scale")
+COMMANDS: tuple[str, ...] = (
+    "info",
+    "doctor",
+    "run",
+    "top",
+    "plot",
+    "export",
+    "diagnose",
+    "scale",
+    "fit",
+    "pack",
+    "precision",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -36,6 +36,7 @@ __all__ = [
     "install_command",
     "live_tensors",
     "loaded",
+    "mha_fastpath",
     "module_device",
     "peak_memory",
     "preload_modules",
@@ -506,3 +507,27 @@ def cap_cuda_memory(limit: int, device: str) -> str:
     total = torch.cuda.get_device_properties(dev).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), dev)
     return f"torch's CUDA allocator on {device} (set_per_process_memory_fraction)"
+
+
+def mha_fastpath(enabled: bool) -> Any:
+    """A context manager that turns the ``nn.TransformerEncoderLayer`` / ``MultiheadAttention``
+    inference fast path on or off (it rejects dynamically quantized ``nn.Linear`` layers, whose
+    ``weight`` is a method), restoring the setting on exit."""
+    import contextlib
+
+    torch = require("the MHA fast path")
+    mha = getattr(torch.backends, "mha", None)
+
+    @contextlib.contextmanager
+    def ctx() -> Any:
+        if mha is None:
+            yield
+            return
+        old = mha.get_fastpath_enabled()
+        mha.set_fastpath_enabled(enabled)
+        try:
+            yield
+        finally:
+            mha.set_fastpath_enabled(old)
+
+    return ctx()

@@ -26,6 +26,8 @@ __all__ = ["CHILD_TIMEOUT_S", "ChildDied", "ChildRaised", "cap_description", "ru
 
 CHILD_TIMEOUT_S = 600.0  # s a child may run before it is killed; a stuck trial must not hang fit
 
+# gpuprobe modules every trial needs, imported once by the fork server (not by each child)
+PRELOAD = ("gpuprobe.memory.fit", "gpuprobe.memory.demo")
 _context: Any = None
 
 
@@ -55,7 +57,7 @@ def _mp_context() -> Any:
 
         if "forkserver" in multiprocessing.get_all_start_methods():
             _context = multiprocessing.get_context("forkserver")
-            _context.set_forkserver_preload(ft.preload_modules())
+            _context.set_forkserver_preload([*ft.preload_modules(), *PRELOAD])
         else:
             _context = multiprocessing.get_context("spawn")
     return _context
