@@ -40,6 +40,8 @@ def test_search_finds_the_limit_within_tolerance_and_bound(n: int, frac: float, 
         return
     found = sizes[fit_i]
     assert found <= true and found >= (1 - tol) * true
+    if limit >= n:  # everything fits: the search has tried the largest size itself
+        assert found == n
     assert fail_i == len(sizes) or sizes[fail_i] > true
 
 

@@ -126,6 +126,8 @@ def trial_bound(candidates: int) -> int:
 def _finished(sizes: Sequence[int], fit_i: int, fail_i: int, tol: float) -> bool:
     if fail_i == fit_i + 1:
         return True
+    if fail_i == len(sizes):  # nothing failed yet: only the largest size itself settles it
+        return False
     return fit_i >= 0 and sizes[fit_i] >= (1 - tol) * sizes[fail_i - 1]
 
 

@@ -70,6 +70,7 @@ class PackCopy(Record):
     index: int
     wall_s: float
     exit_code: int
+    cpu_s: float | None = None  # its user + system CPU seconds (wait4 rusage, its children too)
     rate: float | None = None  # the last --rate match in its output
     error: str | None = None  # the last line of its stderr when it failed
 
@@ -84,6 +85,7 @@ class PackLevel(Record):
     mean_copy_s: float
     throughput: float | None  # jobs/h, or the summed rate (None: a rate was not found)
     slowdown: float | None = None  # mean copy time / mean copy time at the smallest N
+    cpu_percent: float | None = None  # the copies' CPU seconds / level wall, % of one core
     host_busy_percent: float | None = None  # mean over cores and samples, 0-100
     tree_cpu_percent: float | None = None  # the copies together, % of one core (mean)
     gpu_util_percent: float | None = None  # mean over GPUs and samples
@@ -214,16 +216,24 @@ def _run_level(
                     ) from None
             procs.append((p, time.monotonic(), out_path, err_path))
         ends: dict[int, float] = {}
+        cpu: dict[int, float] = {}
         while len(ends) < len(procs):
             for i, (p, _, _, _) in enumerate(procs):
-                if i not in ends and p.poll() is not None:
+                if i in ends:
+                    continue
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)  # the copy's own CPU time
+                if pid:
                     ends[i] = time.monotonic()
+                    p.returncode = os.waitstatus_to_exitcode(status)
+                    cpu[i] = usage.ru_utime + usage.ru_stime
             time.sleep(0.01)  # polling the copies' exit, not standing in for work
     except BaseException:
         for p, _, _, _ in procs:
-            with contextlib.suppress(OSError):
-                p.kill()
-            p.wait()
+            if p.returncode is None:
+                with contextlib.suppress(OSError):
+                    p.kill()
+                with contextlib.suppress(ChildProcessError):
+                    p.wait()
         raise
     finally:
         sampler.stop(final_sink=samples.append)
@@ -239,7 +249,14 @@ def _run_level(
             lines = [ln for ln in _tail(err_path).splitlines() if ln.strip()]
             error = lines[-1][:300] if lines else f"exit code {code}"
         copies.append(
-            PackCopy(index=i, wall_s=ends[i] - start, exit_code=code, rate=rate, error=error)
+            PackCopy(
+                index=i,
+                wall_s=ends[i] - start,
+                exit_code=code,
+                cpu_s=round(cpu[i], 4),
+                rate=rate,
+                error=error,
+            )
         )
     return copies, wall, samples
 
@@ -260,9 +277,11 @@ def _level(n: int, copies: list[PackCopy], wall: float, samples: list[Sample], r
         if g.sample.utilization_gpu is not None
     ]
     mem = [g.sample.memory_used for s in samples for g in s.gpus if g.sample.memory_used is not None]
+    cpu_s = [c.cpu_s for c in copies if c.cpu_s is not None]
     return PackLevel(
         n=n,
         copies=tuple(copies),
+        cpu_percent=round(100 * sum(cpu_s) / wall, 1) if cpu_s and wall > 0 else None,
         wall_s=wall,
         mean_copy_s=mean,
         throughput=throughput,
@@ -501,19 +520,23 @@ def render_text(r: PackReport) -> str:
     lines = [f"gpuprobe pack: {shlex.join(r.command)}", f"  machine: {r.cores} cores, {gpus}{load}"]
     lines.append(
         f"  {'N':>3}  {'wall':>8}  {'per copy':>9}  {'slowdown':>8}  {'throughput':>12}  "
-        f"{'host busy':>9}  {'GPU util':>8}"
+        f"{'copies CPU':>10}  {'host busy':>9}  {'GPU util':>8}"
     )
     for lv in r.levels:
         mark = "  <- recommended" if lv.n == r.recommended else ""
         failed = f"  ({lv.failed} failed)" if lv.failed else ""
         gpu = f"{lv.gpu_util_percent:.0f} %" if lv.gpu_util_percent is not None else "n/a"
         host = f"{lv.host_busy_percent:.0f} %" if lv.host_busy_percent is not None else "n/a"
+        used = f"{lv.cpu_percent:.0f} %" if lv.cpu_percent is not None else "n/a"
         lines.append(
             f"  {lv.n:>3}  {lv.wall_s:>7.2f}s  {lv.mean_copy_s:>8.2f}s  "
-            f"{(lv.slowdown or 1):>7.2f}x  {_fmt(lv.throughput):>12}  {host:>9}  {gpu:>8}"
+            f"{(lv.slowdown or 1):>7.2f}x  {_fmt(lv.throughput):>12}  {used:>10}  {host:>9}  {gpu:>8}"
             f"{failed}{mark}"
         )
-    lines.append(f"  throughput unit: {r.unit}")
+    lines.append(
+        f"  throughput: {r.unit}; copies CPU: their CPU seconds over the wall time, % of one "
+        "core; host busy: all cores, whoever used them"
+    )
     for f in r.findings:
         lines.append(f"  [{f.status.value}] {f.title}")
         for d in f.details:
