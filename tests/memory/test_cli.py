@@ -26,7 +26,9 @@ BUSY = [sys.executable, "-c", "x = 0\nfor i in range(300_000): x += i"]
         (["precision", "--dtypes", "fp8"], 2, "dtypes are"),
     ],
 )
-def test_bad_input(argv: list[str], code: int, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input(
+    argv: list[str], code: int, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     try:
         rc = main(argv)
     except SystemExit as exc:  # argparse type errors

@@ -32,9 +32,7 @@ def test_pack_runs_n_copies_at_once_and_reports_each_level() -> None:
         assert lv.wall_s >= max(c.wall_s for c in lv.copies) * 0.99
         assert lv.samples >= 1
     assert r.levels[0].slowdown == 1.0
-    assert r.levels[1].slowdown == pytest.approx(
-        r.levels[1].mean_copy_s / r.levels[0].mean_copy_s
-    )
+    assert r.levels[1].slowdown == pytest.approx(r.levels[1].mean_copy_s / r.levels[0].mean_copy_s)
     # each copy's own CPU seconds (wait4): a busy loop uses most of its wall time on a core
     for lv in r.levels:
         assert all(c.cpu_s is not None and 0 < c.cpu_s <= c.wall_s * 1.05 for c in lv.copies)

@@ -25,7 +25,9 @@ def test_sweep_on_cpu_dtypes() -> None:
 
     def agreement(out: Any, ref: Any) -> float:
         seen.append((out, ref))
-        return float((out.reshape(32, 16).argmax(1) == ref.reshape(32, 16).argmax(1)).double().mean())
+        return float(
+            (out.reshape(32, 16).argmax(1) == ref.reshape(32, 16).argmax(1)).double().mean()
+        )
 
     r = precision_sweep(_model(), x, metric=agreement, budget_s=0.02)
     rows = {x.dtype: x for x in r.results}
@@ -33,7 +35,9 @@ def test_sweep_on_cpu_dtypes() -> None:
     fp32 = rows["fp32"]
     assert fp32.outcome == "ok" and fp32.rel_error == 0 and fp32.max_abs == 0 and fp32.metric == 1
     assert fp32.throughput == pytest.approx(32 / fp32.median_s)
-    assert rows["tf32"].outcome == "skipped" and "compute capability 8.0" in (rows["tf32"].reason or "")
+    assert rows["tf32"].outcome == "skipped" and "compute capability 8.0" in (
+        rows["tf32"].reason or ""
+    )
     bf16 = rows["bf16"]
     assert bf16.outcome == "ok" and "autocast" in (bf16.how or "")
     assert 0 < bf16.rel_error < 0.05  # 8 mantissa bits: visible, small
@@ -65,7 +69,7 @@ def test_int8_skipped_without_linear_layers() -> None:
 
 
 def test_bad_input() -> None:
-    with pytest.raises(UsageError, match="nn.Module"):
+    with pytest.raises(UsageError, match=r"nn\.Module"):
         precision_sweep(lambda x: x, torch.randn(2))
     with pytest.raises(UsageError, match="fp8"):
         precision_sweep(_model(), torch.randn(2, 64), dtypes=("fp8",))

@@ -47,7 +47,10 @@ def register(sub: Any) -> None:
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")
     p.add_argument("--min", type=_positive, default=1, help="smallest batch size (default 1)")
     p.add_argument(
-        "--max", type=_positive, default=None, help="largest batch size (default 16384; 262144 on a GPU)"
+        "--max",
+        type=_positive,
+        default=None,
+        help="largest batch size (default 16384; 262144 on a GPU)",
     )
     p.add_argument(
         "--memory-limit",

@@ -317,7 +317,9 @@ def require(feature: str) -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise UsageError(f"{feature} needs PyTorch ({exc}); install it: pip install torch") from None
+        raise UsageError(
+            f"{feature} needs PyTorch ({exc}); install it: pip install torch"
+        ) from None
     return torch
 
 

@@ -14,8 +14,8 @@ from typing import Any
 from gpuprobe.frameworks import torch as ft
 
 __all__ = [
-    "DEMO_MLP",
     "DEMO_ENCODER",
+    "DEMO_MLP",
     "alloc_step",
     "best_device",
     "encoder",
@@ -108,7 +108,11 @@ def encoder(device: str = "cpu") -> Any:
         batch_first=True,
         dropout=0.0,
     )
-    return torch.nn.TransformerEncoder(layer, num_layers=d["layers"], enable_nested_tensor=False).to(device).eval()
+    return (
+        torch.nn.TransformerEncoder(layer, num_layers=d["layers"], enable_nested_tensor=False)
+        .to(device)
+        .eval()
+    )
 
 
 def encoder_inputs(batch: int = 8, device: str = "cpu") -> Any:

@@ -146,4 +146,3 @@ def run_in_child(
     if answer[0] == "error":
         raise ChildRaised(answer[1], answer[2], answer[3])
     return answer[1]
-

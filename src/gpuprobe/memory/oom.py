@@ -98,9 +98,16 @@ class _Pattern:
 OOM_PATTERNS: tuple[_Pattern, ...] = (
     _Pattern("torch-cuda", "cuda", "torch", re.compile(r"CUDA out of memory")),
     _Pattern("torch-hip", "cuda", "torch", re.compile(r"HIP out of memory")),
-    _Pattern("torch-cpu", "host", "torch", re.compile(r"DefaultCPUAllocator: can't allocate memory")),
+    _Pattern(
+        "torch-cpu", "host", "torch", re.compile(r"DefaultCPUAllocator: can't allocate memory")
+    ),
     _Pattern("cupy", "cuda", "cupy", re.compile(r"Out of memory allocating [\d,]+ bytes")),
-    _Pattern("cuda-driver", "cuda", "cuda", re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation")),
+    _Pattern(
+        "cuda-driver",
+        "cuda",
+        "cuda",
+        re.compile(r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"),
+    ),
     _Pattern("xla", "cuda", "jax", re.compile(r"RESOURCE_EXHAUSTED: Out of memory")),
 )
 
@@ -108,15 +115,23 @@ OOM_PATTERNS: tuple[_Pattern, ...] = (
 _TORCH_FIELDS: dict[str, re.Pattern[str]] = {
     "requested": re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)"),
     "device": re.compile(r"GPU (\d+)"),
-    "total": re.compile(r"total capacit?y of ([\d.]+ [KMGT]?i?B)|\(GPU \d+; ([\d.]+ [KMGT]?i?B) total"),
+    "total": re.compile(
+        r"total capacit?y of ([\d.]+ [KMGT]?i?B)|\(GPU \d+; ([\d.]+ [KMGT]?i?B) total"
+    ),
     "free": re.compile(r"of which ([\d.]+ [KMGT]?i?B) is free|([\d.]+ [KMGT]?i?B) free;"),
     "process_in_use": re.compile(r"this process has ([\d.]+ [KMGT]?i?B) memory in use"),
-    "allocated": re.compile(r"([\d.]+ [KMGT]?i?B) is allocated by PyTorch|([\d.]+ [KMGT]?i?B) already allocated"),
-    "reserved_unallocated": re.compile(r"([\d.]+ [KMGT]?i?B) is reserved by PyTorch but unallocated"),
+    "allocated": re.compile(
+        r"([\d.]+ [KMGT]?i?B) is allocated by PyTorch|([\d.]+ [KMGT]?i?B) already allocated"
+    ),
+    "reserved_unallocated": re.compile(
+        r"([\d.]+ [KMGT]?i?B) is reserved by PyTorch but unallocated"
+    ),
     "reserved": re.compile(r"([\d.]+ [KMGT]?i?B) reserved in total by PyTorch"),
 }
 _CPU_REQUEST = re.compile(r"you tried to allocate (\d+) bytes")
-_CUPY_REQUEST = re.compile(r"Out of memory allocating ([\d,]+) bytes \(allocated so far: ([\d,]+) bytes\)")
+_CUPY_REQUEST = re.compile(
+    r"Out of memory allocating ([\d,]+) bytes \(allocated so far: ([\d,]+) bytes\)"
+)
 
 
 @dataclass(frozen=True)
@@ -638,9 +653,7 @@ def render_text(r: OomReport) -> str:
 _previous_hook: Callable[..., Any] | None = None
 
 
-def _hook(
-    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-) -> None:
+def _hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     previous = _previous_hook or sys.__excepthook__
     previous(exc_type, exc, tb)
     if classify_oom(exc) is None:

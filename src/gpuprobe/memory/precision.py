@@ -169,8 +169,12 @@ def precision_sweep(
         raise UsageError(f"precision_sweep needs a torch nn.Module, not {type(model).__name__}")
     bad = [d for d in dtypes if d not in DTYPES]
     if bad or not dtypes:
-        raise UsageError(f"unknown dtype {bad[0] if bad else ''!r}; choose from {', '.join(DTYPES)}")
-    inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+        raise UsageError(
+            f"unknown dtype {bad[0] if bad else ''!r}; choose from {', '.join(DTYPES)}"
+        )
+    inputs = (
+        tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    )
     first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
     batch = int(first.shape[0]) if first is not None and first.dim() > 0 else 1
     dev = device or ft.module_device(model)

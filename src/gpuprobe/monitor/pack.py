@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -261,11 +262,15 @@ def _run_level(
     return copies, wall, samples
 
 
-def _level(n: int, copies: list[PackCopy], wall: float, samples: list[Sample], rated: bool) -> PackLevel:
+def _level(
+    n: int, copies: list[PackCopy], wall: float, samples: list[Sample], rated: bool
+) -> PackLevel:
     mean = statistics.fmean(c.wall_s for c in copies)
     if rated:
         rates = [c.rate for c in copies]
-        throughput = sum(r for r in rates if r is not None) if all(r is not None for r in rates) else None
+        throughput = (
+            sum(r for r in rates if r is not None) if all(r is not None for r in rates) else None
+        )
     else:
         throughput = n * 3600.0 / mean if mean > 0 else None
     busy = [statistics.fmean(s.host.cpu_percent) for s in samples[1:] if s.host.cpu_percent]
@@ -276,7 +281,9 @@ def _level(n: int, copies: list[PackCopy], wall: float, samples: list[Sample], r
         for g in s.gpus
         if g.sample.utilization_gpu is not None
     ]
-    mem = [g.sample.memory_used for s in samples for g in s.gpus if g.sample.memory_used is not None]
+    mem = [
+        g.sample.memory_used for s in samples for g in s.gpus if g.sample.memory_used is not None
+    ]
     cpu_s = [c.cpu_s for c in copies if c.cpu_s is not None]
     return PackLevel(
         n=n,
@@ -301,9 +308,11 @@ def recommend(levels: Sequence[PackLevel], min_gain: float = PACK_MIN_GAIN) -> i
     for lv in sorted(levels, key=lambda lv: lv.n):
         if lv.failed or lv.throughput is None:
             continue
-        if chosen is None or chosen.throughput is None:
-            chosen = lv
-        elif lv.throughput >= chosen.throughput * (1 + min_gain):
+        if (
+            chosen is None
+            or chosen.throughput is None
+            or lv.throughput >= chosen.throughput * (1 + min_gain)
+        ):
             chosen = lv
     return chosen.n if chosen else None
 
@@ -321,7 +330,9 @@ def pack(
     wall times, total throughput and slowdown, with the N to run. ``rate`` is a regular
     expression whose first group is a number the command prints (e.g. ``r"([\\d.]+) it/s"``)."""
     cmd = list(cmd)
-    levels_n = parse_counts(",".join(str(c) for c in counts) if not isinstance(counts, str) else counts)
+    levels_n = parse_counts(
+        ",".join(str(c) for c in counts) if not isinstance(counts, str) else counts
+    )
     executable = resolve_command(cmd)
     rate_rx = None
     if rate is not None:
@@ -330,11 +341,12 @@ def pack(
         except re.error as exc:
             raise UsageError(f"--rate {rate!r} is not a regular expression: {exc}") from None
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    kwargs = {} if nvml is None else {"nvml": nvml}
+    kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     levels: list[PackLevel] = []
-    with Sampler(hz=hz, pid=os.getpid(), **kwargs) as sampler, tempfile.TemporaryDirectory(
-        prefix="gpuprobe-pack-"
-    ) as tmp:
+    with (
+        Sampler(hz=hz, pid=os.getpid(), **kwargs) as sampler,
+        tempfile.TemporaryDirectory(prefix="gpuprobe-pack-") as tmp,
+    ):
         sharing = read_sharing(
             sampler.gpus, sampler.driver.error if sampler.driver.status != "ok" else None
         )
