@@ -7,31 +7,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gpuprobe.cli._args import positive_int, size_bytes
+
 __all__ = ["DEFAULT_CPU_LIMIT", "register", "run"]
 
 DEFAULT_CPU_LIMIT = "512MiB"  # the CPU demo's cap: a limit found in seconds on a laptop
-
-
-def _size(text: str) -> int:
-    from gpuprobe.memory.oom import parse_size
-
-    try:
-        value = parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: the cap must be more than 0 bytes")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
-    return value
 
 
 def register(sub: Any) -> None:
@@ -45,21 +25,23 @@ def register(sub: Any) -> None:
         "gpuprobe.fit(step, batch_sizes=range(1, 4097)).",
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")
-    p.add_argument("--min", type=_positive, default=1, help="smallest batch size (default 1)")
+    p.add_argument("--min", type=positive_int, default=1, help="smallest batch size (default 1)")
     p.add_argument(
         "--max",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="largest batch size (default 16384; 262144 on a GPU)",
     )
     p.add_argument(
         "--memory-limit",
-        type=_size,
+        type=size_bytes,
         metavar="SIZE",
         help=f"cap each trial's memory, e.g. 2GiB (default on the CPU {DEFAULT_CPU_LIMIT}; on a "
         "GPU the card itself)",
     )
-    p.add_argument("--repeats", type=_positive, default=2, help="timed steps per size (default 2)")
+    p.add_argument(
+        "--repeats", type=positive_int, default=2, help="timed steps per size (default 2)"
+    )
     p.add_argument("--no-curve", action="store_true", help="search only; skip the extra sizes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=run)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gpuprobe.cli._args import positive_int
+
 __all__ = ["register", "run"]
 
 
@@ -20,16 +22,6 @@ def _dtypes(text: str) -> tuple[str, ...]:
             f"{text!r}: dtypes are {', '.join(DTYPES)} (comma-separated)"
         )
     return names
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
-    return value
 
 
 def _budget(text: str) -> float:
@@ -52,7 +44,7 @@ def register(sub: Any) -> None:
         "gpuprobe.precision_sweep(model, inputs).",
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")
-    p.add_argument("--batch", type=_positive, default=8, help="sequences per batch (default 8)")
+    p.add_argument("--batch", type=positive_int, default=8, help="sequences per batch (default 8)")
     p.add_argument(
         "--dtypes",
         type=_dtypes,

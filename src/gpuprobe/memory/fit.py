@@ -27,6 +27,7 @@ from gpuprobe.bench.measurement import Measurement, format_seconds
 from gpuprobe.errors import GpuprobeError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.memory.oom import classify_oom, format_bytes
+from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
     "CURVE_MAX_POINTS",
@@ -508,8 +509,5 @@ def render_text(r: FitResult) -> str:
             )
         else:
             lines.append(f"  {t.batch_size:>8}  {'OOM':<4}  {'':>10}  {'':>11}  {'':>10}{mark}")
-    for f in r.findings:
-        lines.append(f"  [{f.status.value}] {f.title}")
-        if f.fix:
-            lines.append(f"         fix: {f.fix}")
+    lines += findings_lines(r.findings, no_details=("fit-nothing-fits",))
     return "\n".join(lines)

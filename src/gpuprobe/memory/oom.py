@@ -633,16 +633,12 @@ def _remedies(e: OomError, r: OomReport) -> tuple[str, ...]:
 
 def render_text(r: OomReport) -> str:
     """The report as plain text, for a terminal under a traceback."""
+    from gpuprobe.report.findings_text import findings_lines
+
     lines = ["gpuprobe: out of memory, explained"]
-    icon = {"fail": "FAIL", "warn": "WARN", "info": "info", "ok": " ok ", "skipped": "skip"}
-    for f in r.findings:
-        lines.append(f"  [{icon[f.status.value]}] {f.title}")
-        if f.id == "oom-error":
-            continue
-        for d in f.details:
-            lines.append(f"         - {d}")
-        if f.fix and f.id != "oom-what-to-do":
-            lines.append(f"         fix: {f.fix}")
+    lines += findings_lines(
+        r.findings, no_details=("oom-error",), no_fix=("oom-error", "oom-what-to-do")
+    )
     for n in r.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines)

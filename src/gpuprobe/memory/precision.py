@@ -28,6 +28,7 @@ from gpuprobe._data import Record
 from gpuprobe.bench.measurement import format_seconds
 from gpuprobe.errors import UsageError
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
     "DTYPES",
@@ -380,14 +381,7 @@ def render_text(r: PrecisionReport) -> str:
             f"  {x.dtype:<6}  {format_seconds(x.median_s):>10}  {tp:>10}  "
             f"{(x.speedup or 0):>6.2f}x  {_num(x.max_abs):>8}  {_num(x.rel_error):>8}{m}"
         )
-    for f in r.findings:
-        if f.id in ("precision-skipped",):
-            continue
-        lines.append(f"  [{f.status.value}] {f.title}")
-        for d in f.details:
-            lines.append(f"         - {d}")
-        if f.fix:
-            lines.append(f"         fix: {f.fix}")
+    lines += findings_lines(r.findings, skip=("precision-skipped",))
     for n in r.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines)

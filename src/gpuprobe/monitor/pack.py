@@ -37,6 +37,7 @@ from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.run import EXIT_NOT_FOUND, resolve_command
 from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
+from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
     "GPU_LIGHT_UTIL_PERCENT",
@@ -549,10 +550,5 @@ def render_text(r: PackReport) -> str:
         f"  throughput: {r.unit}; copies CPU: their CPU seconds over the wall time, % of one "
         "core; host busy: all cores, whoever used them"
     )
-    for f in r.findings:
-        lines.append(f"  [{f.status.value}] {f.title}")
-        for d in f.details:
-            lines.append(f"         - {d}")
-        if f.fix:
-            lines.append(f"         fix: {f.fix}")
+    lines += findings_lines(r.findings)
     return "\n".join(lines)
