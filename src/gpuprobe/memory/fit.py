@@ -346,11 +346,17 @@ def fit(
             on_trial(t)
         return t
 
-    fit_i, fail_i, used = search(sizes, lambda b: run_one(b, "search").fits, tolerance)
-    best = sizes[fit_i] if fit_i >= 0 else None
-    if curve and best is not None:
-        for b in _curve_sizes(sizes, best, set(trials)):
-            run_one(b, "curve")
+    try:
+        fit_i, fail_i, used = search(sizes, lambda b: run_one(b, "search").fits, tolerance)
+        best = sizes[fit_i] if fit_i >= 0 else None
+        if curve and best is not None:
+            for b in _curve_sizes(sizes, best, set(trials)):
+                run_one(b, "curve")
+    finally:
+        if isolated:  # leave no server process behind
+            from gpuprobe.memory.isolate import stop_server
+
+            stop_server()
     timed = [t for t in trials.values() if t.fits and t.throughput]
     timer = "cuda-event" if (device or "").startswith("cuda") else "perf_counter"
     result = FitResult(

@@ -22,7 +22,14 @@ from typing import Any
 
 from gpuprobe.errors import GpuprobeError
 
-__all__ = ["CHILD_TIMEOUT_S", "ChildDied", "ChildRaised", "cap_description", "run_in_child"]
+__all__ = [
+    "CHILD_TIMEOUT_S",
+    "ChildDied",
+    "ChildRaised",
+    "cap_description",
+    "run_in_child",
+    "stop_server",
+]
 
 CHILD_TIMEOUT_S = 600.0  # s a child may run before it is killed; a stuck trial must not hang fit
 
@@ -125,13 +132,18 @@ def run_in_child(
     proc = ctx.Process(target=_child_main, args=(sender, fn, args, cap), daemon=True)
     proc.start()
     sender.close()
+    answer = None
+    timed_out = False
     try:
-        answer = receiver.recv() if receiver.poll(timeout_s) else None
-    except EOFError:
+        if receiver.poll(timeout_s):
+            answer = receiver.recv()
+        else:
+            timed_out = True
+    except EOFError:  # the child closed the pipe without an answer: it died
         answer = None
     finally:
         receiver.close()
-    if answer is None and proc.is_alive():
+    if timed_out:
         proc.kill()
         proc.join()
         raise ChildDied(f"the trial ran longer than {timeout_s:g} s and was stopped")
@@ -146,3 +158,18 @@ def run_in_child(
     if answer[0] == "error":
         raise ChildRaised(answer[1], answer[2], answer[3])
     return answer[1]
+
+
+def stop_server() -> None:
+    """Stop the fork server (it is a child of this process and would otherwise live as long as
+    it); the next :func:`run_in_child` starts a new one."""
+    global _context
+    if _context is None:
+        return
+    if _context.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        stop = getattr(forkserver._forkserver, "_stop", None)  # CPython 3.8+
+        if stop is not None:
+            stop()
+    _context = None
