@@ -36,6 +36,7 @@ CHILD_TIMEOUT_S = 600.0  # s a child may run before it is killed; a stuck trial 
 # gpuprobe modules every trial needs, imported once by the fork server (not by each child)
 PRELOAD = ("gpuprobe.memory.fit", "gpuprobe.memory.demo")
 _context: Any = None
+_own_tracker = False  # the resource tracker was started for our fork server, not by the user
 
 
 class ChildRaised(GpuprobeError):
@@ -57,9 +58,16 @@ class ChildDied(GpuprobeError):
         self.signal_number = signal_number
 
 
+def _tracker_running() -> bool:
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker._resource_tracker, "_pid", None) is not None
+
+
 def _mp_context() -> Any:
-    global _context
+    global _context, _own_tracker
     if _context is None:
+        _own_tracker = not _tracker_running()  # the fork server starts one if none runs
         from gpuprobe.frameworks import torch as ft
 
         if "forkserver" in multiprocessing.get_all_start_methods():
@@ -161,8 +169,8 @@ def run_in_child(
 
 
 def stop_server() -> None:
-    """Stop the fork server (it is a child of this process and would otherwise live as long as
-    it); the next :func:`run_in_child` starts a new one."""
+    """Stop the fork server and the resource tracker it started (children of this process that
+    would otherwise live as long as it); the next :func:`run_in_child` starts them again."""
     global _context
     if _context is None:
         return
@@ -170,6 +178,12 @@ def stop_server() -> None:
         from multiprocessing import forkserver
 
         stop = getattr(forkserver._forkserver, "_stop", None)  # CPython 3.8+
+        if stop is not None:
+            stop()
+    if _own_tracker:  # and its resource tracker, unless the user's code had one running
+        from multiprocessing import resource_tracker
+
+        stop = getattr(resource_tracker._resource_tracker, "_stop", None)
         if stop is not None:
             stop()
     _context = None
