@@ -29,6 +29,12 @@ _API: dict[str, str] = {
     "profile": "gpuprobe.diagnose.profile:profile",
     "record": "gpuprobe.monitor.record:record",
     "bench": "gpuprobe.bench:bench",
+    "explain_oom": "gpuprobe.memory.oom:explain_oom",
+    "install_oom_hook": "gpuprobe.memory.oom:install_oom_hook",
+    "uninstall_oom_hook": "gpuprobe.memory.oom:uninstall_oom_hook",
+    "fit": "gpuprobe.memory.fit:fit",
+    "pack": "gpuprobe.monitor.pack:pack",
+    "precision_sweep": "gpuprobe.memory.precision:precision_sweep",
 }
 
 __all__ = ["__version__", *sorted(_API)]

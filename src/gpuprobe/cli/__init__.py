@@ -28,6 +28,9 @@ COMMANDS: tuple[str, ...] = (
     "export",
     "diagnose",
     "scale",
+    "fit",
+    "pack",
+    "precision",
 )
 
 

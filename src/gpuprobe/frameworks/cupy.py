@@ -15,7 +15,14 @@ from gpuprobe.frameworks.base import (
     import_failed,
 )
 
-__all__ = ["CUPY_DISTS", "CupyBackend", "runtime_probe", "static_probe"]
+__all__ = [
+    "CUPY_DISTS",
+    "CupyBackend",
+    "pool_memory",
+    "release_pool",
+    "runtime_probe",
+    "static_probe",
+]
 
 # Wheel names CuPy publishes per CUDA major (docs.cupy.dev install guide), and the source build.
 CUPY_DISTS: dict[str, str | None] = {
@@ -242,3 +249,32 @@ class CupyBackend(Backend):
             "cuda": _rt(rt.runtimeGetVersion()),
             "uuid": self.uuid(),
         }
+
+
+def pool_memory() -> dict[str, int] | None:
+    """CuPy's default memory pool, in bytes (None unless this process has imported CuPy):
+    ``allocated`` (in use by arrays) and ``reserved`` (held by the pool)."""
+    import sys
+
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return None
+    try:
+        pool = cp.get_default_memory_pool()
+        return {"allocated": int(pool.used_bytes()), "reserved": int(pool.total_bytes())}
+    except Exception:  # no device, broken runtime: nothing to report
+        return None
+
+
+def release_pool() -> None:
+    """Give CuPy's cached blocks back (only when CuPy is imported already)."""
+    import sys
+
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return
+    try:
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+    except Exception:
+        return

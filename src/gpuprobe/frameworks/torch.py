@@ -28,10 +28,29 @@ from gpuprobe.frameworks.base import (
 __all__ = [
     "TORCH_CUDA_VARIANTS",
     "TorchBackend",
+    "allocator_env",
+    "autocast",
+    "bf16_supported",
+    "cap_cuda_memory",
+    "cuda_initialized",
+    "cuda_memory",
     "install_command",
+    "live_tensors",
+    "loaded",
+    "mha_fastpath",
+    "module_device",
+    "peak_memory",
+    "preload_modules",
     "profiler_modules",
+    "quantize_dynamic_int8",
+    "release_memory",
+    "require",
+    "reset_peak_memory",
     "runtime_probe",
     "static_probe",
+    "tf32_matmul",
+    "tf32_supported",
+    "warm_up",
 ]
 
 # CUDA builds published for each PyTorch release, from pytorch.org/get-started/previous-versions
@@ -425,3 +444,240 @@ class TorchBackend(Backend):
             "allocated": int(cuda.memory_allocated(self._dev)),
             "reserved": int(cuda.memory_reserved(self._dev)),
         }
+
+
+# -- memory, out-of-memory and precision helpers (gpuprobe.memory) -------------------------------
+# These never import torch on their own behalf unless the caller asked for torch: ``loaded()``
+# returns the module only when the user's process has imported it already.
+
+
+def loaded() -> Any | None:
+    """torch, if this process has imported it already (never imports it)."""
+    import sys
+
+    return sys.modules.get("torch")
+
+
+def require(feature: str) -> Any:
+    """Import torch for ``feature`` or raise a UsageError saying how to install it."""
+    from gpuprobe.errors import UsageError
+
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError(
+            f"{feature} needs PyTorch ({exc}); install it: pip install torch"
+        ) from None
+    return torch
+
+
+def preload_modules() -> list[str]:
+    """Modules a fork server should import once so that each forked trial starts fast: torch
+    when it is installed (importing it does not initialise CUDA)."""
+    return ["torch"] if dist_version("torch") is not None else []
+
+
+def cuda_initialized() -> bool:
+    """True when this process has initialised CUDA through torch."""
+    torch = loaded()
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def cuda_memory(device: int | None = None) -> dict[str, int] | None:
+    """The caching allocator's view of one GPU, in bytes (None unless torch has initialised CUDA
+    in this process): ``allocated`` (live tensors), ``reserved`` (held by the cache),
+    ``inactive_split`` (free pieces of split blocks: fragmentation), ``peak_allocated``,
+    ``alloc_retries`` and ``ooms`` (counts), ``free`` and ``total`` (cudaMemGetInfo)."""
+    if not cuda_initialized():
+        return None
+    torch = loaded()
+    assert torch is not None
+    dev = torch.cuda.current_device() if device is None else device
+    stats = torch.cuda.memory_stats(dev)
+    free, total = torch.cuda.mem_get_info(dev)
+    return {
+        "device": int(dev),
+        "allocated": int(stats.get("allocated_bytes.all.current", 0)),
+        "reserved": int(stats.get("reserved_bytes.all.current", 0)),
+        "inactive_split": int(stats.get("inactive_split_bytes.all.current", 0)),
+        "peak_allocated": int(stats.get("allocated_bytes.all.peak", 0)),
+        "alloc_retries": int(stats.get("num_alloc_retries", 0)),
+        "ooms": int(stats.get("num_ooms", 0)),
+        "free": int(free),
+        "total": int(total),
+    }
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start a new peak for :func:`peak_memory` (CUDA only)."""
+    torch = loaded()
+    if torch is not None and device.startswith("cuda") and cuda_initialized():
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
+
+
+def peak_memory(device: str) -> int | None:
+    """Bytes at the allocator's peak since :func:`reset_peak_memory` (CUDA only)."""
+    torch = loaded()
+    if torch is None or not device.startswith("cuda") or not cuda_initialized():
+        return None
+    return int(torch.cuda.max_memory_allocated(torch.device(device)))
+
+
+def live_tensors(limit: int = 10) -> list[dict[str, Any]]:
+    """The largest tensors alive in this process (found through the garbage collector), one per
+    storage, largest first: shape, dtype, device, bytes, whether it is a parameter or needs grad.
+    Tensors held only by C++ (autograd's saved activations) cannot be seen this way."""
+    import gc
+
+    torch = loaded()
+    if torch is None:
+        return []
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    with warnings.catch_warnings():  # isinstance on torch's deprecated lazy aliases warns
+        warnings.simplefilter("ignore")
+        objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+    for obj in objects:
+        try:
+            if obj.is_meta:
+                continue
+            storage = obj.untyped_storage()
+            key = (str(obj.device), int(storage.data_ptr()))
+            nbytes = int(storage.nbytes())
+        except Exception:  # sparse, fake or otherwise storage-less tensors
+            continue
+        if nbytes == 0 or (key in seen and seen[key]["bytes"] >= nbytes):
+            continue
+        seen[key] = {
+            "shape": tuple(int(s) for s in obj.shape),
+            "dtype": str(obj.dtype).removeprefix("torch."),
+            "device": str(obj.device),
+            "bytes": nbytes,
+            "parameter": isinstance(obj, torch.nn.Parameter),
+            "requires_grad": bool(obj.requires_grad),
+        }
+    return sorted(seen.values(), key=lambda d: -int(d["bytes"]))[:limit]
+
+
+def release_memory() -> None:
+    """Collect garbage and give the caching allocator's unused blocks back to the driver."""
+    import gc
+
+    gc.collect()
+    torch = loaded()
+    if torch is not None and cuda_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def allocator_env() -> dict[str, str]:
+    """The allocator settings in the environment (``PYTORCH_CUDA_ALLOC_CONF``, and
+    ``PYTORCH_ALLOC_CONF``, its name from torch 2.9)."""
+    import os
+
+    names = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+    return {n: os.environ[n] for n in names if n in os.environ}
+
+
+def module_device(model: Any) -> str:
+    """The device of a module's first parameter (``cpu`` for a module without any)."""
+    for p in model.parameters():
+        return str(p.device)
+    return "cpu"
+
+
+def tf32_matmul(enabled: bool) -> Any:
+    """A context manager that sets TF32 for CUDA matmuls and cuDNN convolutions, and restores
+    the previous settings on exit."""
+    import contextlib
+
+    torch = require("TF32")
+
+    @contextlib.contextmanager
+    def ctx() -> Any:
+        old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+    return ctx()
+
+
+def autocast(device: str, dtype_name: str) -> Any:
+    """``torch.autocast`` on ``device``'s type for ``bf16`` or ``fp16``."""
+    torch = require("autocast")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    return torch.autocast(device_type=device.partition(":")[0], dtype=dtype)
+
+
+def bf16_supported(device: str) -> bool:
+    """Whether ``device`` runs bfloat16 (CUDA: compute capability 8.0 or newer; CPU: yes)."""
+    torch = require("bf16")
+    if device.startswith("cuda"):
+        return bool(torch.cuda.is_bf16_supported())
+    return True
+
+
+def tf32_supported(device: str) -> bool:
+    """TF32 is an NVIDIA tensor-core mode of compute capability 8.0 and newer."""
+    torch = require("tf32")
+    if not device.startswith("cuda"):
+        return False
+    return bool(torch.cuda.get_device_capability(torch.device(device))[0] >= 8)
+
+
+def quantize_dynamic_int8(model: Any) -> Any:
+    """A copy of ``model`` with its ``nn.Linear`` layers quantized to int8 by
+    ``torch.ao.quantization.quantize_dynamic`` (weights int8, activations quantized on the fly;
+    CPU only). Warnings torch raises (deprecation) are silenced here and left to the caller."""
+    import copy
+
+    torch = require("int8 quantization")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import quantize_dynamic
+
+        return quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
+
+
+def warm_up() -> None:
+    """Run one tiny op so torch's thread pool and allocator exist before a memory cap is set."""
+    torch = loaded()
+    if torch is not None:
+        (torch.ones(64, 64) @ torch.ones(64, 64)).sum().item()
+
+
+def cap_cuda_memory(limit: int, device: str) -> str:
+    """Cap torch's caching allocator on ``device`` at ``limit`` bytes
+    (``torch.cuda.set_per_process_memory_fraction``); returns what was capped, in words."""
+    torch = require("a CUDA memory cap")
+    dev = torch.device(device)
+    total = torch.cuda.get_device_properties(dev).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), dev)
+    return f"torch's CUDA allocator on {device} (set_per_process_memory_fraction)"
+
+
+def mha_fastpath(enabled: bool) -> Any:
+    """A context manager that turns the ``nn.TransformerEncoderLayer`` / ``MultiheadAttention``
+    inference fast path on or off (it rejects dynamically quantized ``nn.Linear`` layers, whose
+    ``weight`` is a method), restoring the setting on exit."""
+    import contextlib
+
+    torch = require("the MHA fast path")
+    mha = getattr(torch.backends, "mha", None)
+
+    @contextlib.contextmanager
+    def ctx() -> Any:
+        if mha is None:
+            yield
+            return
+        old = mha.get_fastpath_enabled()
+        mha.set_fastpath_enabled(enabled)
+        try:
+            yield
+        finally:
+            mha.set_fastpath_enabled(old)
+
+    return ctx()

@@ -1,0 +1,86 @@
+"""``gpuprobe fit``: the largest batch that fits, on a small built-in model (a demo of
+``gpuprobe.fit``): a 12-block MLP trained with SGD on random data, on ``cuda`` when torch sees a
+GPU, else on the CPU under a real memory cap (each trial in its own process, RLIMIT_AS)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from gpuprobe.cli._args import positive_int, size_bytes
+
+__all__ = ["DEFAULT_CPU_LIMIT", "register", "run"]
+
+DEFAULT_CPU_LIMIT = "512MiB"  # the CPU demo's cap: a limit found in seconds on a laptop
+
+
+def register(sub: Any) -> None:
+    """Add ``gpuprobe fit``."""
+    p = sub.add_parser(
+        "fit",
+        help="the largest batch that fits, and throughput against batch size (demo model)",
+        description="Search batch sizes for the largest one-step training batch of a small "
+        "built-in MLP that fits in memory, timing each size that fits (E9's throughput curve). "
+        "On the CPU each trial runs in its own process under a real memory cap. From Python: "
+        "gpuprobe.fit(step, batch_sizes=range(1, 4097)).",
+    )
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")
+    p.add_argument("--min", type=positive_int, default=1, help="smallest batch size (default 1)")
+    p.add_argument(
+        "--max",
+        type=positive_int,
+        default=None,
+        help="largest batch size (default 16384; 262144 on a GPU)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=size_bytes,
+        metavar="SIZE",
+        help=f"cap each trial's memory, e.g. 2GiB (default on the CPU {DEFAULT_CPU_LIMIT}; on a "
+        "GPU the card itself)",
+    )
+    p.add_argument(
+        "--repeats", type=positive_int, default=2, help="timed steps per size (default 2)"
+    )
+    p.add_argument("--no-curve", action="store_true", help="search only; skip the extra sizes")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo search; exit 1 when not even the smallest batch fits."""
+    import functools
+
+    from gpuprobe.cli._common import print_json, progress
+    from gpuprobe.errors import UsageError
+    from gpuprobe.memory import demo
+    from gpuprobe.memory.fit import fit
+    from gpuprobe.memory.oom import parse_size
+
+    device = args.device or demo.best_device()
+    if device.partition(":")[0] not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
+    on_gpu = device.startswith("cuda")
+    limit = args.memory_limit
+    if limit is None and not on_gpu:
+        limit = parse_size(DEFAULT_CPU_LIMIT)
+    top = args.max or (262_144 if on_gpu else 16_384)
+    if top < args.min:
+        raise UsageError(f"--max {top} is below --min {args.min}")
+    step = functools.partial(demo.mlp_train_step, device=device)
+    with progress(not args.json, "gpuprobe fit") as update:
+        result = fit(
+            step,
+            range(args.min, top + 1),
+            repeats=args.repeats,
+            device=device if on_gpu else None,
+            memory_limit=limit,
+            curve=not args.no_curve,
+            on_trial=lambda t: update(str(t)),
+        )
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(f"model: demo MLP {demo.DEMO_MLP}, one SGD training step, on {device}")
+        print(result)
+    return 0 if result.best is not None else 1

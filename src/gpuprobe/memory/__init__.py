@@ -1,0 +1,16 @@
+"""Memory: out-of-memory errors explained, the largest batch that fits, and precision.
+
+- :mod:`~gpuprobe.memory.oom`: :func:`explain_oom` and the opt-in exception hook.
+- :mod:`~gpuprobe.memory.fit`: :func:`fit`, the search for the largest batch that fits, and the
+  throughput at each size tried (E9's curve).
+- :mod:`~gpuprobe.memory.precision`: :func:`precision_sweep`, latency and error per dtype (E4).
+- :mod:`~gpuprobe.memory.demo`: the small built-in models ``gpuprobe fit`` and
+  ``gpuprobe precision`` run.
+- :mod:`~gpuprobe.memory.isolate`: one trial in a child process, optionally under a memory cap.
+
+Units: bytes, seconds.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

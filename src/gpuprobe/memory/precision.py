@@ -1,0 +1,387 @@
+"""Precision sweep (E4): latency and throughput of a torch ``nn.Module`` per dtype, and how far
+its output moves from fp32.
+
+- ``fp32``: the reference (TF32 off).
+- ``tf32``: fp32 tensors, matmuls on TF32 tensor cores (CUDA, compute capability 8.0+).
+- ``bf16``, ``fp16``: ``torch.autocast`` (mixed precision: matmuls in the low dtype, reductions
+  kept in fp32), on CUDA or the CPU.
+- ``int8``: ``torch.ao.quantization.quantize_dynamic`` on the ``nn.Linear`` layers (CPU only;
+  elsewhere skipped with the reason).
+
+Each dtype is timed with :func:`gpuprobe.bench.timing.measure` (CUDA events on a GPU) under
+``torch.inference_mode()``; the deviation from fp32 is the max absolute difference, the relative
+error ‖out − ref‖ / ‖ref‖ (float64) and, when given, the user's own metric of (out, ref).
+
+Units: seconds, samples per second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from gpuprobe._data import Record
+from gpuprobe.bench.measurement import format_seconds
+from gpuprobe.errors import UsageError
+from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.report.findings_text import findings_lines
+
+__all__ = [
+    "DTYPES",
+    "REL_ERROR_OK",
+    "SPEEDUP_MIN",
+    "PrecisionReport",
+    "PrecisionResult",
+    "precision_sweep",
+]
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "int8")
+# Relative output error (‖out − ref‖ / ‖ref‖) up to which a lower precision counts as accurate
+# enough to recommend without the user's own metric. bf16 keeps 8 mantissa bits (relative
+# rounding 2^-8 ≈ 0.4 %); 2 % allows its accumulation over a few layers. gpuprobe's choice; with
+# a task metric, judge by the metric (E4: BERT SQuAD F1 −6.43 % at INT8).
+REL_ERROR_OK = 0.02
+# A lower precision must be at least this much faster than fp32 to be worth recommending.
+SPEEDUP_MIN = 1.1  # x; gpuprobe's choice, above run-to-run noise
+DEFAULT_BUDGET_S = 0.5  # s of timed repetitions per dtype
+
+Outcome = Literal["ok", "skipped", "error"]
+
+
+@dataclass(frozen=True)
+class PrecisionResult(Record):
+    """One dtype."""
+
+    dtype: str
+    outcome: Outcome
+    reason: str | None = None  # why skipped, or the error
+    how: str | None = None  # what was done: autocast, quantize_dynamic, ...
+    median_s: float | None = None  # one forward pass
+    p20_s: float | None = None
+    p80_s: float | None = None
+    n: int = 0
+    timer: str | None = None
+    throughput: float | None = None  # samples/s
+    speedup: float | None = None  # fp32 median / this median
+    max_abs: float | None = None
+    rel_error: float | None = None
+    metric: float | None = None  # the user's metric(out, ref)
+
+
+@dataclass(frozen=True)
+class PrecisionReport(Record):
+    """Latency, throughput and accuracy per dtype for one model on one device."""
+
+    device: str
+    batch: int
+    results: tuple[PrecisionResult, ...]
+    metric_name: str | None = None
+    recommended: str | None = None
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def result(self, dtype: str) -> PrecisionResult | None:
+        """The row for ``dtype``."""
+        return next((r for r in self.results if r.dtype == dtype), None)
+
+    def __str__(self) -> str:
+        return render_text(self)
+
+
+def _flat_tensors(torch: Any, out: Any) -> list[Any]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _flat_tensors(torch, o)]
+    return []
+
+
+def _as64(torch: Any, out: Any) -> Any:
+    parts = _flat_tensors(torch, out)
+    if not parts:
+        raise UsageError("the model's output holds no tensor to compare")
+    return torch.cat([p.detach().to("cpu", torch.float64).reshape(-1) for p in parts])
+
+
+def _plan(torch: Any, ft: Any, dtype: str, model: Any, device: str) -> tuple[Any, Any, str] | str:
+    """(model to run, context manager factory, how) or the reason to skip."""
+    null = contextlib.nullcontext
+    if dtype == "fp32":
+        return model, (lambda: ft.tf32_matmul(False)) if device.startswith("cuda") else null, "fp32"
+    if dtype == "tf32":
+        if not ft.tf32_supported(device):
+            return (
+                "TF32 is a tensor-core mode of NVIDIA GPUs with compute capability 8.0+; "
+                f"on {device} fp32 matmuls stay fp32"
+            )
+        return model, lambda: ft.tf32_matmul(True), "fp32 tensors, TF32 matmuls"
+    if dtype in ("bf16", "fp16"):
+        if dtype == "bf16" and not ft.bf16_supported(device):
+            return f"{device} has no bfloat16 support (compute capability 8.0+ needed)"
+        try:
+            with ft.autocast(device, dtype):
+                pass
+        except Exception as exc:
+            return f"torch.autocast({device!r}, {dtype}) is not supported here: {exc}"
+        return model, lambda: ft.autocast(device, dtype), f"torch.autocast({dtype})"
+    if dtype == "int8":
+        if not device.startswith("cpu"):
+            return (
+                "torch's int8 quantization (quantize_dynamic) runs on the CPU only; for int8 on "
+                "a GPU use TensorRT or torchao"
+            )
+        if not any(isinstance(m, torch.nn.Linear) for m in model.modules()):
+            return "the model has no nn.Linear layer for quantize_dynamic to quantize"
+        try:
+            q = ft.quantize_dynamic_int8(model)
+        except Exception as exc:
+            return f"quantize_dynamic failed: {type(exc).__name__}: {exc}"
+        engine = torch.backends.quantized.engine
+        how = f"quantize_dynamic(nn.Linear, qint8), engine {engine}, MHA fast path off"
+        return q, lambda: ft.mha_fastpath(False), how
+    raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
+
+
+def precision_sweep(
+    model: Any,
+    example_inputs: Any,
+    dtypes: Sequence[str] = DTYPES,
+    *,
+    metric: Callable[[Any, Any], float] | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    device: str | None = None,
+) -> PrecisionReport:
+    """Run ``model(*example_inputs)`` in each of ``dtypes`` on the model's device: latency,
+    throughput (samples/s, the batch being the first input's first dimension) and the output's
+    deviation from fp32. ``metric(out, ref)`` (both float64 CPU tensors of the flattened
+    outputs) adds a task metric, e.g. accuracy agreement. Skipped dtypes say why."""
+    from gpuprobe.bench.timing import measure
+    from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks.torch import TorchBackend
+
+    torch = ft.require("gpuprobe.precision_sweep")
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"precision_sweep needs a torch nn.Module, not {type(model).__name__}")
+    bad = [d for d in dtypes if d not in DTYPES]
+    if bad or not dtypes:
+        raise UsageError(
+            f"unknown dtype {bad[0] if bad else ''!r}; choose from {', '.join(DTYPES)}"
+        )
+    inputs = (
+        tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    )
+    first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
+    batch = int(first.shape[0]) if first is not None and first.dim() > 0 else 1
+    dev = device or ft.module_device(model)
+    backend = TorchBackend(dev if dev.startswith("cuda") else "cpu")
+    was_training = model.training
+    model.eval()
+    order = ["fp32", *[d for d in dtypes if d != "fp32"]]
+    results: dict[str, PrecisionResult] = {}
+    ref = None
+    notes: list[str] = []
+    try:
+        for name in order:
+            plan = _plan(torch, ft, name, model, dev)
+            if isinstance(plan, str):
+                results[name] = PrecisionResult(dtype=name, outcome="skipped", reason=plan)
+                continue
+            run_model, ctx, how = plan
+
+            def call(m: Any = run_model, c: Any = ctx) -> Any:
+                with torch.inference_mode(), c(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return m(*inputs)
+
+            try:
+                out = _as64(torch, call())
+                meas = measure(f"forward-{name}", call, backend, budget_s=budget_s, warmup=1)
+            except UsageError:
+                raise
+            except Exception as exc:
+                results[name] = PrecisionResult(
+                    dtype=name, outcome="error", how=how, reason=f"{type(exc).__name__}: {exc}"
+                )
+                continue
+            if ref is None:
+                ref = out
+            diff = (out - ref).abs()
+            finite = bool(torch.isfinite(out).all())
+            norm = float(ref.norm()) or 1.0
+            results[name] = PrecisionResult(
+                dtype=name,
+                outcome="ok",
+                how=how,
+                median_s=meas.median,
+                p20_s=meas.p20,
+                p80_s=meas.p80,
+                n=meas.n,
+                timer=meas.timer,
+                throughput=batch / meas.median if meas.median > 0 else None,
+                max_abs=float(diff.max()) if finite else math.inf,
+                rel_error=float((out - ref).norm()) / norm if finite else math.inf,
+                metric=float(metric(out, ref)) if metric is not None else None,
+            )
+    finally:
+        model.train(was_training)
+    base = results.get("fp32")
+    rows = []
+    for name in order:
+        r = results[name]
+        if r.outcome == "ok" and base is not None and base.median_s and r.median_s:
+            r = replace(r, speedup=base.median_s / r.median_s)
+        rows.append(r)
+    if base is None or base.outcome != "ok":
+        notes.append("fp32 did not run, so no deviation could be measured")
+    report = PrecisionReport(
+        device=dev,
+        batch=batch,
+        results=tuple(rows),
+        metric_name=getattr(metric, "__name__", "metric") if metric is not None else None,
+        notes=tuple(notes),
+    )
+    rec = recommend(report)
+    report = replace(report, recommended=rec)
+    return replace(report, findings=tuple(judge(report)))
+
+
+def recommend(r: PrecisionReport) -> str | None:
+    """The fastest dtype whose relative error is within REL_ERROR_OK and that is at least
+    SPEEDUP_MIN faster than fp32; fp32 when none is."""
+    ok = [
+        x
+        for x in r.results
+        if x.outcome == "ok"
+        and x.dtype != "fp32"
+        and x.rel_error is not None
+        and x.rel_error <= REL_ERROR_OK
+        and (x.speedup or 0) >= SPEEDUP_MIN
+    ]
+    if ok:
+        return max(ok, key=lambda x: x.speedup or 0).dtype
+    return "fp32" if r.result("fp32") and r.result("fp32").outcome == "ok" else None  # type: ignore[union-attr]
+
+
+_FIX = {
+    "tf32": "torch.backends.cuda.matmul.allow_tf32 = True  (or torch.set_float32_matmul_precision('high'))",
+    "bf16": "with torch.autocast('{dev}', dtype=torch.bfloat16): out = model(x)",
+    "fp16": "with torch.autocast('{dev}', dtype=torch.float16): out = model(x)  (train with torch.amp.GradScaler)",
+    "int8": "model = torch.ao.quantization.quantize_dynamic(model, {{torch.nn.Linear}}, dtype=torch.qint8)",
+    "fp32": "",
+}
+
+
+def judge(r: PrecisionReport) -> list[Finding]:
+    """precision-recommend, precision-accuracy-loss, precision-no-gain, precision-skipped."""
+    out: list[Finding] = []
+    dev = r.device.partition(":")[0]
+    rec = r.result(r.recommended) if r.recommended else None
+    if rec is not None:
+        title = (
+            f"{rec.dtype}: {rec.speedup:.2f}x fp32's throughput with relative error "
+            f"{rec.rel_error:.2g}"
+            if rec.dtype != "fp32" and rec.speedup and rec.rel_error is not None
+            else "stay in fp32: no lower precision here is both faster and accurate enough"
+        )
+        out.append(
+            Finding(
+                id="precision-recommend",
+                status=Status.OK if rec.dtype != "fp32" else Status.INFO,
+                title=title,
+                evidence=(
+                    Evidence("dtype", rec.dtype),
+                    Evidence("speedup", round(rec.speedup or 1, 3), "x"),
+                    Evidence("rel_error", rec.rel_error),
+                    Evidence("rel_error_ok", REL_ERROR_OK),
+                    Evidence("speedup_min", SPEEDUP_MIN, "x"),
+                ),
+                fix=_FIX[rec.dtype].format(dev=dev),
+                group="precision",
+            )
+        )
+    for x in r.results:
+        if x.outcome == "ok" and x.rel_error is not None and x.rel_error > REL_ERROR_OK:
+            out.append(
+                Finding(
+                    id="precision-accuracy-loss",
+                    status=Status.WARN,
+                    title=f"{x.dtype} moves the output by {x.rel_error:.2g} (relative), "
+                    f"more than {REL_ERROR_OK:g}",
+                    evidence=(
+                        Evidence("rel_error", x.rel_error),
+                        Evidence("max_abs", x.max_abs),
+                        Evidence("metric", x.metric),
+                    ),
+                    fix="check it on your task metric (precision_sweep(..., metric=fn)) before "
+                    "using it; keep sensitive layers (softmax, norms, the head) in fp32",
+                    group="precision",
+                    subject=x.dtype,
+                )
+            )
+        elif x.outcome == "ok" and x.dtype != "fp32" and (x.speedup or 0) < SPEEDUP_MIN:
+            out.append(
+                Finding(
+                    id="precision-no-gain",
+                    status=Status.INFO,
+                    title=f"{x.dtype} is not faster here ({x.speedup or 0:.2f}x fp32)",
+                    evidence=(Evidence("speedup", round(x.speedup or 0, 3), "x"),),
+                    fix="",
+                    group="precision",
+                    subject=x.dtype,
+                    details=(
+                        "CPUs without AMX/AVX512-BF16 convert low precision back to fp32; "
+                        "a small model is bound by launch overhead, not arithmetic",
+                    )
+                    if dev == "cpu"
+                    else (),
+                )
+            )
+        elif x.outcome in ("skipped", "error"):
+            out.append(
+                Finding(
+                    id="precision-skipped" if x.outcome == "skipped" else "precision-error",
+                    status=Status.SKIPPED if x.outcome == "skipped" else Status.WARN,
+                    title=f"{x.dtype}: {x.reason}",
+                    group="precision",
+                    subject=x.dtype,
+                )
+            )
+    return out
+
+
+def _num(v: float | None, fmt: str = ".2g") -> str:
+    if v is None:
+        return "n/a"
+    if v == 0:
+        return "0"
+    return format(v, fmt)
+
+
+def render_text(r: PrecisionReport) -> str:
+    """The report as a plain-text table with the findings under it."""
+    lines = [f"gpuprobe precision: {r.device}, batch {r.batch}"]
+    metric = f"  {r.metric_name or 'metric':>10}" if r.metric_name else ""
+    lines.append(
+        f"  {'dtype':<6}  {'latency':>10}  {'samples/s':>10}  {'speedup':>7}  "
+        f"{'max abs':>8}  {'rel err':>8}{metric}"
+    )
+    for x in r.results:
+        if x.outcome != "ok":
+            lines.append(f"  {x.dtype:<6}  {x.outcome}: {x.reason}")
+            continue
+        m = f"  {_num(x.metric, '.4g'):>10}" if r.metric_name else ""
+        tp = f"{x.throughput:,.0f}" if x.throughput else "n/a"
+        lines.append(
+            f"  {x.dtype:<6}  {format_seconds(x.median_s):>10}  {tp:>10}  "
+            f"{(x.speedup or 0):>6.2f}x  {_num(x.max_abs):>8}  {_num(x.rel_error):>8}{m}"
+        )
+    lines += findings_lines(r.findings, skip=("precision-skipped",))
+    for n in r.notes:
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
