@@ -12,6 +12,8 @@ from gpuprobe.findings import Status
 from gpuprobe.monitor.pack import (
     PackLevel,
     PackReport,
+    core_capacity,
+    judge,
     pack,
     parse_counts,
     read_sharing,
@@ -65,8 +67,25 @@ def test_a_failing_copy_is_reported() -> None:
     assert f.status is Status.FAIL and r.recommended is None
 
 
-def _lv(n: int, tp: float | None, failed: int = 0) -> PackLevel:
-    return PackLevel(n=n, copies=(), wall_s=1.0, mean_copy_s=1.0, throughput=tp, failed=failed)
+def _lv(n: int, tp: float | None, failed: int = 0, cpu: float | None = None) -> PackLevel:
+    return PackLevel(
+        n=n, copies=(), wall_s=1.0, mean_copy_s=1.0, throughput=tp, failed=failed, cpu_percent=cpu
+    )
+
+
+def test_recommend_stops_at_what_the_cores_hold() -> None:
+    # the benchmark's loaded 2-core run: 3 copies won 20 % by taking CPU from other processes
+    levels = [_lv(1, 2728, cpu=98), _lv(2, 5033, cpu=190), _lv(3, 6027, cpu=200), _lv(4, 5317)]
+    assert recommend(levels) == 3  # throughput alone
+    assert core_capacity(levels, 2) == 2
+    assert recommend(levels, cores=2) == 2
+    assert recommend(levels, cores=4) == 3  # a bigger host holds 4 such copies
+    # a copy that barely uses the CPU (waits on a GPU or I/O) is not capped by the cores
+    light = [_lv(1, 100, cpu=3), _lv(2, 200), _lv(3, 300)]
+    assert core_capacity(light, 2) is None and recommend(light, cores=2) == 3
+    r = PackReport(command=("job",), levels=tuple(levels), unit="jobs/h", recommended=2, cores=2)
+    f = next(f for f in judge(r) if f.id == "pack-recommend")
+    assert "3 copies need more than the 2 cores" in f.title
 
 
 def test_recommend_needs_a_real_gain_per_step() -> None:

@@ -15,6 +15,7 @@ Times are seconds; throughput is jobs per hour or the command's own rate unit.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shlex
@@ -33,6 +34,7 @@ import psutil
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.run import EXIT_NOT_FOUND, resolve_command
@@ -40,6 +42,7 @@ from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
 from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
+    "CORE_CAPACITY_SLACK",
     "GPU_LIGHT_UTIL_PERCENT",
     "MPS_PIPE_DEFAULT",
     "PACK_MIN_GAIN",
@@ -47,6 +50,7 @@ __all__ = [
     "PackLevel",
     "PackReport",
     "Sharing",
+    "core_capacity",
     "pack",
     "parse_counts",
     "read_sharing",
@@ -60,6 +64,13 @@ PACK_MIN_GAIN = 0.10
 # MPS lets their kernels run at the same time instead of time-slicing. gpuprobe's choice, as
 # NVIDIA's MPS overview puts it: for processes that "underutilize the GPU".
 GPU_LIGHT_UTIL_PERCENT = 50.0
+# How far past the host's cores the copies may reach before a larger N only wins CPU time away from
+# other processes on a shared host: N is capped at floor(cores / cores per copy + this). 0.2
+# lets a job that measures 1.05 cores alone still pack 2 to a 2-core host.
+CORE_CAPACITY_SLACK = 0.2
+# A copy using less CPU than this alone (cores) is bound by something else (GPU, I/O): the cores
+# do not cap its N.
+CORE_BOUND_MIN_CORES = 0.05
 MPS_PIPE_DEFAULT = "/tmp/nvidia-mps"  # CUDA_MPS_PIPE_DIRECTORY's default (MPS docs)
 MAX_COUNT = 64  # copies; more is a typo more often than a plan
 OUTPUT_TAIL_BYTES = 65536  # of each copy's output kept for --rate and error messages
@@ -302,12 +313,29 @@ def _level(
     )
 
 
-def recommend(levels: Sequence[PackLevel], min_gain: float = PACK_MIN_GAIN) -> int | None:
+def core_capacity(levels: Sequence[PackLevel], cores: int | None) -> int | None:
+    """How many copies the host's cores hold, from what one copy alone used (the smallest level's
+    CPU seconds per wall second). None when that is unknown or a copy hardly uses the CPU."""
+    one = min(levels, key=lambda lv: lv.n, default=None)
+    if one is None or not cores or one.cpu_percent is None:
+        return None
+    per_copy = one.cpu_percent / 100.0 / one.n
+    if per_copy < CORE_BOUND_MIN_CORES:
+        return None
+    return max(1, math.floor(cores / per_copy + CORE_CAPACITY_SLACK))
+
+
+def recommend(
+    levels: Sequence[PackLevel], min_gain: float = PACK_MIN_GAIN, cores: int | None = None
+) -> int | None:
     """The N with the best total throughput, except that a larger N must beat the one chosen so
-    far by ``min_gain``; levels with a failed copy or no throughput are not candidates."""
+    far by ``min_gain``; levels with a failed copy or no throughput are not candidates. With
+    ``cores``, N stops at what the cores hold (:func:`core_capacity`): past it the copies only
+    time-share the cores, and a gain measured there depends on the machine's other load."""
     chosen: PackLevel | None = None
+    cap = core_capacity(levels, cores)
     for lv in sorted(levels, key=lambda lv: lv.n):
-        if lv.failed or lv.throughput is None:
+        if lv.failed or lv.throughput is None or (cap is not None and lv.n > cap):
             continue
         if (
             chosen is None
@@ -361,12 +389,13 @@ def pack(
             levels.append(lv)
             if on_level is not None:
                 on_level(lv)
+    cores = usable_cores() or psutil.cpu_count() or 1
     report = PackReport(
         command=tuple(cmd),
         levels=tuple(levels),
         unit="jobs/h" if rate_rx is None else "rate (--rate, summed)",
-        recommended=recommend(levels),
-        cores=psutil.cpu_count() or 1,
+        recommended=recommend(levels, cores=cores),
+        cores=cores,
         load_average=tuple(round(x, 2) for x in load) if load else None,  # type: ignore[arg-type]
         sharing=sharing,
         rate_regex=rate,
@@ -423,6 +452,20 @@ def judge(r: PackReport) -> list[Finding]:
             if nxt is not None and nxt.throughput is not None
             else ""
         )
+        cap = core_capacity(r.levels, r.cores)
+        if (
+            nxt is not None
+            and nxt.throughput is not None
+            and nxt.throughput > rec.throughput
+            and cap is not None
+            and nxt.n > cap
+        ):
+            beyond += (
+                f", but {nxt.n} copies need more than the {r.cores} cores (one copy alone used "
+                f"{r.levels[0].cpu_percent or 0:.0f} % of a core): past that the copies only "
+                "time-share the cores, and what they seem to gain comes from gaps (start-up, "
+                "other processes' idle time) that a busy machine will not leave"
+            )
         out.append(
             Finding(
                 id="pack-recommend",
@@ -437,6 +480,7 @@ def judge(r: PackReport) -> list[Finding]:
                     Evidence("slowdown", round(rec.slowdown or 1, 3), "x"),
                     Evidence("min_gain", round(100 * PACK_MIN_GAIN), "%"),
                     Evidence("cores", r.cores),
+                    Evidence("core_capacity", cap),
                 ),
                 fix=f"run {rec.n} copies at a time (e.g. xargs -P {rec.n}, or a job array "
                 f"{rec.n} wide)",
