@@ -6,10 +6,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuprobe._data import Record
 
-__all__ = ["Measurement", "format_seconds", "quantile"]
+__all__ = ["Measurement", "format_seconds", "quantile", "rel_error"]
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -20,6 +21,18 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def rel_error(out: Any, ref: Any) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 (``inf`` when it is not finite): how far a result computed
+    on a device or in a lower precision is from its float64 reference."""
+    import numpy as np
+
+    out = np.asarray(out, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    denom = float(np.linalg.norm(ref)) or 1.0
+    err = float(np.linalg.norm(out - ref)) / denom
+    return err if np.isfinite(err) else float("inf")
 
 
 def format_seconds(s: float | None) -> str:

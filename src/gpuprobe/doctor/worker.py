@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe._data import Record
-from gpuprobe.bench.measurement import Measurement
+from gpuprobe.bench.measurement import Measurement, rel_error
 from gpuprobe.bench.timing import measure
 from gpuprobe.hardware.types import GpuSample
 
@@ -49,16 +49,6 @@ class WorkerResult(Record):
     def measurement(self, name: str) -> Measurement | None:
         """The measurement called ``name`` (``e1-float32``, ``matmul-float32``, ``h2d-pinned``)."""
         return next((m for m in self.measurements if m.name == name), None)
-
-
-def _rel_error(out: Any, ref: Any) -> float:
-    import numpy as np
-
-    out = np.asarray(out, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    denom = float(np.linalg.norm(ref)) or 1.0
-    err = float(np.linalg.norm(out - ref)) / denom
-    return err if np.isfinite(err) else float("inf")
 
 
 def _nvml_index(uuid: str | None) -> tuple[Any, int | None]:
@@ -104,12 +94,12 @@ def run_checks(
         a = rng.standard_normal((n, n), dtype=np.float32)
         c = rng.standard_normal((n, n), dtype=np.float32)
         out = b.to_numpy(b.matmul(b.asarray(a), b.asarray(c)))
-        rel["matmul-float32"] = _rel_error(out, a.astype(np.float64) @ c.astype(np.float64))
+        rel["matmul-float32"] = rel_error(out, a.astype(np.float64) @ c.astype(np.float64))
         n = SIZES["e1_check"][q]
         x = rng.random((n, n), dtype=np.float32)
         out = b.to_numpy(b.e1(b.asarray(x)))
         x64 = x.astype(np.float64)
-        rel["e1-float32"] = _rel_error(out, (np.sin(x64) ** 2 / np.cos(x64) ** 2).sum())
+        rel["e1-float32"] = rel_error(out, (np.sin(x64) ** 2 / np.cos(x64) ** 2).sum())
 
         # Speed: E1 at the note's size, float32 everywhere, float64 on NumPy as the note did.
         n = SIZES["e1"][q]

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.sampler import NvmlFactory, Sampler
+from gpuprobe.report.fields import gib
 
 __all__ = ["HISTORY", "TopView", "bar", "run_top", "sparkline"]
 
@@ -56,7 +57,7 @@ def bar(pct: float | None, width: int = 24) -> Text:
 
 
 def _gib(b: int | None) -> str:
-    return "n/a" if b is None else f"{b / 2**30:.1f}"
+    return gib(b, 1, unit=False)
 
 
 def _na(v: object, unit: str = "") -> str:

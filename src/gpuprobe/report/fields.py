@@ -24,9 +24,12 @@ def na(value: object, unit: str = "") -> str:
     return f"{value} {unit}".strip() if unit else str(value)
 
 
-def gib(b: int | None) -> str:
-    """Bytes as GiB with two decimals."""
-    return NA if b is None else f"{b / 2**30:.2f} GiB"
+def gib(b: float | None, digits: int = 2, *, unit: bool = True) -> str:
+    """Bytes as GiB with ``digits`` decimals (``unit=False``: the number alone, for ``3.0/24.0
+    GiB``)."""
+    if b is None:
+        return NA
+    return f"{b / 2**30:.{digits}f}" + (" GiB" if unit else "")
 
 
 def size(b: float | None) -> str:

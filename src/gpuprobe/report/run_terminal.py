@@ -10,7 +10,7 @@ from rich.text import Text
 
 from gpuprobe.findings import Status
 from gpuprobe.monitor.judge import RunSummary, command_text
-from gpuprobe.report.fields import size
+from gpuprobe.report.fields import gib, size
 
 __all__ = ["STATUS_STYLE", "render_summary"]
 
@@ -28,7 +28,7 @@ def _na(v: object) -> str:
 
 
 def _gib(b: int | None) -> str:
-    return "n/a" if b is None else f"{b / 2**30:.1f}"
+    return gib(b, 1, unit=False)
 
 
 def render_summary(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe._data import Record
-from gpuprobe.bench.measurement import Measurement
+from gpuprobe.bench.measurement import Measurement, rel_error
 from gpuprobe.bench.report import BenchResult, ResultStatus
 from gpuprobe.bench.timing import measure
 from gpuprobe.frameworks.base import Backend
@@ -165,11 +165,3 @@ def guard(
 ) -> BenchResult:
     """:func:`guard_many` for a body that measures one point."""
     return guard_many(b, workload, case, size, unit, lambda: [body(*args)])[0]
-
-
-def rel_error(out: Any, ref: Any) -> float:
-    """‖out − ref‖ / ‖ref‖ in float64 (the doctor's measure; imported here, not at the top,
-    because the doctor's worker imports this package)."""
-    from gpuprobe.doctor.worker import _rel_error
-
-    return _rel_error(out, ref)
