@@ -20,15 +20,27 @@ from gpuprobe.diagnose.model import DeviceInfo, StepBreakdown, TraceSummary
 from gpuprobe.errors import InputError
 
 __all__ = [
+    "IDLE_CAUSES",
     "KERNEL_WAIT_MAX_GAP_US",
     "TraceContext",
+    "intersect_intervals",
     "merge_intervals",
     "overlap",
     "parse_step_range",
+    "subtract_intervals",
 ]
 
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
+
+# Why the GPU was idle, one cause per idle instant, in this order of precedence: the DataLoader's
+# __next__ was running (input); a host call was waiting for the GPU, or the GPU was being refilled
+# after it (sync); the host had not yet launched the step's first work or had finished launching
+# its last (host work at the step's edges: preprocessing, logging, optimizer on the CPU); the next
+# activity was launched only after the GPU went idle (launch: the CPU is slower than the GPU);
+# a gap shorter than KERNEL_WAIT_MAX_GAP_US with the next activity already queued (kernel
+# boundary); and what none of these explains (other: no cause recorded in the trace).
+IDLE_CAUSES = ("input", "sync", "host", "launch", "short", "other")
 
 
 def _arr(a: array, dtype: type) -> np.ndarray:
@@ -60,6 +72,42 @@ def overlap(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float
     s = np.clip(starts[i0:i1], lo, hi)
     e = np.clip(ends[i0:i1], lo, hi)
     return float(np.sum(e - s))
+
+
+def _sweep(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep_b: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Segments covered by ``a`` and (``keep_b``) or not (``not keep_b``) by ``b``; both are
+    sorted disjoint interval sets. One sort over the boundaries."""
+    (a_s, a_e), (b_s, b_e) = a, b
+    if a_s.size == 0:
+        return a_s, a_e
+    if b_s.size == 0:
+        return (a_s[:0], a_e[:0]) if keep_b else (a_s, a_e)
+    pos = np.concatenate([a_s, a_e, b_s, b_e])
+    da = np.concatenate([np.ones(a_s.size), -np.ones(a_e.size), np.zeros(b_s.size + b_e.size)])
+    db = np.concatenate([np.zeros(a_s.size + a_e.size), np.ones(b_s.size), -np.ones(b_e.size)])
+    # at one position, ends before starts: touching intervals do not overlap
+    order = np.lexsort((da + db, pos))
+    pos, ca, cb = pos[order], np.cumsum(da[order]), np.cumsum(db[order])
+    inside = (ca[:-1] > 0) & ((cb[:-1] > 0) if keep_b else (cb[:-1] <= 0))
+    lo, hi = pos[:-1][inside], pos[1:][inside]
+    keep = hi > lo
+    return merge_intervals(lo[keep], hi[keep])
+
+
+def intersect_intervals(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """a ∩ b for sorted disjoint interval sets (starts, ends)."""
+    return _sweep(a, b, True)
+
+
+def subtract_intervals(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """a ∖ b for sorted disjoint interval sets (starts, ends)."""
+    return _sweep(a, b, False)
 
 
 def _group_medians(group: np.ndarray, values: np.ndarray, n: int) -> list[float | None]:
@@ -133,8 +181,13 @@ class TraceContext:
         # Each GPU activity belongs to the step of its launch (HTA: iteration via correlation).
         self.gpu_rt = self._join_runtime()
         matched = self.gpu_rt >= 0
-        launch_ts = np.where(matched, self.rt_ts[np.maximum(self.gpu_rt, 0)], self.gpu_ts)
+        launch_ts = self.gpu_ts.copy()
+        launch_ts[matched] = self.rt_ts[self.gpu_rt[matched]]
         self.gpu_launch_ts = np.where(matched, launch_ts, np.nan)
+        # when the launch call returned: from then on the work is in the GPU's queue
+        self.gpu_launch_end = np.full(self.gpu_ts.shape, np.nan)
+        rt = self.gpu_rt[matched]
+        self.gpu_launch_end[matched] = self.rt_ts[rt] + self.rt_dur[rt]
         self.gpu_step = self.step_of(launch_ts)
         self.devices = sorted(int(d) for d in np.unique(self.gpu_dev))
         self.breakdowns = self._breakdowns()
@@ -230,9 +283,10 @@ class TraceContext:
         dev, stream = self.gpu_dev[sel], self.gpu_stream[sel]
         ts, end = self.gpu_ts[sel], self.gpu_end[sel]
         launch, step = self.gpu_launch_ts[sel], self.gpu_step[sel]
+        queued = self.gpu_launch_end[sel]
         order = np.lexsort((ts, stream, dev))
         dev, stream, ts, end = dev[order], stream[order], ts[order], end[order]
-        launch, step = launch[order], step[order]
+        launch, step, queued = launch[order], step[order], queued[order]
         same = np.zeros(ts.size, dtype=bool)
         same[1:] = (dev[1:] == dev[:-1]) & (stream[1:] == stream[:-1])
         prev_end = np.empty_like(end)
@@ -241,8 +295,105 @@ class TraceContext:
         gap = ts[idx] - prev_end[idx]
         with np.errstate(invalid="ignore"):
             host = launch[idx] > prev_end[idx]  # NaN launch (unmatched) -> False, as in HTA
+            # the launch call returned only after the previous activity ended: the GPU waited
+            # for the launch itself (HTA's host wait looks at the call's start instead)
+            late = queued[idx] > prev_end[idx]
         cat = np.where(host, 0, np.where(gap < KERNEL_WAIT_MAX_GAP_US, 1, 2))
-        return {"gap": gap, "cat": cat, "step": step[idx], "device": dev[idx]}
+        return {
+            "gap": gap,
+            "cat": cat,
+            "step": step[idx],
+            "device": dev[idx],
+            "start": prev_end[idx],
+            "end": ts[idx],
+            "late": late,
+        }
+
+    # -- why the GPU was idle -----------------------------------------------------------------
+
+    @cached_property
+    def step_windows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The selected steps as one sorted disjoint interval set."""
+        return merge_intervals(self.step_starts.copy(), self.step_ends.copy())
+
+    @cached_property
+    def dataloader_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Union of the DataLoader ``__next__`` spans (host time)."""
+        dl = P.DATALOADER_NEXT.mask(self.ann_name, self.names)
+        return merge_intervals(self.ann_ts[dl], self.ann_ts[dl] + self.ann_dur[dl])
+
+    def _sync_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """For device ``d``: each waiting host call from its start to the start of the next GPU
+        activity after it returned (the wait inside it and the refill after it)."""
+        m = self.sync_mask
+        if not m.any():
+            return np.zeros(0), np.zeros(0)
+        ts = self.rt_ts[m]
+        ret = ts + self.rt_dur[m]
+        starts = self.merged_by_device[d][0]
+        if starts.size == 0:
+            return merge_intervals(ts, ret)
+        k = np.searchsorted(starts, ret, side="left")  # first activity starting at/after return
+        refill = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], ret)
+        return merge_intervals(ts, np.maximum(refill, ret))
+
+    def _edge_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """For device ``d``: per step, from its start to its first GPU activity and from its
+        last GPU activity to its end (the whole step when the GPU did nothing in it)."""
+        starts, ends = self.merged_by_device[d]
+        lo: list[float] = []
+        hi: list[float] = []
+        for st in self.steps:
+            i0 = int(np.searchsorted(ends, st.start, side="right"))
+            i1 = int(np.searchsorted(starts, st.end, side="left"))
+            if i1 <= i0:
+                lo.append(st.start)
+                hi.append(st.end)
+                continue
+            first, last = max(float(starts[i0]), st.start), min(float(ends[i1 - 1]), st.end)
+            lo += [st.start, last]
+            hi += [first, st.end]
+        return merge_intervals(np.array(lo), np.array(hi))
+
+    def _gap_intervals(self, d: int, late: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Gaps between activities of one stream on device ``d`` whose next activity was
+        launched late (``late``) or already queued and under KERNEL_WAIT_MAX_GAP_US."""
+        g = self.idle_gaps
+        m = (g["device"] == d) & (g["gap"] > 0)
+        m &= g["late"] if late else (~g["late"] & (g["gap"] < KERNEL_WAIT_MAX_GAP_US))
+        return merge_intervals(g["start"][m], g["end"][m])
+
+    @cached_property
+    def idle_by_cause(self) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """Per device, the GPU's idle time inside the selected steps split by cause
+        (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it."""
+        out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+        for d in self.devices:
+            rest = subtract_intervals(self.step_windows, self.merged_by_device[d])
+            causes = {
+                "input": self.dataloader_intervals,
+                "sync": self._sync_intervals(d),
+                "host": self._edge_intervals(d),
+                "launch": self._gap_intervals(d, True),
+                "short": self._gap_intervals(d, False),
+            }
+            parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+            for name, iv in causes.items():
+                parts[name] = intersect_intervals(rest, iv)
+                rest = subtract_intervals(rest, iv)
+            parts["other"] = rest
+            out[d] = parts
+        return out
+
+    def idle_cause_per_step(self, d: int) -> np.ndarray:
+        """Array (steps × causes) of idle µs on device ``d``, causes in :data:`IDLE_CAUSES`."""
+        parts = self.idle_by_cause[d]
+        out = np.zeros((len(self.steps), len(IDLE_CAUSES)))
+        for j, name in enumerate(IDLE_CAUSES):
+            s, e = parts[name]
+            for i, st in enumerate(self.steps):
+                out[i, j] = overlap(s, e, st.start, st.end)
+        return out
 
     def _breakdowns(self) -> list[StepBreakdown]:
         out: list[StepBreakdown] = []
@@ -256,6 +407,7 @@ class TraceContext:
         items = self.scalar_read_mask & (self.op_step >= 0)
         items_per = np.bincount(self.op_step[items], minlength=n)
         gpu = self._gpu_per_step() if self.has_gpu else None
+        causes = {d: self.idle_cause_per_step(d) for d in self.devices} if gpu else {}
         for i, st in enumerate(self.steps):
             common = dict(
                 step=st.number,
@@ -289,6 +441,9 @@ class TraceContext:
                         memsets=int(gpu["kinds"][g, GPU_KIND_MEMSET]),
                         median_kernel_us=gpu["kernel_median"][g],
                         median_launch_us=gpu["launch_median"][g],
+                        idle_cause_us=dict(
+                            zip(IDLE_CAUSES, (float(x) for x in causes[d][i]), strict=True)
+                        ),
                     )
                 )
         return out
@@ -317,6 +472,8 @@ class TraceContext:
         kernel_median = _group_medians(gid[kern], self.gpu_dur[sel][kern], groups)
         rt = self.gpu_rt[sel][kern]
         has_rt = rt >= 0
+        # launch calls proper (a graph replay launches many kernels with one call)
+        has_rt[has_rt] = P.KERNEL_LAUNCH.mask(self.rt_name, self.names)[rt[has_rt]]
         launch_median = _group_medians(gid[kern][has_rt], self.rt_dur[rt[has_rt]], groups)
         return {
             "waits": waits,
@@ -329,10 +486,23 @@ class TraceContext:
 
     @cached_property
     def sync_mask(self) -> np.ndarray:
-        """Runtime calls that block the host: syncs and non-async copies."""
-        return P.SYNC_CALL.mask(self.rt_name, self.names) | P.BLOCKING_COPY.mask(
-            self.rt_name, self.names
-        )
+        """Runtime calls that really make the host wait for the GPU: stream, device and event
+        synchronisation, and blocking copies whose data goes to the host (``cudaMemcpy`` of a
+        device-to-host copy; its ``hip`` twins). Async copies, ``cudaMemset`` and copies to the
+        device return before the GPU is done, so they are not counted."""
+        sync = P.SYNC_CALL.mask(self.rt_name, self.names)
+        copy = P.BLOCKING_COPY.mask(self.rt_name, self.names)
+        if copy.any():
+            to_host_name = P.COPY_TO_HOST.mask(self.rt_name, self.names)
+            gpu_to_host = P.COPY_TO_HOST.mask(self.gpu_name, self.names)
+            has_gpu = np.zeros(self.rt_ts.size, dtype=bool)
+            to_host = np.zeros(self.rt_ts.size, dtype=bool)
+            m = self.gpu_rt >= 0
+            has_gpu[self.gpu_rt[m]] = True
+            to_host[self.gpu_rt[m & gpu_to_host]] = True
+            # with its GPU copy: by the copy's direction; without: by the call's own name
+            copy &= np.where(has_gpu, to_host, to_host_name)
+        return sync | copy
 
     @cached_property
     def scalar_read_mask(self) -> np.ndarray:
@@ -340,6 +510,36 @@ class TraceContext:
         traces that lack it)."""
         m = P.SCALAR_READ.mask(self.op_name, self.names)
         return m if m.any() else P.ITEM.mask(self.op_name, self.names)
+
+    @cached_property
+    def waiting_read_mask(self) -> np.ndarray:
+        """Scalar reads inside which a waiting runtime call ran on the same thread (the read
+        really waited for the GPU; on a CPU tensor, or with the value already there, it did
+        not)."""
+        reads = self.scalar_read_mask
+        out = np.zeros(reads.shape, dtype=bool)
+        sync = np.nonzero(self.sync_mask)[0]
+        if sync.size == 0 or not reads.any():
+            return out
+        for tid in np.unique(self.op_tid[reads]):
+            s = np.sort(self.rt_ts[sync[self.rt_tid[sync] == tid]])
+            if s.size == 0:
+                continue
+            r = np.nonzero(reads & (self.op_tid == tid))[0]
+            j = np.searchsorted(s, self.op_ts[r], side="left")
+            jj = np.minimum(j, s.size - 1)
+            out[r] = (j < s.size) & (s[jj] <= self.op_ts[r] + self.op_dur[r])
+        return out
+
+    @cached_property
+    def graph_kernel_mask(self) -> np.ndarray:
+        """GPU activities launched by a CUDA/HIP graph replay (one launch for many kernels)."""
+        out = np.zeros(self.gpu_ts.size, dtype=bool)
+        m = self.gpu_rt >= 0
+        if m.any():
+            graph = P.GRAPH_LAUNCH.mask(self.rt_name, self.names)
+            out[m] = graph[self.gpu_rt[m]]
+        return out
 
     # -- nesting and frames -----------------------------------------------------------------
 
@@ -358,9 +558,9 @@ class TraceContext:
         return top
 
     @cached_property
-    def op_frame(self) -> np.ndarray:
-        """Name id of the innermost source-line Python frame around each top-level cpu_op
-        (-1 when unknown: no ``with_stack``, or outside any frame)."""
+    def _py_innermost(self) -> np.ndarray:
+        """Index of the innermost source-line ``python_function`` event around each top-level
+        cpu_op (-1 when unknown)."""
         frame = np.full(self.op_ts.size, -1, dtype=np.int64)
         if self.py_ts.size == 0:
             return frame
@@ -376,10 +576,10 @@ class TraceContext:
                 [self.py_ts[fi] + self.py_dur[fi], self.op_ts[oi] + self.op_dur[oi]]
             )
             kind = np.concatenate([np.zeros(fi.size, np.int8), np.ones(oi.size, np.int8)])
-            ref = np.concatenate([self.py_name[fi], oi])
+            ref = np.concatenate([fi, oi])
             order = np.lexsort((kind, -end, ts))
             stack_end: list[float] = []
-            stack_name: list[int] = []
+            stack_ref: list[int] = []
             for t, e, k, r in zip(
                 ts[order].tolist(),
                 end[order].tolist(),
@@ -389,13 +589,109 @@ class TraceContext:
             ):
                 while stack_end and stack_end[-1] <= t:
                     stack_end.pop()
-                    stack_name.pop()
+                    stack_ref.pop()
                 if k == 0:
                     stack_end.append(e)
-                    stack_name.append(r)
-                elif stack_name:
-                    frame[r] = stack_name[-1]
+                    stack_ref.append(r)
+                elif stack_ref:
+                    frame[r] = stack_ref[-1]
         return frame
+
+    @cached_property
+    def _py_parent(self) -> np.ndarray:
+        """For each ``python_function`` event, the index of the one enclosing it on its thread
+        (-1 at the outermost level)."""
+        parent = np.full(self.py_ts.size, -1, dtype=np.int64)
+        end = self.py_ts + self.py_dur
+        for tid in np.unique(self.py_tid):
+            idx = np.nonzero(self.py_tid == tid)[0]
+            order = idx[np.lexsort((-end[idx], self.py_ts[idx]))]
+            stack_end: list[float] = []
+            stack_ref: list[int] = []
+            for i, t, e in zip(
+                order.tolist(), self.py_ts[order].tolist(), end[order].tolist(), strict=True
+            ):
+                while stack_end and stack_end[-1] <= t:
+                    stack_end.pop()
+                    stack_ref.pop()
+                if stack_ref:
+                    parent[i] = stack_ref[-1]
+                stack_end.append(e)
+                stack_ref.append(i)
+        return parent
+
+    def _intern(self, name: str) -> int:
+        ids = self.__dict__.setdefault("_name_ids", {})
+        if not ids:
+            ids.update((n, i) for i, n in enumerate(self.names))
+        i = ids.get(name)
+        if i is None:
+            i = ids[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+    def _judge_frames(self, frames: list[str]) -> tuple[int, int, bool]:
+        """From a stack, innermost first: (innermost frame id, the user's first frame id or -1,
+        whether a module call lies between the op and the user's frame)."""
+        user = -1
+        under_module = False
+        for f in frames:
+            if P.MODULE_CALL_FRAME.matches(f):
+                under_module = True
+            if not P.USER_FRAME_EXCLUDE.matches(f) and not P.BUILTIN_FRAME.matches(f):
+                user = self._intern(f)
+                break
+        inner = self._intern(frames[0]) if frames else -1
+        return inner, user, under_module
+
+    @cached_property
+    def op_frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each top-level cpu_op (-1/False elsewhere or when unknown): the name id of its
+        innermost Python frame, the name id of the first frame in the user's own code (outside
+        site-packages, the standard library and torch), and whether a module call
+        (``nn.Module.__call__``) lies between the two: then the op is a layer of a model, called
+        once per layer, not the iteration of a loop. From ``python_function`` events
+        (with_stack, PyTorch >= 1.10) or the ``Call stack`` argument (PyTorch <= 1.9)."""
+        n = self.op_ts.size
+        inner = np.full(n, -1, dtype=np.int64)
+        user = np.full(n, -1, dtype=np.int64)
+        under = np.zeros(n, dtype=bool)
+        cache: dict[int, tuple[int, int, bool]] = {}
+        if self.py_ts.size:
+            py = self._py_innermost
+            parent = self._py_parent
+            for i in np.nonzero(py >= 0)[0].tolist():
+                k = int(py[i])
+                got = cache.get(k)
+                if got is None:
+                    chain = []
+                    j = k
+                    while j >= 0 and len(chain) < 256:
+                        chain.append(self.names[int(self.py_name[j])])
+                        j = int(parent[j])
+                    got = cache[k] = self._judge_frames(chain)
+                inner[i], user[i], under[i] = got
+        else:
+            stack = _arr(self.raw.op_stack, np.dtype("l").type)
+            if stack.size == n and (stack >= 0).any():
+                for i in np.nonzero((stack >= 0) & self.op_top)[0].tolist():
+                    k = int(stack[i])
+                    got = cache.get(k)
+                    if got is None:
+                        frames = [f.strip() for f in self.names[k].split(";") if f.strip()]
+                        got = cache[k] = self._judge_frames(frames)
+                    inner[i], user[i], under[i] = got
+        return inner, user, under
+
+    @property
+    def op_user_frame(self) -> np.ndarray:
+        """Name id of the first frame in the user's own code around each top-level op (-1)."""
+        return self.op_frames[1]
+
+    @property
+    def has_stack(self) -> bool:
+        """True when the trace has Python frames for its ops (with_stack=True)."""
+        return bool((self.op_frames[0] >= 0).any())
 
     # -- summary ----------------------------------------------------------------------------
 

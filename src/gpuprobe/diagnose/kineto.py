@@ -73,6 +73,8 @@ KINETO_CATEGORIES = frozenset(
 )
 
 _STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
+# record_function spans that PyTorch <= 1.9 exported with category Operator/cpu_op
+_ANNOTATION_OP_RE = re.compile(r"^(ProfilerStep\s*#\s*\d+|enumerate\(DataLoader\)#.*)$")
 # Ops whose first input's shape and strides we keep (needs record_shapes=True): the ones that copy
 # a non-contiguous tensor into a fresh one.
 _SHAPED_OPS = frozenset({"aten::contiguous", "aten::reshape", "aten::flatten", "aten::clone"})
@@ -120,6 +122,8 @@ class RawTrace:
     op_dur: array = field(default_factory=lambda: array("d"))
     op_name: array = field(default_factory=lambda: array("l"))
     op_tid: array = field(default_factory=lambda: array("l"))
+    # the "Call stack" argument of cpu_ops (PyTorch <= 1.9 with_stack), interned; -1 without one
+    op_stack: array = field(default_factory=lambda: array("l"))
     # python_function events (with_stack=True)
     py_ts: array = field(default_factory=lambda: array("d"))
     py_dur: array = field(default_factory=lambda: array("d"))
@@ -151,6 +155,11 @@ class RawTrace:
     # [memory] instants: (device type, device id) -> peak (total allocated, total reserved) bytes
     memory_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     memory_events: int = 0
+    # old [memory] events carry only the change ("Bytes"): (device type, id) -> (running total,
+    # its peak), relative to what was allocated when profiling started (unknown)
+    memory_delta_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    # CPU ops that PyTorch <= 1.9 wrote as cpu_op/Operator but are annotations (steps, DataLoader)
+    annotations_as_ops: int = 0
 
     @property
     def device_properties(self) -> list[dict[str, Any]]:
@@ -438,6 +447,7 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
         return i
 
     op_ts, op_dur, op_name, op_tid = tr.op_ts, tr.op_dur, tr.op_name, tr.op_tid
+    op_stack = tr.op_stack
     py_ts, py_dur, py_name, py_tid = tr.py_ts, tr.py_dur, tr.py_name, tr.py_tid
     rt_ts, rt_dur, rt_name, rt_corr, rt_tid = tr.rt_ts, tr.rt_dur, tr.rt_name, tr.rt_corr, tr.rt_tid
     g_ts, g_dur, g_kind, g_name = tr.gpu_ts, tr.gpu_dur, tr.gpu_kind, tr.gpu_name
@@ -458,10 +468,25 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
                     raise ValueError("negative duration")
                 if cat == "cpu_op" or cat == "Operator":
                     name = ev["name"]
+                    if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):
+                        # PyTorch <= 1.9 wrote record_function spans (ProfilerStep#N, the
+                        # DataLoader's __next__) as operators: they are annotations, not ops
+                        tr.annotations_as_ops += 1
+                        m = _STEP_RE.match(name)
+                        if m:
+                            tr.steps.append((_int(m.group(1)), ts, dur))
+                        else:
+                            tr.ann_ts.append(ts)
+                            tr.ann_dur.append(dur)
+                            tr.ann_name.append(nid(name))
+                        continue
                     i = nid(name)
                     tid = tid_of(ev.get("tid"))
+                    args = ev.get("args")
                     if name in _SHAPED_OPS or name in _MATMUL_OPS:
-                        _shapes(tr, len(op_ts), name, ev.get("args"))
+                        _shapes(tr, len(op_ts), name, args)
+                    stack = args.get("Call stack") if isinstance(args, dict) else None
+                    op_stack.append(nid(stack) if isinstance(stack, str) and stack else -1)
                     op_ts.append(ts)
                     op_dur.append(dur)
                     op_name.append(i)
@@ -511,9 +536,16 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
             elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
                 args = ev["args"]
                 key = (_int(args.get("Device Type", 0)), _int(args.get("Device Id", -1)))
+                tr.memory_events += 1
+                if "Total Allocated" not in args and "Total Reserved" not in args:
+                    # PyTorch <= 1.9: only this allocation's size (negative for a free)
+                    delta = _num(args.get("Bytes", 0.0))
+                    run, top = tr.memory_delta_peak.get(key, (0.0, 0.0))
+                    run += delta
+                    tr.memory_delta_peak[key] = (run, max(top, run))
+                    continue
                 alloc = _num(args.get("Total Allocated", 0.0))
                 reserved = _num(args.get("Total Reserved", 0.0))
-                tr.memory_events += 1
                 old = memory_peak.get(key)
                 if old is None:
                     memory_peak[key] = (alloc, reserved)

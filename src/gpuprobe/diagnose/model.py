@@ -8,7 +8,7 @@ All are frozen dataclasses with ``to_dict()``/``from_dict()`` (``--json``), and
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuprobe._data import Record
 from gpuprobe.findings import Finding, Status, worst, worst_first
@@ -44,6 +44,8 @@ class StepBreakdown(Record):
     is one window). The GPU fields are None in CPU-only traces. ``host_wait_us``,
     ``kernel_wait_us`` and ``other_wait_us`` are HTA's idle categories, summed over the device's
     streams (so with several busy streams they can add up to more than ``idle_us``).
+    ``idle_cause_us`` splits ``idle_us`` itself by cause, each idle instant counted once (see
+    :data:`gpuprobe.diagnose.analysis.IDLE_CAUSES`): input, sync, host, launch, short, other.
     """
 
     step: int | None
@@ -65,6 +67,7 @@ class StepBreakdown(Record):
     syncs: int = 0
     items: int = 0
     cpu_ops: int = 0
+    idle_cause_us: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

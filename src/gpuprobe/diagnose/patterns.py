@@ -13,23 +13,29 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "AMD_DEVICE",
     "BLOCKING_COPY",
     "BUILTIN_FRAME",
     "CLONE",
     "COPYING_RESHAPE",
+    "COPY_TO_HOST",
     "DATALOADER_NEXT",
     "FP32_GEMM_KERNEL",
     "GEMM_KERNEL",
+    "GRAPH_LAUNCH",
+    "HIP_CALL",
     "ITEM",
     "KERNEL_LAUNCH",
     "LAYOUT_VIEW",
     "LIBRARY_FRAME",
+    "MODULE_CALL_FRAME",
     "PAGEABLE_COPY",
     "SCALAR_READ",
     "SINGLE_PROCESS_LOADER",
     "SYNC_CALL",
     "TENSOR_CORE_KERNEL",
     "TF32_KERNEL",
+    "USER_FRAME_EXCLUDE",
     "NamePattern",
 ]
 
@@ -66,30 +72,44 @@ SINGLE_PROCESS_LOADER = NamePattern(
     re.compile(r"_SingleProcessDataLoaderIter"), "single-process DataLoader"
 )
 # Kernel launches by API and platform (H100 uses cudaLaunchKernelExC: HTA #61; driver API
-# cuLaunchKernelEx: HTA PR #271; HIP for ROCm).
+# cuLaunchKernelEx: HTA PR #271; HIP for ROCm: hipLaunchKernel, and hipExtModuleLaunchKernel /
+# hipModuleLaunchKernel for hipBLASLt and Triton kernels, seen in HTA's MI250 test trace).
 KERNEL_LAUNCH = NamePattern(
     re.compile(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
-        r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel)(_v\d+)?$"
+        r"|cudaLaunchCooperativeKernelMultiDevice"
+        r"|hipLaunchKernel(ExC)?|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
+        r"|hipLaunchCooperativeKernel)(_v\d+|_spt|_ptsz)?$"
     ),
     "kernel launch",
+)
+# One replay of a captured graph: one launch call for all of the graph's kernels (HTA #290).
+GRAPH_LAUNCH = NamePattern(
+    re.compile(r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+|_spt|_ptsz)?$"),
+    "graph launch",
 )
 # Calls that block the host until the device (or a stream, or an event) is done.
 SYNC_CALL = NamePattern(
     re.compile(
         r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cuStreamSynchronize"
         r"|cuCtxSynchronize|cuEventSynchronize|hipStreamSynchronize|hipDeviceSynchronize"
-        r"|hipEventSynchronize)(_v\d+)?$"
+        r"|hipEventSynchronize)(_v\d+|_spt|_ptsz)?$"
     ),
     "synchronisation",
 )
-# Copies and sets that are synchronous by API (no Async suffix): Nsight cuda_memcpy_sync.
+# Copies that are synchronous by API (no Async suffix; hipMemcpyWithStream is HIP's blocking copy
+# on a stream, which torch uses for .item() on ROCm). Only those whose data goes to the host make
+# the host wait for the GPU's queued work (CUDA runtime API docs, "API synchronization behavior").
 BLOCKING_COPY = NamePattern(
     re.compile(
-        r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemset|cuMemcpy|cuMemcpyHtoD|cuMemcpyDtoH"
-        r"|hipMemcpy|hipMemset)(_v\d+)?$"
+        r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cuMemcpy|cuMemcpyDtoH|hipMemcpy|hipMemcpyDtoH"
+        r"|hipMemcpyWithStream)(_v\d+|_spt|_ptsz)?$"
     ),
     "blocking copy",
+)
+# A copy towards host memory: Kineto's "Memcpy DtoH (Device -> Pageable)", or the driver call.
+COPY_TO_HOST = NamePattern(
+    re.compile(r"DtoH|Device -> (Pageable|Pinned|Host)|MemcpyDtoH"), "copy to host"
 )
 # A device value read on the host: .item(), int(t), a tensor used as a Python index.
 SCALAR_READ = NamePattern(re.compile(r"^aten::_local_scalar_dense$"), "scalar read")
@@ -106,18 +126,27 @@ LAYOUT_VIEW = NamePattern(
 )
 COPYING_RESHAPE = NamePattern(re.compile(r"^aten::(contiguous|reshape|flatten)$"), "reshape")
 CLONE = NamePattern(re.compile(r"^aten::(clone|copy_)$"), "copy")
-# Matrix-multiply and convolution kernels (cuBLAS, cuBLASLt, CUTLASS, cuDNN).
+# Matrix-multiply and convolution kernels: cuBLAS/cuBLASLt (volta_/ampere_/sm80_/sm90_/sm100_
+# xmma and gemm tiles, nvjet on Hopper and Blackwell), CUTLASS (incl. wgmma tiles), cuDNN, and on
+# AMD rocBLAS/hipBLASLt (Tensile's Cijk_ kernels) and Composable Kernel (ck_, ck::).
 GEMM_KERNEL = NamePattern(
-    re.compile(r"(?i)gemm|gemv|cutlass|xmma|cublas|matmul|conv|winograd|cudnn"), "GEMM/conv"
+    re.compile(
+        r"(?i)gemm|gemv|cutlass|xmma|cublas|matmul|conv(?!ert)|winograd|cudnn|nvjet|wgmma"
+        r"|(^|\W)Cijk_|(^|\W|_)ck_|\bck::|implicit_convolve|fprop|dgrad|wgrad"
+    ),
+    "GEMM/conv",
 )
 # Tensor Core kernels: torch-tb-profiler's allowlist (tensor_core.py, after NVIDIA PyProf tc.py)
-# plus the Ampere/Hopper names (tensorop, gmma/wgmma, bf16/f16/tf32 tiles).
+# plus the Ampere/Hopper/Blackwell names (tensorop, gmma/wgmma, nvjet, tcgen05, bf16/f16/tf32 and
+# FP8 e4m3/e5m2 tiles), and AMD's matrix-core (MFMA) kernels: Tensile names its tile "MI16x16x1"
+# and its types HHS/BBS (half, bfloat16), CK its xdl (MFMA) pipelines.
 TENSOR_CORE_KERNEL = NamePattern(
     re.compile(
         r"(?i)h884|s884|h1688|s1688|hmma|i8816|16816|dgrad_1x1_stride_2x2|first_layer_wgrad_kernel"
         r"|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|xmma_sparse_conv"
         r"|xmma_warp_specialized|xmma_gemm|xmma_sparse_gemm|c1688|tensorop|gmma|bf16|f16|tf32"
-        r"|hgemm|fp16|half"
+        r"|hgemm|fp16|half|e4m3|e5m2|fp8|f8f6f4|nvjet|tcgen05|umma|_MI\d+x\d+x\d+|_HHS_|_BBS_"
+        r"|_HSS_|_BSS_|_I8II_|xdl|mfma"
     ),
     "Tensor Core",
 )
@@ -125,7 +154,27 @@ TENSOR_CORE_KERNEL = NamePattern(
 # f32f32 xmma tiles when TF32 is off); a "tf32" in the name means Tensor Cores after all.
 FP32_GEMM_KERNEL = NamePattern(re.compile(r"(?i)sgemm|f32f32_f32f32"), "FP32 GEMM")
 TF32_KERNEL = NamePattern(re.compile(r"(?i)tf32"), "TF32")
+# AMD GPUs (deviceProperties name under ROCm): advice differs (no TF32 switch, bf16 on MI200+).
+AMD_DEVICE = NamePattern(re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}"), "AMD GPU")
+# ROCm's runtime calls: a trace with them ran on an AMD GPU.
+HIP_CALL = NamePattern(re.compile(r"^hip[A-Z]"), "HIP runtime call")
 # Python frames that are not source lines (with_stack records C calls as "<built-in ...>").
 BUILTIN_FRAME = NamePattern(re.compile(r"^<built-in|^<frozen"), "built-in frame")
 # Frames inside torch itself (optimizers without foreach, module hooks).
 LIBRARY_FRAME = NamePattern(re.compile(r"(^|/)torch/"), "torch frame")
+# Frames that are not the user's own code: installed packages, the standard library, torch and
+# Python's own markers (``<built-in ...>``, ``nn.Module: Linear_0``). The first frame that matches
+# none of these, walking out from the op, is where the user's code called it.
+USER_FRAME_EXCLUDE = NamePattern(
+    re.compile(
+        r"(site-packages|dist-packages)/|/lib/python\d[.\d]*/|^<|^nn\.Module:|^torch/"
+        r"|^(threading|runpy|contextlib|functools|abc|typing)\.py\(|^[Ff]unction: |^\w+Backward"
+    ),
+    "library frame",
+)
+# The frame that calls a module's forward (nn.Module.__call__): each layer of a model is a new
+# call, so ops under it are layers, not the iterations of a loop.
+MODULE_CALL_FRAME = NamePattern(
+    re.compile(r"torch/nn/modules/module\.py\(\d+\): _(wrapped_)?call_impl|^nn\.Module: "),
+    "module call",
+)

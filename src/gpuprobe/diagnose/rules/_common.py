@@ -10,7 +10,7 @@ from gpuprobe.diagnose.analysis import TraceContext
 from gpuprobe.diagnose.model import StepBreakdown
 from gpuprobe.findings import Evidence, Finding, Status
 
-__all__ = ["GROUP", "median", "no_gpu", "pct", "rows_for", "step_range"]
+__all__ = ["GROUP", "median", "no_gpu", "pct", "per_step", "rows_for", "step_range"]
 
 GROUP = "diagnose"
 
@@ -36,6 +36,11 @@ def step_range(ctx: TraceContext) -> str:
     if not nums:
         return "whole trace"
     return f"step {nums[0]}" if len(nums) == 1 else f"steps {nums[0]}..{nums[-1]}"
+
+
+def per_step(ctx: TraceContext) -> str:
+    """``"per step"``, or ``"in the trace"`` when it has no ProfilerStep (one window)."""
+    return "per step" if any(s.number is not None for s in ctx.steps) else "in the trace"
 
 
 def no_gpu(id: str, what: str) -> Finding:

@@ -13,12 +13,15 @@ from gpuprobe.diagnose import patterns as P
 from gpuprobe.diagnose.analysis import TraceContext
 from gpuprobe.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY
 from gpuprobe.diagnose.rules._common import GROUP, median, no_gpu, pct, step_range
+from gpuprobe.diagnose.rules._common import per_step as per
 from gpuprobe.findings import Evidence, Finding, Status
 
 __all__ = [
     "CONTIGUOUS_WARN_FRACTION",
     "PAGEABLE_MIN_BYTES",
     "PAGEABLE_STEPS_FRACTION",
+    "PAGEABLE_WARN_FRACTION",
+    "WORTH_INFO_FRACTION",
     "contiguous_copies",
     "pageable_copies",
 ]
@@ -26,6 +29,8 @@ __all__ = [
 PAGEABLE_MIN_BYTES = 1024  # bytes; smaller pageable copies are scalar reads (.item()), which the
 # sync rule reports; ours
 PAGEABLE_STEPS_FRACTION = 0.5  # of profiled steps with a pageable copy to warn; ours
+PAGEABLE_WARN_FRACTION = 0.01  # of step time in pageable copies for them to be worth fixing; ours
+WORTH_INFO_FRACTION = 0.001  # of step time below which a cost is not worth mentioning; ours
 CONTIGUOUS_WARN_FRACTION = 0.05  # of step time spent in layout copies to warn; ours
 
 _DTYPE_BYTES = {
@@ -80,12 +85,30 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
             )
         ]
     frac = np.count_nonzero(count) / max(n, 1)
+    share = float(median(time / np.maximum(ctx.step_durations, 1e-9)))
+    evidence += (
+        Evidence("pageable_share_of_step", pct(share), "%"),
+        Evidence("threshold", pct(PAGEABLE_WARN_FRACTION), "%"),
+    )
+    if share < WORTH_INFO_FRACTION:
+        return [
+            Finding(
+                id="pageable-copies",
+                status=Status.OK,
+                title=f"Pageable host-device copies take only {median(time):.0f} µs per step "
+                f"({pct(share)} % of it): not worth changing",
+                evidence=evidence,
+                group=GROUP,
+                details=tuple(kinds),
+            )
+        ]
+    warn = frac >= PAGEABLE_STEPS_FRACTION and share >= PAGEABLE_WARN_FRACTION
     return [
         Finding(
             id="pageable-copies",
-            status=Status.WARN if frac >= PAGEABLE_STEPS_FRACTION else Status.INFO,
-            title=f"{median(count):.0f} copies per step from pageable memory "
-            f"({median(nbytes) / 1e6:.1f} MB, {median(time):.0f} µs per step)",
+            status=Status.WARN if warn else Status.INFO,
+            title=f"{median(count):.0f} copies {per(ctx)} from pageable memory "
+            f"({median(nbytes) / 1e6:.1f} MB, {median(time):.0f} µs)",
             evidence=evidence,
             fix="DataLoader(..., pin_memory=True) (or tensor.pin_memory()) and "
             "x.to('cuda', non_blocking=True), so copies run at full speed and overlap compute",
@@ -180,11 +203,22 @@ def contiguous_copies(ctx: TraceContext) -> list[Finding]:
         ]
     names = sorted({ctx.names[i] for i in np.unique(ctx.op_name[hit])})
     warn = median(share) >= CONTIGUOUS_WARN_FRACTION
+    if median(share) < WORTH_INFO_FRACTION:
+        return [
+            Finding(
+                id="contiguous-copies",
+                status=Status.OK,
+                title=f"{median(count):.0f} layout copies per step after permute/transpose, "
+                f"{median(time):.0f} µs on the {where}: not worth changing",
+                evidence=evidence,
+                group=GROUP,
+            )
+        ]
     return [
         Finding(
             id="contiguous-copies",
             status=Status.WARN if warn else Status.INFO,
-            title=f"{median(count):.0f} copies per step by {'/'.join(names)} after "
+            title=f"{median(count):.0f} copies {per(ctx)} by {'/'.join(names)} after "
             f"permute/transpose ({pct(median(share))} % of step time on the {where})",
             evidence=evidence,
             fix="keep one layout: build tensors in the order they are used (e.g. channels_last "

@@ -32,12 +32,24 @@ def input_bound(ctx: TraceContext) -> list[Finding]:
     per = np.bincount(ctx.ann_step[m], weights=ctx.ann_dur[m], minlength=n)
     share = per / np.maximum(ctx.step_durations, 1e-9)
     med = median(share)
+    # the GPU's idle time while the loader ran (one cause per idle instant): with the GPU busy
+    # meanwhile (the host runs ahead), a slow loader costs nothing
+    idle = np.zeros(n)
+    for d in ctx.devices:
+        per_d = np.array(
+            [r.idle_cause_us.get("input", 0.0) for r in ctx.breakdowns if r.device == d]
+        )
+        if per_d.size == n:
+            idle = np.maximum(idle, per_d)
+    idle_share = idle / np.maximum(ctx.step_durations, 1e-9)
+    idle_med = median(idle_share) if ctx.has_gpu else None
     kinds = sorted({ctx.names[i] for i in np.unique(ctx.ann_name[dl])})
     single = any(P.SINGLE_PROCESS_LOADER.matches(k) for k in kinds)
     evidence = (
         Evidence("dataloader_share_median", pct(med), "%"),
         Evidence("dataloader_share_worst_step", pct(float(share.max())) if n else None, "%"),
         Evidence("dataloader_per_step_median", round(median(per), 1), "µs"),
+        Evidence("gpu_idle_while_loading", pct(idle_med), "%"),
         Evidence("num_workers", 0 if single else ">0"),
         Evidence("threshold", pct(DATALOADER_WARN_FRACTION), "%"),
     )
@@ -57,6 +69,18 @@ def input_bound(ctx: TraceContext) -> list[Finding]:
                 details=details,
             )
         ]
+    if idle_med is not None and idle_med < DATALOADER_WARN_FRACTION:
+        return [
+            Finding(
+                id="input-bound",
+                status=Status.INFO,
+                title=f"The DataLoader takes {pct(med)} % of the host's step time, but the GPU "
+                f"stays busy meanwhile (idle {pct(idle_med)} % of the step while loading)",
+                evidence=evidence,
+                group=GROUP,
+                details=details,
+            )
+        ]
     how = "a single-process DataLoader (num_workers=0)" if single else "the DataLoader"
     fix = (
         "DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True, "
@@ -71,7 +95,12 @@ def input_bound(ctx: TraceContext) -> list[Finding]:
         Finding(
             id="input-bound",
             status=Status.WARN,
-            title=f"Input-bound: {pct(med)} % of each step waits for {how}",
+            title=f"Input-bound: {pct(med)} % of each step waits for {how}"
+            + (
+                ""
+                if idle_med is None
+                else f"; the GPU idles {pct(idle_med)} % of the step meanwhile"
+            ),
             evidence=evidence,
             fix=fix,
             group=GROUP,

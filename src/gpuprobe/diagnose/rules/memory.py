@@ -19,6 +19,26 @@ def peak_memory(ctx: TraceContext) -> list[Finding]:
 
         return [no_gpu("peak-memory", "Peak GPU memory")]
     peaks = {d: v for (t, d), v in ctx.raw.memory_peak.items() if t == CUDA_DEVICE_TYPE}
+    deltas = {d: v for (t, d), v in ctx.raw.memory_delta_peak.items() if t == CUDA_DEVICE_TYPE}
+    if not peaks and deltas:
+        # PyTorch <= 1.9 wrote each allocation's size only: the peak of their running sum is
+        # what was allocated on top of whatever existed when profiling began (not a share)
+        return [
+            Finding(
+                id="peak-memory",
+                status=Status.INFO,
+                title=f"GPU memory: at least {top / 2**30:.2f} GiB allocated during the trace"
+                f"{f' on GPU {d}' if len(deltas) > 1 else ''} (old [memory] events carry only "
+                "each allocation's size, so the total and its share of the card are unknown)",
+                evidence=(
+                    Evidence("peak_allocated_during_trace", round(top / 2**30, 3), "GiB"),
+                    Evidence("peak_share", None, "%"),
+                ),
+                group=GROUP,
+                subject=f"GPU {d}" if len(deltas) > 1 else "",
+            )
+            for d, (_, top) in sorted(deltas.items())
+        ]
     if not peaks:
         return [
             Finding(

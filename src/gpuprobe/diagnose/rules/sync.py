@@ -1,6 +1,7 @@
-"""Synchronisation: host calls that wait for the GPU (stream/device/event syncs, blocking copies,
-``.item()``), how often per step, and how long the GPU then sits idle (E5: printing the loss
-every step forces a copy and a wait).
+"""Synchronisation: host calls that really wait for the GPU (stream/device/event syncs, blocking
+copies to the host, the ``.item()`` reads inside which one ran), how often per step, and the
+GPU idle time they caused: the wait inside them and the refill after them, nothing else (E5:
+printing the loss every step forces a copy and a wait).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import numpy as np
 from gpuprobe.diagnose import patterns as P
 from gpuprobe.diagnose.analysis import TraceContext
 from gpuprobe.diagnose.rules._common import GROUP, median, pct, step_range
+from gpuprobe.diagnose.rules._common import per_step as per
 from gpuprobe.findings import Evidence, Finding, Status
 
 __all__ = ["SYNC_IDLE_WARN_FRACTION", "SYNC_MIN_PER_STEP", "gpu_idle_after", "synchronisation"]
 
-SYNC_IDLE_WARN_FRACTION = 0.05  # of step time the GPU idles right after host syncs; ours
+SYNC_IDLE_WARN_FRACTION = 0.05  # of step time the GPU idles in and right after host syncs; ours
 SYNC_MIN_PER_STEP = 1  # median syncs (or scalar reads) per step to report at all; E5 "every step"
 
 _FIX = (
@@ -41,37 +43,58 @@ def gpu_idle_after(ctx: TraceContext, end: np.ndarray) -> np.ndarray:
 
 
 def _frames(ctx: TraceContext) -> Counter[str]:
-    """Python frames of the top-level ops that read a device scalar (with_stack only)."""
-    m = P.ITEM.mask(ctx.op_name, ctx.names) & ctx.op_top & (ctx.op_step >= 0)
-    frames = ctx.op_frame[m]
-    return Counter(ctx.names[f] for f in frames if f >= 0)
+    """The user's frames of the top-level scalar reads (``.item()``; with_stack only)."""
+    reads = P.ITEM.mask(ctx.op_name, ctx.names) | P.SCALAR_READ.mask(ctx.op_name, ctx.names)
+    frames = ctx.op_user_frame[reads & ctx.op_top & (ctx.op_step >= 0)]
+    return Counter(ctx.names[f] for f in frames.tolist() if f >= 0)
+
+
+def _sync_idle_per_step(ctx: TraceContext) -> np.ndarray:
+    """GPU idle µs per step caused by syncs (the busiest device's view: the maximum)."""
+    n = len(ctx.steps)
+    out = np.zeros(n)
+    for d in ctx.devices:
+        per = np.array([r.idle_cause_us.get("sync", 0.0) for r in ctx.breakdowns if r.device == d])
+        if per.size == n:
+            out = np.maximum(out, per)
+    return out
 
 
 def synchronisation(ctx: TraceContext) -> list[Finding]:
-    """Host-device syncs per step and the GPU idle gap after each."""
+    """Host-device syncs per step and the GPU idle they caused."""
     n = len(ctx.steps)
     dur = np.maximum(ctx.step_durations, 1e-9)
-    reads = ctx.scalar_read_mask & (ctx.op_step >= 0)
-    reads_per = np.bincount(ctx.op_step[reads], minlength=n)
+    reads_all = ctx.scalar_read_mask & (ctx.op_step >= 0)
+    reads_per = np.bincount(ctx.op_step[reads_all], minlength=n)
+    waited = ctx.waiting_read_mask & (ctx.op_step >= 0)
+    waited_per = np.bincount(ctx.op_step[waited], minlength=n)
     sync = ctx.sync_mask & (ctx.rt_step >= 0)
     sync_per = np.bincount(ctx.rt_step[sync], minlength=n)
+    wait_per = np.bincount(ctx.rt_step[sync], weights=ctx.rt_dur[sync], minlength=n)
     names = Counter(ctx.names[i] for i in ctx.rt_name[sync].tolist())
-    idle = gpu_idle_after(ctx, ctx.rt_ts[sync] + ctx.rt_dur[sync])
-    idle_per = np.bincount(ctx.rt_step[sync], weights=idle, minlength=n)
+    idle_per = _sync_idle_per_step(ctx) if ctx.has_gpu else np.zeros(n)
     share = idle_per / dur
     frames = _frames(ctx)
     evidence = [
         Evidence("syncs_per_step_median", median(sync_per)),
+        Evidence("host_wait_in_syncs_per_step", round(median(wait_per), 1), "µs"),
         Evidence("scalar_reads_per_step_median", median(reads_per)),
-        Evidence("gpu_idle_after_syncs_median", round(median(idle_per), 1), "µs"),
-        Evidence("gpu_idle_after_syncs_share", pct(median(share)), "%"),
+        Evidence("scalar_reads_that_waited_per_step", median(waited_per)),
+        Evidence("gpu_idle_from_syncs_median", round(median(idle_per), 1), "µs"),
+        Evidence("gpu_idle_from_syncs_share", pct(median(share)), "%"),
         Evidence("threshold_idle", pct(SYNC_IDLE_WARN_FRACTION), "%"),
     ]
     details = [f"{k}: {v} calls" for k, v in names.most_common(5)]
     details += [f".item() from {k}: {v} calls" for k, v in frames.most_common(3)]
+    unwaited = int(reads_per.sum() - waited_per.sum())
+    if ctx.has_gpu and unwaited > 0:
+        details.append(
+            f"{unwaited} scalar reads ran no waiting call (CPU tensors, or the value was "
+            "already on the host): not counted as syncs"
+        )
     details += [
-        f"{'trace' if s.number is None else '#' + str(s.number)}: {sync_per[i]} syncs, "
-        f"{reads_per[i]} scalar reads, GPU idle after syncs {idle_per[i]:.0f} µs"
+        f"{'trace' if s.number is None else '#' + str(s.number)}: {sync_per[i]} syncs "
+        f"(host waited {wait_per[i]:.0f} µs), GPU idle from syncs {idle_per[i]:.0f} µs"
         for i, s in enumerate(ctx.steps)
     ]
     if not ctx.has_gpu:
@@ -97,7 +120,7 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
                 group=GROUP,
             )
         ]
-    per_step = max(median(sync_per), median(reads_per))
+    per_step = median(sync_per)
     if per_step < SYNC_MIN_PER_STEP:
         return [
             Finding(
@@ -109,16 +132,27 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
                 details=tuple(details),
             )
         ]
-    what = ", ".join(f"{k} ×{v}" for k, v in names.most_common(3)) or "scalar reads"
-    status = Status.WARN if median(share) >= SYNC_IDLE_WARN_FRACTION else Status.INFO
+    what = ", ".join(f"{k} ×{v}" for k, v in names.most_common(3))
+    if median(share) >= SYNC_IDLE_WARN_FRACTION:
+        return [
+            Finding(
+                id="sync",
+                status=Status.WARN,
+                title=f"{per_step:.0f} host-device syncs {per(ctx)}; the GPU idles "
+                f"{pct(median(share))} % of the step in them and while refilling after ({what})",
+                evidence=tuple(evidence),
+                fix=_FIX,
+                group=GROUP,
+                details=tuple(details),
+            )
+        ]
     return [
         Finding(
             id="sync",
-            status=status,
-            title=f"{per_step:.0f} host-device syncs per step; the GPU then idles "
+            status=Status.INFO,
+            title=f"{per_step:.0f} host-device syncs {per(ctx)}, but they cost the GPU only "
             f"{pct(median(share))} % of the step ({what})",
             evidence=tuple(evidence),
-            fix=_FIX,
             group=GROUP,
             details=tuple(details),
         )
