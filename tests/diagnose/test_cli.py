@@ -25,7 +25,9 @@ def test_human_output_findings_first_then_table(gpu_trace, capsys):
     assert cli.main(["diagnose", gpu_trace("sync_every_step")]) == 0
     out = capsys.readouterr().out
     first_warn = out.index("WARN")
-    assert first_warn < out.index("OK ") < out.index("Per step")
+    assert (
+        first_warn < out.index("OK ") < out.index("GPU time per step") < out.index("Host per step")
+    )
     assert "sync" in out and "fix:" in out
     assert "Whole trace (HTA's definitions)" in out
 

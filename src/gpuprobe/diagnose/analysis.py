@@ -16,7 +16,7 @@ import numpy as np
 
 from gpuprobe.diagnose import patterns as P
 from gpuprobe.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY, GPU_KIND_MEMSET, RawTrace
-from gpuprobe.diagnose.model import DeviceInfo, StepBreakdown, TraceSummary
+from gpuprobe.diagnose.model import IDLE_CAUSES, DeviceInfo, StepBreakdown, TraceSummary
 from gpuprobe.errors import InputError
 
 __all__ = [
@@ -32,15 +32,6 @@ __all__ = [
 
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
-
-# Why the GPU was idle, one cause per idle instant, in this order of precedence: the DataLoader's
-# __next__ was running (input); a host call was waiting for the GPU, or the GPU was being refilled
-# after it (sync); the host had not yet launched the step's first work or had finished launching
-# its last (host work at the step's edges: preprocessing, logging, optimizer on the CPU); the next
-# activity was launched only after the GPU went idle (launch: the CPU is slower than the GPU);
-# a gap shorter than KERNEL_WAIT_MAX_GAP_US with the next activity already queued (kernel
-# boundary); and what none of these explains (other: no cause recorded in the trace).
-IDLE_CAUSES = ("input", "sync", "host", "launch", "short", "other")
 
 
 def _arr(a: array, dtype: type) -> np.ndarray:

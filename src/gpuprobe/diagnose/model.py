@@ -14,6 +14,7 @@ from gpuprobe._data import Record
 from gpuprobe.findings import Finding, Status, worst, worst_first
 
 __all__ = [
+    "IDLE_CAUSES",
     "Comparison",
     "DeviceInfo",
     "Diagnosis",
@@ -22,6 +23,16 @@ __all__ = [
     "StepBreakdown",
     "TraceSummary",
 ]
+
+
+# Why the GPU was idle, one cause per idle instant, in this order of precedence: the DataLoader's
+# __next__ was running (input); a host call was waiting for the GPU, or the GPU was being refilled
+# after it (sync); the host had not yet launched the step's first work or had finished launching
+# its last (host work at the step's edges: preprocessing, logging, optimizer on the CPU); the next
+# activity was launched only after the GPU went idle (launch: the CPU is slower than the GPU);
+# a gap shorter than 30 µs (HTA's kernel-wait gap) with the next activity already queued (kernel
+# boundary); and what none of these explains (other: no cause recorded in the trace).
+IDLE_CAUSES = ("input", "sync", "host", "launch", "short", "other")
 
 
 @dataclass(frozen=True)

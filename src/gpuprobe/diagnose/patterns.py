@@ -128,10 +128,11 @@ COPYING_RESHAPE = NamePattern(re.compile(r"^aten::(contiguous|reshape|flatten)$"
 CLONE = NamePattern(re.compile(r"^aten::(clone|copy_)$"), "copy")
 # Matrix-multiply and convolution kernels: cuBLAS/cuBLASLt (volta_/ampere_/sm80_/sm90_/sm100_
 # xmma and gemm tiles, nvjet on Hopper and Blackwell), CUTLASS (incl. wgmma tiles), cuDNN, and on
-# AMD rocBLAS/hipBLASLt (Tensile's Cijk_ kernels) and Composable Kernel (ck_, ck::).
+# AMD rocBLAS/hipBLASLt (Tensile's Cijk_ kernels) and Composable Kernel (ck_, ck::). cuDNN's
+# other kernels (batch norm: cudnn::bn_fw_tr_1C11...) are not matmuls.
 GEMM_KERNEL = NamePattern(
     re.compile(
-        r"(?i)gemm|gemv|cutlass|xmma|cublas|matmul|conv(?!ert)|winograd|cudnn|nvjet|wgmma"
+        r"(?i)gemm|gemv|cutlass|xmma|cublas|matmul|conv(?!ert)|winograd|nvjet|wgmma"
         r"|(^|\W)Cijk_|(^|\W|_)ck_|\bck::|implicit_convolve|fprop|dgrad|wgrad"
     ),
     "GEMM/conv",

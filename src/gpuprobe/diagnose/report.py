@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from gpuprobe.diagnose.model import Comparison, Diagnosis
+from gpuprobe.diagnose.model import IDLE_CAUSES, Comparison, Diagnosis
 from gpuprobe.findings import Status, worst_first
 
 __all__ = [
@@ -69,55 +69,88 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     con.print()
     from rich import box
 
-    table = Table(
-        title="Per step (µs)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
-    )
     has_gpu = any(r.device is not None for r in d.steps)
     many = len({r.device for r in d.steps}) > 1
-    cols = ["step", "time"]
-    if has_gpu:
-        cols += ["GPU"] if many else []
-        cols += ["busy%", "idle", "host", "kern", "other", "#k", "k med", "l med"]
-    cols += ["data", "syncs", "reads", "ops"]
-    for c in cols:
-        table.add_column(c, justify="left" if c == "step" else "right")
     rows = list(d.steps)
     if len(rows) > _MAX_STEP_ROWS and not verbose:
         half = _MAX_STEP_ROWS // 2
         rows = [*rows[:half], None, *rows[-half:]]  # type: ignore[list-item]
+
+    def table(title: str, cols: list[str]) -> Table:
+        t = Table(
+            title=title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            padding=(0, 1),
+        )
+        for c in cols:
+            # numbers wrap onto a second line rather than lose digits ("40…") in a narrow or
+            # piped terminal
+            t.add_column(c, justify="left" if c in ("step", "GPU") else "right", overflow="fold")
+        return t
+
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v / 1e3:.1f}"
+
+    if has_gpu:
+        cols = ["step", *(["GPU"] if many else []), "time", "busy%", "idle", *IDLE_CAUSES]
+        gpu = table("GPU time per step (ms): idle split by cause, each instant once", cols)
+        for r in rows:
+            if r is None:
+                gpu.add_row("…", *[""] * (len(cols) - 1))
+                continue
+            busy = None if r.gpu_busy_fraction is None else 100 * r.gpu_busy_fraction
+            gpu.add_row(
+                r.label,
+                *([str(r.device)] if many else []),
+                ms(r.duration_us),
+                _fmt(busy, 1),
+                ms(r.idle_us),
+                *(ms(r.idle_cause_us.get(c)) for c in IDLE_CAUSES),
+            )
+        con.print(gpu)
+        con.print(
+            Text(
+                "input: DataLoader running; sync: in a waiting host call or refilling after it; "
+                "host: before the step's first kernel or after its last; launch: next kernel "
+                "launched late; short: gap under 30 µs with work queued; other: no cause "
+                "recorded",
+                style="dim",
+            )
+        )
+        con.print()
+    cols = ["step", "time", "data", "syncs", "reads", "ops"]
+    if has_gpu:
+        cols += ["kernels", "k med µs", "l med µs"]
+    host = table("Host per step (ms)", cols)
+    seen: set[int | None] = set()
     for r in rows:
         if r is None:
-            table.add_row("…", *[""] * (len(cols) - 1))
+            host.add_row("…", *[""] * (len(cols) - 1))
             continue
-        cells = [r.label, _fmt(r.duration_us, sep="")]
+        if r.step in seen:  # one row per step, not per device
+            continue
+        seen.add(r.step)
+        cells = [r.label, ms(r.duration_us), ms(r.dataloader_us), str(r.syncs), str(r.items)]
+        cells.append(str(r.cpu_ops))
         if has_gpu:
-            busy = None if r.gpu_busy_fraction is None else 100 * r.gpu_busy_fraction
-            cells += [str(r.device)] if many else []
+            same = [x for x in d.steps if x.step == r.step]
             cells += [
-                _fmt(busy, 1),
-                _fmt(r.idle_us, sep=""),
-                _fmt(r.host_wait_us, sep=""),
-                _fmt(r.kernel_wait_us, sep=""),
-                _fmt(r.other_wait_us, sep=""),
-                str(r.kernels),
+                str(sum(x.kernels for x in same)),
                 _fmt(r.median_kernel_us, 1),
                 _fmt(r.median_launch_us, 1),
             ]
-        cells += [_fmt(r.dataloader_us, sep=""), str(r.syncs), str(r.items), str(r.cpu_ops)]
-        table.add_row(*cells)
-    con.print(table)
-    legend = "data: DataLoader __next__; reads: .item() and other scalar reads; ops: CPU ops"
-    if has_gpu:
-        legend = (
-            "busy%: kernels ∪ memcpy ∪ memset in the step; host/kern/other: HTA's idle categories "
-            "(summed over streams); #k: kernels; k med/l med: median kernel and launch; " + legend
+        host.add_row(*cells)
+    con.print(host)
+    con.print(
+        Text(
+            "data: DataLoader __next__; syncs: host calls that waited for the GPU; reads: "
+            ".item() and other scalar reads; ops: CPU ops; k/l med: median kernel and launch",
+            style="dim",
         )
-    con.print(Text(legend, style="dim"))
+    )
     if s.gpu_busy_fraction is not None:
         con.print(
             f"Whole trace (HTA's definitions): GPU busy {100 * s.gpu_busy_fraction:.1f} % of "
@@ -126,6 +159,20 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             f"{100 * (s.kernel_wait_fraction or 0):.1f} %, other "
             f"{100 * (s.other_wait_fraction or 0):.1f} %"
         )
+        busy_steps = [r.gpu_busy_fraction for r in d.steps if r.gpu_busy_fraction is not None]
+        if busy_steps:
+            med = sorted(busy_steps)[len(busy_steps) // 2]
+            if abs(med - s.gpu_busy_fraction) >= 0.05:
+                con.print(
+                    Text(
+                        f"Why {100 * s.gpu_busy_fraction:.1f} % and not "
+                        f"{100 * med:.1f} %: the whole-trace figure counts only the span from "
+                        "the first to the last GPU activity (HTA's temporal breakdown); the "
+                        "steps' figures count all of each step, including the host time before "
+                        "its first kernel and after its last.",
+                        style="dim",
+                    )
+                )
     con.print(f"[dim]read {s.read_seconds:.2f} s, analysed {s.analyse_seconds:.2f} s[/dim]")
 
 
