@@ -14,8 +14,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from gpuprobe.diagnose import patterns as P
-from gpuprobe.diagnose.analysis import TraceContext, merge_intervals
-from gpuprobe.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY
+from gpuprobe.diagnose.analysis import TraceContext
+from gpuprobe.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY, GPU_KIND_MEMSET
 from gpuprobe.diagnose.model import Diagnosis
 from gpuprobe.errors import InputError
 from gpuprobe.findings import Status, worst_first
@@ -35,7 +35,15 @@ _COLORS = {
     "memcpy": "#d68910",
     "pageable": "#a04000",
     "memset": "#8e44ad",
-    "idle": "#e74c3c",
+}
+# the GPU's idle time, by cause (IDLE_CAUSES)
+_IDLE_COLORS = {
+    "input": "#e67e22",
+    "sync": "#c0392b",
+    "host": "#7d3c98",
+    "launch": "#f1c40f",
+    "short": "#48c9b0",
+    "other": "#bdc3c7",
 }
 _STATUS_COLORS = {
     Status.FAIL: "#c0392b",
@@ -87,7 +95,9 @@ def _boxes(
     return out
 
 
-def _timeline(ctx: TraceContext, i: int) -> str:
+def _timeline(ctx: TraceContext, i: int) -> tuple[str, set[str]]:
+    """The step's SVG (scaling to the page's width) and the legend keys it uses."""
+    used: set[str] = set()
     st = ctx.steps[i]
     gsel = ctx.gpu_step == i
     t0 = st.start
@@ -103,6 +113,7 @@ def _timeline(ctx: TraceContext, i: int) -> str:
         tids, counts = np.unique(ctx.op_tid[top], return_counts=True)
         tid = tids[np.argmax(counts)]
         m = top & (ctx.op_tid == tid)
+        used.add("op")
         rows.append((f"CPU ops (thread {ctx.raw.threads[tid]})", []))
         rows[-1][1].extend(
             _boxes(
@@ -117,6 +128,7 @@ def _timeline(ctx: TraceContext, i: int) -> str:
         )
     dl = P.DATALOADER_NEXT.mask(ctx.ann_name, names) & (ctx.ann_ts >= t0) & (ctx.ann_ts <= t1)
     if dl.any():
+        used.add("loader")
         rows.append(
             (
                 "DataLoader",
@@ -134,6 +146,9 @@ def _timeline(ctx: TraceContext, i: int) -> str:
     rt = (ctx.rt_ts >= t0) & (ctx.rt_ts <= t1)
     if rt.any():
         colors = np.where(ctx.sync_mask[rt], _COLORS["sync"], _COLORS["launch"])
+        used.add("launch")
+        if ctx.sync_mask[rt].any():
+            used.add("sync")
         rows.append(
             (
                 "CUDA runtime",
@@ -156,6 +171,16 @@ def _timeline(ctx: TraceContext, i: int) -> str:
         for s in sorted(int(x) for x in np.unique(ctx.gpu_stream[dm])):
             m = dm & (ctx.gpu_stream == s)
             kind = ctx.gpu_kind[m]
+            used.update(
+                k
+                for k, present in (
+                    ("kernel", (kind == GPU_KIND_KERNEL).any()),
+                    ("memcpy", ((kind == GPU_KIND_MEMCPY) & ~pageable[m]).any()),
+                    ("pageable", ((kind == GPU_KIND_MEMCPY) & pageable[m]).any()),
+                    ("memset", (kind == GPU_KIND_MEMSET).any()),
+                )
+                if present
+            )
             colors = np.where(
                 kind == GPU_KIND_KERNEL,
                 _COLORS["kernel"],
@@ -179,29 +204,28 @@ def _timeline(ctx: TraceContext, i: int) -> str:
                     ),
                 )
             )
-        starts, ends = merge_intervals(ctx.gpu_ts[dm], ctx.gpu_end[dm])
-        edges_s = np.concatenate([[t0], ends])
-        edges_e = np.concatenate([starts, [t1]])
-        gap = np.clip(edges_e, t0, t1) - np.clip(edges_s, t0, t1)
-        g = gap > 0
-        rows.append(
-            (
-                f"GPU {d} idle",
-                _boxes(
-                    np.clip(edges_s[g], t0, t1),
-                    gap[g],
-                    ("idle" for _ in range(int(g.sum()))),
-                    t0,
-                    scale,
-                    0,
-                    _COLORS["idle"],
-                ),
+        boxes: list[str] = []
+        for cause, (cs, ce) in ctx.idle_by_cause.get(d, {}).items():
+            lo, hi = np.clip(cs, t0, t1), np.clip(ce, t0, t1)
+            keep = hi > lo
+            if not keep.any():
+                continue
+            used.add("idle: " + cause)
+            boxes += _boxes(
+                lo[keep],
+                (hi - lo)[keep],
+                (f"idle ({cause})" for _ in range(int(keep.sum()))),
+                t0,
+                scale,
+                0,
+                _IDLE_COLORS[cause],
             )
-        )
+        rows.append((f"GPU {d} idle, by cause", boxes))
     height = _ROW * len(rows) + 30
+    full = _LABEL + _WIDTH + 40
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_LABEL + _WIDTH + 10}" '
-        f'height="{height}" font-family="sans-serif" font-size="11">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {full} {height}" width="100%" '
+        f'style="max-width:{full}px" font-family="sans-serif" font-size="11">'
     ]
     for r, (label, boxes) in enumerate(rows):
         y = r * _ROW
@@ -214,15 +238,16 @@ def _timeline(ctx: TraceContext, i: int) -> str:
     axis_y = _ROW * len(rows) + 14
     for k in range(6):
         x = _LABEL + k * _WIDTH / 5
+        anchor = "start" if k == 0 else "end" if k == 5 else "middle"
         parts.append(
             f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y - 10}" '
             'stroke="#ccc" stroke-width="0.5"/>'
         )
         parts.append(
-            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle">{k * span / 5:,.0f} µs</text>'
+            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="{anchor}">{k * span / 5:,.0f} µs</text>'
         )
     parts.append("</svg>")
-    return "".join(parts)
+    return "".join(parts), used
 
 
 def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
@@ -242,26 +267,41 @@ def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str
             f"{html.escape(f.subject)}<br>{html.escape(f.title)}"
             f"<details><summary>evidence</summary><ul>{ev}</ul><ul>{det}</ul></details>{fix}</div>"
         )
+    svg, used = _timeline(ctx, i)
+    colors = {**_COLORS, **{"idle: " + k: c for k, c in _IDLE_COLORS.items()}}
     legend = " ".join(
-        f'<span style="background:{c};color:#fff;padding:1px 5px">{k}</span>'
-        for k, c in _COLORS.items()
+        f'<span style="background:{c};color:#fff;padding:1px 5px;white-space:nowrap">{k}</span>'
+        for k, c in colors.items()
+        if k in used
     )
     s = d.summary
     busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
+    rows = [r for r in d.steps if r.step == st.number and r.gpu_busy_fraction is not None]
+    note = ""
+    if rows and s.gpu_busy_fraction is not None:
+        step_busy = 100 * rows[0].gpu_busy_fraction  # type: ignore[operator]
+        note = (
+            f"<p class=note>This step: GPU busy {step_busy:.1f} % of the step, idle "
+            f"{100 - step_busy:.1f} %. Whole trace: busy {busy} of the span from the first to "
+            "the last GPU activity (HTA's temporal breakdown), which leaves out the host time "
+            "before the first kernel and after the last; that is why the two can differ.</p>"
+        )
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>gpuprobe diagnose: {html.escape(s.path)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 1em; color: #222; }}
 .f {{ padding: 4px 8px; margin: 6px 0; background: #fafafa; }}
 code {{ background: #eef; padding: 1px 3px; }}
-.wrap {{ display: flex; gap: 1em; align-items: flex-start; }}
-.side {{ flex: 0 0 32em; }} .main {{ overflow-x: auto; }}
+.wrap {{ display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }}
+.side {{ flex: 1 1 24em; max-width: 40em; min-width: 0; }}
+.main {{ flex: 3 1 40em; min-width: 0; }}
+.note {{ color: #555; font-size: 90%; }}
 </style></head><body>
 <h2>gpuprobe diagnose</h2>
 <p>{html.escape(s.path)}: {s.events:,} events, {len(s.steps)} steps, whole-trace GPU busy {busy}</p>
 <div class="wrap"><div class="side"><h3>Findings</h3>{"".join(findings)}</div>
 <div class="main"><h3>Timeline of {html.escape(label)} ({st.end - st.start:,.0f} µs)</h3>
-<p>{legend}</p>{_timeline(ctx, i)}</div></div>
+{note}<p>{legend}</p>{svg}</div></div>
 </body></html>
 """
 

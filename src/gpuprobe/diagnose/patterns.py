@@ -17,6 +17,7 @@ __all__ = [
     "BLOCKING_COPY",
     "BUILTIN_FRAME",
     "CLONE",
+    "CONV_OP",
     "COPYING_RESHAPE",
     "COPY_TO_HOST",
     "DATALOADER_NEXT",
@@ -110,6 +111,12 @@ BLOCKING_COPY = NamePattern(
 # A copy towards host memory: Kineto's "Memcpy DtoH (Device -> Pageable)", or the driver call.
 COPY_TO_HOST = NamePattern(
     re.compile(r"DtoH|Device -> (Pageable|Pinned|Host)|MemcpyDtoH"), "copy to host"
+)
+# Convolution ops: with torch.backends.cudnn.benchmark=True their first call for each input shape
+# times cuDNN's algorithms with events (cudaEventSynchronize + cudaEventElapsedTime inside them).
+CONV_OP = NamePattern(
+    re.compile(r"^aten::(cudnn_convolution\w*|miopen_convolution\w*|_convolution|convolution\w*)$"),
+    "convolution op",
 )
 # A device value read on the host: .item(), int(t), a tensor used as a Python index.
 SCALAR_READ = NamePattern(re.compile(r"^aten::_local_scalar_dense$"), "scalar read")

@@ -20,6 +20,7 @@ __all__ = [
     "GPU_BUSY_WARN_FRACTION",
     "LAUNCH_IDLE_WARN_FRACTION",
     "LAUNCH_MANY_KERNELS_PER_STEP",
+    "MIN_GPU_ACTIVITIES",
     "gpu_idle",
     "idle_causes",
     "launch_bound",
@@ -28,13 +29,15 @@ __all__ = [
 GPU_BUSY_WARN_FRACTION = 0.5  # of profiled step time; Nsight gpu_time_util and torch-tb-profiler
 LAUNCH_IDLE_WARN_FRACTION = 0.1  # of step time the GPU waits for late launches to warn; ours
 LAUNCH_MANY_KERNELS_PER_STEP = 1000  # kernels per step where CUDA graphs pay off; ours
+MIN_GPU_ACTIVITIES = 10  # GPU activities in the analysed steps below which idle time is not
+# judged (a handful of kernels in a test fixture says nothing about a workload); ours
 
 CAUSE_TEXT = {
     "input": "while the DataLoader makes the next batch",
     "sync": "in host-device syncs and the refill after them (.item(), synchronize, "
     "blocking copies)",
-    "host": "before each step's first kernel and after its last: host work outside the GPU's "
-    "queue (preprocessing, logging, CPU-side optimizer or metrics)",
+    "host": "before the first kernel of the step (or trace) and after its last: host work "
+    "outside the GPU's queue (preprocessing, logging, CPU-side optimizer or metrics)",
     "launch": "waiting for the CPU to launch the next kernel",
     "short": f"in gaps under {KERNEL_WAIT_MAX_GAP_US:.0f} µs between queued kernels",
     "other": "with no cause recorded in the trace (no sync, DataLoader or late launch covers it)",
@@ -58,10 +61,32 @@ def idle_causes(rows: list[StepBreakdown]) -> dict[str, float]:
     return {c: sum(r.idle_cause_us.get(c, 0.0) for r in rows) for c in IDLE_CAUSES}
 
 
+def _too_few(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps hold too little GPU work to judge."""
+    n = int((ctx.gpu_step >= 0).sum())
+    if n >= MIN_GPU_ACTIVITIES:
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: only {n} GPU activities in the analysed steps (fewer than "
+            f"{MIN_GPU_ACTIVITIES}), too few to judge a workload",
+            evidence=(Evidence("gpu_activities", n),),
+            fix="profile a few steady-state steps of the real workload "
+            "(torch.profiler.schedule(wait=1, warmup=1, active=3))",
+            group=GROUP,
+        )
+    ]
+
+
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
         return [no_gpu("gpu-idle", "GPU busy time")]
+    few = _too_few(ctx, "gpu-idle", "GPU busy time")
+    if few:
+        return few
     out = []
     many = len(ctx.devices) > 1
     for d in ctx.devices:
@@ -125,6 +150,9 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
         return [no_gpu("launch-bound", "Kernel launch overhead")]
+    few = _too_few(ctx, "launch-bound", "Kernel launch overhead")
+    if few:
+        return few
     rows = [r for r in ctx.breakdowns if r.kernels]
     if not rows:
         return [
@@ -200,6 +228,10 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
         busy = median([r.gpu_busy_fraction for r in rows if r.gpu_busy_fraction is not None])
         # the GPU is busy most of the step already: worth knowing, not the bottleneck
         status = Status.WARN if busy < GPU_BUSY_WARN_FRACTION else Status.INFO
+        if status is Status.INFO:
+            title = title.replace("Launch-bound: the GPU", "The GPU", 1) + (
+                f", though it is busy {pct(busy)} % of the step"
+            )
     elif short:
         status, fix = Status.INFO, ""
         title = (

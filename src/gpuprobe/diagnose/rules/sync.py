@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 
 from gpuprobe.diagnose import patterns as P
-from gpuprobe.diagnose.analysis import TraceContext
+from gpuprobe.diagnose.analysis import TraceContext, merge_intervals
 from gpuprobe.diagnose.rules._common import GROUP, median, pct, step_range
 from gpuprobe.diagnose.rules._common import per_step as per
 from gpuprobe.findings import Evidence, Finding, Status
@@ -47,6 +47,25 @@ def _frames(ctx: TraceContext) -> Counter[str]:
     reads = P.ITEM.mask(ctx.op_name, ctx.names) | P.SCALAR_READ.mask(ctx.op_name, ctx.names)
     frames = ctx.op_user_frame[reads & ctx.op_top & (ctx.op_step >= 0)]
     return Counter(ctx.names[f] for f in frames.tolist() if f >= 0)
+
+
+def _in_conv(ctx: TraceContext, rt: np.ndarray) -> np.ndarray:
+    """For runtime-call indices ``rt``: did it run inside a convolution op on its thread (cuDNN
+    autotuning with cudnn.benchmark=True, which times algorithms with synchronising events)?"""
+    out = np.zeros(rt.size, dtype=bool)
+    conv = P.CONV_OP.mask(ctx.op_name, ctx.names)
+    if not conv.any() or rt.size == 0:
+        return out
+    for tid in np.unique(ctx.rt_tid[rt]):
+        c = conv & (ctx.op_tid == tid)
+        if not c.any():
+            continue
+        s, e = merge_intervals(ctx.op_ts[c], ctx.op_ts[c] + ctx.op_dur[c])
+        mine = ctx.rt_tid[rt] == tid
+        t = ctx.rt_ts[rt[mine]]
+        k = np.searchsorted(s, t, side="right") - 1
+        out[mine] = (k >= 0) & (t <= e[np.maximum(k, 0)])
+    return out
 
 
 def _sync_idle_per_step(ctx: TraceContext) -> np.ndarray:
@@ -133,6 +152,23 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
             )
         ]
     what = ", ".join(f"{k} ×{v}" for k, v in names.most_common(3))
+    autotune = int(_in_conv(ctx, np.nonzero(sync)[0]).sum())
+    evidence.append(Evidence("syncs_inside_convolutions", autotune))
+    if autotune >= 0.5 * int(sync.sum()):
+        return [
+            Finding(
+                id="sync",
+                status=Status.INFO,
+                title=f"{autotune} of the {int(sync.sum())} syncs run inside convolutions: cuDNN "
+                "autotuning (torch.backends.cudnn.benchmark=True), which happens once per input "
+                "shape, so these steps are not the steady state",
+                evidence=tuple(evidence),
+                fix="profile later steps, after autotuning: torch.profiler.schedule(wait=2, "
+                "warmup=2, active=3), or keep input shapes fixed so it tunes only once",
+                group=GROUP,
+                details=tuple(details),
+            )
+        ]
     if median(share) >= SYNC_IDLE_WARN_FRACTION:
         return [
             Finding(
