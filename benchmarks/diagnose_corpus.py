@@ -96,6 +96,11 @@ def _peak_each(paths: list[Path]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    ap.add_argument(
+        "--render-only",
+        action="store_true",
+        help="re-render the table from results/diagnose_corpus.json (after editing verdicts)",
+    )
     args = ap.parse_args(argv)
     manifest = {}
     mf = args.traces / "MANIFEST.tsv"
@@ -110,15 +115,19 @@ def main(argv: list[str] | None = None) -> int:
                 verdicts[row["trace"]] = (row["verdict"], row["reason"])
     paths = sorted(p for p in args.traces.iterdir() if p.name != "MANIFEST.tsv" and p.is_file())
     rows = []
+    if args.render_only:
+        rows = json.loads((RESULTS / "diagnose_corpus.json").read_text())
+        paths = []
     for p in paths:
         r = _run(p)
         r["trace"] = p.name
         r["kind"] = manifest.get(p.name, "")
         print(f"{p.name[:60]:60} {r.get('busy')!s:>8.8} {r['wall_s']:.2f} s", flush=True)
         rows.append(r)
-    peaks = _peak_each(paths)
-    for r in rows:
-        r["peak_mib"] = peaks.get(r["trace"])
+    if paths:
+        peaks = _peak_each(paths)
+        for r in rows:
+            r["peak_mib"] = peaks.get(r["trace"])
     wrong_warns = []
     lines = [
         "# diagnose on the real trace corpus",

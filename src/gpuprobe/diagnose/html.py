@@ -23,8 +23,8 @@ from gpuprobe.findings import Status, worst_first
 __all__ = ["MAX_BOXES_PER_ROW", "choose_step", "render_html", "write_html"]
 
 MAX_BOXES_PER_ROW = 3000  # longest boxes kept per timeline row, to keep the page light
-_WIDTH = 1100  # px of the time axis
-_LABEL = 170  # px of the row labels
+_WIDTH = 800  # px of the time axis (the SVG scales to the page: viewBox)
+_LABEL = 150  # px of the row labels
 _ROW = 22  # px per row
 _COLORS = {
     "op": "#7f8c8d",
@@ -225,7 +225,7 @@ def _timeline(ctx: TraceContext, i: int) -> tuple[str, set[str]]:
     full = _LABEL + _WIDTH + 40
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {full} {height}" width="100%" '
-        f'style="max-width:{full}px" font-family="sans-serif" font-size="11">'
+        f'style="max-width:{full}px" font-family="sans-serif" font-size="12">'
     ]
     for r, (label, boxes) in enumerate(rows):
         y = r * _ROW

@@ -107,7 +107,8 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
         Finding(
             id="pageable-copies",
             status=Status.WARN if warn else Status.INFO,
-            title=f"{median(count):.0f} copies {per(ctx)} from pageable memory "
+            title=f"{median(count):.0f} cop{'y' if median(count) == 1 else 'ies'} {per(ctx)} "
+            "from pageable memory "
             f"({median(nbytes) / 1e6:.1f} MB, {median(time):.0f} µs)",
             evidence=evidence,
             fix="DataLoader(..., pin_memory=True) (or tensor.pin_memory()) and "
