@@ -655,7 +655,7 @@ class TraceContext:
                 k = int(py[i])
                 got = cache.get(k)
                 if got is None:
-                    chain = []
+                    chain: list[str] = []
                     j = k
                     while j >= 0 and len(chain) < 256:
                         chain.append(self.names[int(self.py_name[j])])

@@ -67,7 +67,7 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
     total_dur = float(ctx.gpu_dur[page].sum())
     bw = float(ctx.gpu_bytes[page].sum()) / total_dur / 1e3 if total_dur > 0 else None
     kinds = sorted({ctx.names[i] for i in np.unique(ctx.gpu_name[page])})
-    evidence = (
+    evidence: tuple[Evidence, ...] = (
         Evidence("pageable_copies_per_step", median(count)),
         Evidence("pageable_bytes_per_step", round(median(nbytes) / 1e6, 3), "MB"),
         Evidence("pageable_copy_time_per_step", round(median(time), 1), "µs"),

@@ -174,7 +174,8 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
             Finding(
                 id="sync",
                 status=Status.WARN,
-                title=f"{per_step:.0f} host-device syncs {per(ctx)}; the GPU idles "
+                title=f"{per_step:.0f} host-device sync{'' if per_step == 1 else 's'} {per(ctx)}; "
+                f"the GPU idles "
                 f"{pct(median(share))} % of the step in them and while refilling after ({what})",
                 evidence=tuple(evidence),
                 fix=_FIX,
@@ -186,7 +187,7 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
         Finding(
             id="sync",
             status=Status.INFO,
-            title=f"{per_step:.0f} host-device syncs {per(ctx)}, but they cost the GPU only "
+            title=f"{per_step:.0f} host-device sync{'' if per_step == 1 else 's'} {per(ctx)}, but they cost the GPU only "
             f"{pct(median(share))} % of the step ({what})",
             evidence=tuple(evidence),
             group=GROUP,
