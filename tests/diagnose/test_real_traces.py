@@ -191,3 +191,14 @@ def test_piped_output_keeps_every_number(capsys, monkeypatch):
     d = diagnose(NW0)
     for r in d.steps:
         assert f" {r.duration_us / 1e3:.1f} " in out  # the step table in ms, whole
+
+
+def test_one_step_gives_the_same_causes_as_the_whole_trace():
+    whole = diagnose(NW0)
+    for n in whole.summary.steps[1:3]:
+        one = diagnose(NW0, steps=f"{n}..{n}")
+        assert one.summary.steps == (n,)
+        for fid in ("input-bound", "gpu-idle", "sync", "pageable-copies"):
+            assert one.finding(fid).status is whole.finding(fid).status, (n, fid)
+        top = max(one.steps[0].idle_cause_us, key=one.steps[0].idle_cause_us.get)
+        assert top == "input"
