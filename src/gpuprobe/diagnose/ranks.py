@@ -37,6 +37,7 @@ from gpuprobe.diagnose.kernels import (
     FAMILY_COMM,
     FAMILY_MEMORY,
     FamilyTime,
+    LaunchStats,
     family_of_activities,
     kernel_breakdown,
 )
@@ -154,6 +155,7 @@ class RankRow(Record):
     caused_wait_us: float = 0.0
     last_arrivals: int = 0
     families: tuple[FamilyTime, ...] = ()
+    launches: LaunchStats | None = None
     world_size: int | None = None
     read_seconds: float = 0.0
 
@@ -308,7 +310,7 @@ def _read_rank(
         seen[name] = k + 1
         keys.append((name, k))
         csteps.append(ctx.steps[int(ctx.gpu_step[j])].number)
-    kb = kernel_breakdown(ctx, top=0, launches=False)
+    kb = kernel_breakdown(ctx, top=0)
     row = RankRow(
         rank=-1 if rank is None else rank,
         rank_source="distributedInfo" if rank is not None else "",
@@ -330,6 +332,7 @@ def _read_rank(
         exposed_comm_us=comm_us - overlap_us,
         comm_kernels=int(ci.size),
         families=kb.families,
+        launches=kb.launches,
         world_size=world,
         read_seconds=time.perf_counter() - t0,
     )
