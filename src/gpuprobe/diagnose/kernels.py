@@ -182,15 +182,15 @@ class LaunchStats(Record):
     its GPU work, ``delay`` = GPU start − (call start + call duration), clipped at 0.
     """
 
-    launches: int
-    graph_launches: int
-    gpu_activities: int
-    cpu_us: Distribution
-    gpu_us: Distribution
-    delay_us: Distribution
-    short_kernels: int
-    runtime_outliers: int
-    launch_delay_outliers: int
+    launches: int = 0
+    graph_launches: int = 0
+    gpu_activities: int = 0
+    cpu_us: Distribution = Distribution(n=0)
+    gpu_us: Distribution = Distribution(n=0)
+    delay_us: Distribution = Distribution(n=0)
+    short_kernels: int = 0
+    runtime_outliers: int = 0
+    launch_delay_outliers: int = 0
     outliers: tuple[LaunchOutlier, ...] = ()
     runtime_cutoff_us: float = RUNTIME_CUTOFF_US
     launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US
@@ -310,19 +310,8 @@ def launch_stats(
     ok &= ctx.gpu_step >= 0
     idx = np.nonzero(ok)[0]
     if idx.size == 0:
-        empty = Distribution(n=0)
         return LaunchStats(
-            launches=0,
-            graph_launches=0,
-            gpu_activities=0,
-            cpu_us=empty,
-            gpu_us=empty,
-            delay_us=empty,
-            short_kernels=0,
-            runtime_outliers=0,
-            launch_delay_outliers=0,
-            runtime_cutoff_us=runtime_cutoff_us,
-            launch_delay_cutoff_us=launch_delay_cutoff_us,
+            runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us
         )
     # one row per launch call: its GPU work's first start, last end and first activity
     order = idx[np.lexsort((ctx.gpu_ts[idx], rt[idx]))]

@@ -92,6 +92,15 @@ def _num_col(t: Any, name: str) -> None:
     t.add_column(name, justify="right", overflow="fold")
 
 
+def _numbers_table(title: str, first: str, numbers: tuple[str, ...]) -> Any:
+    """A table with one text column and right-aligned, folding number columns."""
+    t = _table(title)
+    t.add_column(first)
+    for name in numbers:
+        _num_col(t, name)
+    return t
+
+
 def _name_col(t: Any, name: str) -> None:
     """A column of names: cut with an ellipsis when the numbers need the room (never a number)."""
     t.add_column(name, overflow="ellipsis", no_wrap=True)
@@ -211,11 +220,7 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
             f"{kb.path}{who}: {kb.total_us:,.0f} µs of GPU activity in the steps analysed",
         )
     )
-    f = _table("GPU time by kernel family")
-    f.add_column("family")
-    _num_col(f, "count")
-    _num_col(f, "µs")
-    _num_col(f, "%")
+    f = _numbers_table("GPU time by kernel family", "family", ("count", "µs", "%"))
     for fam in kb.families:
         f.add_row(fam.family, f"{fam.count:,}", _num(fam.total_us), _pct(fam.share))
     con.print(f)
@@ -254,10 +259,11 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
         con.print(Text("no kernel launches matched to GPU work (no runtime events)", style="dim"))
         return
     graphs = f", {ls.graph_launches:,} graph replays" if ls.graph_launches else ""
-    d = _table(f"Launches: {ls.launches:,} calls, {ls.gpu_activities:,} GPU activities{graphs}")
-    d.add_column("µs")
-    for c in ("n", "median", "p90", "p99", "max"):
-        _num_col(d, c)
+    d = _numbers_table(
+        f"Launches: {ls.launches:,} calls, {ls.gpu_activities:,} GPU activities{graphs}",
+        "µs",
+        ("n", "median", "p90", "p99", "max"),
+    )
     _dist_row(d, "launch call (CPU)", ls.cpu_us)
     _dist_row(d, "GPU duration", ls.gpu_us)
     _dist_row(d, "launch delay", ls.delay_us)
@@ -297,11 +303,7 @@ def print_kernel_diff(kd: KernelDiff, console: object | None = None, rows: int =
             f"{kd.slower} slower, {kd.same} same (±{100 * kd.change_fraction:.0f} % mean)",
         )
     )
-    f = _table("GPU time per step by family (µs)")
-    f.add_column("family")
-    _num_col(f, "before")
-    _num_col(f, "after")
-    _num_col(f, "change")
+    f = _numbers_table("GPU time per step by family (µs)", "family", ("before", "after", "change"))
     for fam in kd.families:
         f.add_row(
             fam.family,
