@@ -13,7 +13,9 @@ less total time than HTA.
 HTA lives in its own venv (``python3 -m venv /work/hta-venv && /work/hta-venv/bin/pip install
 HolisticTraceAnalysis "pandas<3"``). Output: benchmarks/results/diagnose_ranks_vs_hta.{json,md}.
 
-    python benchmarks/diagnose_ranks_vs_hta.py [--dir tests/data/diagnose/dlrm8] [--hta PYTHON]
+    python benchmarks/diagnose_ranks_vs_hta.py [--dir FOLDER ...] [--hta PYTHON] [--repeat N]
+
+Default folders: the 8 DLRM ranks and HTA's two sampled ranks in tests/data/diagnose/.
 """
 
 from __future__ import annotations
@@ -93,30 +95,16 @@ def run(python: str, script: str, folder: str, env: dict[str, str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", default=str(ROOT / "tests" / "data" / "diagnose" / "dlrm8"))
-    ap.add_argument("--hta", default="/work/hta-venv/bin/python", help="python with HTA")
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+def compare_folder(folder: str, hta_python: str, repeat: int) -> tuple[dict, list[str]]:
+    """Run both tools ``repeat`` times on ``folder``; the result and its markdown section."""
     hta_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     ours_env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     hta_runs, our_runs = [], []
-    for _ in range(args.repeat):
-        our_runs.append(run(sys.executable, OURS_SCRIPT, args.dir, ours_env))
-        hta_runs.append(run(args.hta, HTA_SCRIPT, args.dir, hta_env))
+    for _ in range(repeat):
+        our_runs.append(run(sys.executable, OURS_SCRIPT, folder, ours_env))
+        hta_runs.append(run(hta_python, HTA_SCRIPT, folder, hta_env))
     hta, ours = hta_runs[-1], our_runs[-1]
-    hta_version = subprocess.run(
-        [
-            args.hta,
-            "-c",
-            "import importlib.metadata as m; print(m.version("
-            "'HolisticTraceAnalysis'), m.version('pandas'))",
-        ],
-        capture_output=True,
-        text=True,
-        env=hta_env,
-    ).stdout.split()
+    keys = ("launches", "short", "runtime_outliers", "delay_outliers")
     rows = []
     for rank in sorted(hta["ranks"], key=int):
         h, o = hta["ranks"][rank], ours["ranks"][rank]
@@ -129,12 +117,8 @@ def main() -> None:
                 "overlap_hta": h["overlap_pct"],
                 "overlap_ours": o["overlap_pct"],
                 "overlap_diff_pp": o["overlap_pct"] - h["overlap_pct"],
-                "launch_hta": [
-                    h[k] for k in ("launches", "short", "runtime_outliers", "delay_outliers")
-                ],
-                "launch_ours": [
-                    o[k] for k in ("launches", "short", "runtime_outliers", "delay_outliers")
-                ],
+                "launch_hta": [h[k] for k in keys],
+                "launch_ours": [o[k] for k in keys],
             }
         )
     t_hta = statistics.median(r["total_s"] for r in hta_runs)
@@ -145,11 +129,7 @@ def main() -> None:
     rss_ours_child = max(r["child_peak_rss_mb"] for r in our_runs)
     worst = max(max(abs(r["busy_diff_pp"]), abs(r["overlap_diff_pp"])) for r in rows)
     result = {
-        "folder": os.path.relpath(args.dir, ROOT),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, "
-        f"python {platform.python_version()}",
-        "hta_version": hta_version,
-        "repeat": args.repeat,
+        "folder": os.path.relpath(folder, ROOT),
         "rows": rows,
         "hta_load_s": statistics.median(r["load_s"] for r in hta_runs),
         "hta_analyses_s": statistics.median(r["analyses_s"] for r in hta_runs),
@@ -163,14 +143,8 @@ def main() -> None:
         "worst_diff_pp": worst,
         "straggler": ours["straggler"],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "diagnose_ranks_vs_hta.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        "# gpuprobe diagnose (several ranks) vs Holistic Trace Analysis",
-        "",
-        f"Folder `{result['folder']}` ({len(rows)} ranks), HTA {' / pandas '.join(hta_version)}, "
-        f"{result['machine']}; each tool in its own process, {args.repeat} runs alternating "
-        "(median time, largest peak RSS). Made by `benchmarks/diagnose_ranks_vs_hta.py`.",
+        f"## `{result['folder']}` ({len(rows)} ranks)",
         "",
         "| rank | busy % HTA | busy % ours | diff pp | overlap % HTA | overlap % ours | diff pp "
         "| launches, short, runtime >50 µs, delay >100 µs: HTA | ours |",
@@ -199,10 +173,56 @@ def main() -> None:
         f"{rss_ours_child:.0f} |",
         f"| ratio HTA / gpuprobe | {faster:.1f}× | {rss_hta / rss_ours:.1f}× | |",
         "",
-        f"Straggler (gpuprobe): rank {result['straggler']}. Times include starting Python and "
-        "importing each tool.",
+        f"Straggler (gpuprobe): rank {result['straggler']}.",
+        "",
     ]
-    (RESULTS / "diagnose_ranks_vs_hta.md").write_text("\n".join(lines) + "\n")
+    return result, lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    data = ROOT / "tests" / "data" / "diagnose"
+    ap.add_argument(
+        "--dir",
+        nargs="+",
+        default=[str(data / "dlrm8"), str(data / "hta_sampled")],
+        help="folders of one trace per rank",
+    )
+    ap.add_argument("--hta", default="/work/hta-venv/bin/python", help="python with HTA")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    hta_version = subprocess.run(
+        [
+            args.hta,
+            "-c",
+            "import importlib.metadata as m; print(m.version("
+            "'HolisticTraceAnalysis'), m.version('pandas'))",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    machine = (
+        f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+        f"python {platform.python_version()}"
+    )
+    lines = [
+        "# gpuprobe diagnose (several ranks) vs Holistic Trace Analysis",
+        "",
+        f"HTA {' / pandas '.join(hta_version)}, {machine}; each tool in its own process, "
+        f"{args.repeat} runs alternating (median time, largest peak RSS); times include starting "
+        "Python and importing each tool. Made by `benchmarks/diagnose_ranks_vs_hta.py`.",
+        "",
+    ]
+    results = []
+    for folder in args.dir:
+        result, section = compare_folder(folder, args.hta, args.repeat)
+        results.append(result)
+        lines += section
+    RESULTS.mkdir(exist_ok=True)
+    out = {"hta_version": hta_version, "machine": machine, "repeat": args.repeat}
+    out["folders"] = results
+    (RESULTS / "diagnose_ranks_vs_hta.json").write_text(json.dumps(out, indent=2) + "\n")
+    (RESULTS / "diagnose_ranks_vs_hta.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

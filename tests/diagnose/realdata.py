@@ -11,6 +11,8 @@ from typing import Any
 DATA = Path(__file__).resolve().parents[1] / "data" / "diagnose"
 DLRM8 = DATA / "dlrm8"
 DLRM_FILES = sorted(DLRM8.glob("worker*.json.gz"))
+SAMPLED = DATA / "hta_sampled"
+SAMPLED_FILES = sorted(SAMPLED.glob("*.json.gz"))
 MI250 = DATA / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 DIFF_CONTROL = DATA / "hta_trace_diff_control_step1012.json.gz"
 DIFF_TEST = DATA / "hta_trace_diff_test_step1012.json.gz"

@@ -114,6 +114,13 @@ NAMES = [
     ),
     ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, 512, true, 1>", "reduction"),
     ("triton_red_fused__to_copy_mean_pow_0", "reduction"),
+    (
+        "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>",
+        "reduction",
+    ),
+    ("void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>", "reduction"),
+    ("void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>", "reduction"),
+    ("void at::native::(anonymous namespace)::adaptive_average_pool<float>", "reduction"),
     ("void split_embedding_codegen_forward_unweighted_kernel<float, float, float, long>", "other"),
     ("void at::native::_to_copy_convert_kernel<float>", "other"),
 ]

@@ -19,7 +19,17 @@ from gpuprobe.diagnose.ranks import (
 )
 from gpuprobe.findings import Status
 
-from .realdata import DLRM8, DLRM_FILES, gpu_events, intersection, length, load, union
+from .realdata import (
+    DLRM8,
+    DLRM_FILES,
+    SAMPLED,
+    SAMPLED_FILES,
+    gpu_events,
+    intersection,
+    length,
+    load,
+    union,
+)
 
 # HTA 0.5.0 (pandas 2.3.3) on the same 8 files, TraceAnalysis(trace_dir=…,
 # include_last_profiler_step=True): get_comm_comp_overlap()["comp_comm_overlap_pctg"] and
@@ -27,6 +37,9 @@ from .realdata import DLRM8, DLRM_FILES, gpu_events, intersection, length, load,
 # Re-run with benchmarks/diagnose_ranks_vs_hta.py.
 HTA_OVERLAP_PCT = [4.50, 2.47, 7.88, 3.31, 0.56, 0.64, 7.56, 9.51]
 HTA_BUSY_PCT = [50.66, 65.72, 37.92, 56.80, 46.43, 44.36, 38.20, 24.25]
+# the same, on HTA's two sampled ranks (two steps each)
+HTA_SAMPLED_OVERLAP_PCT = [14.95, 19.93]
+HTA_SAMPLED_BUSY_PCT = [44.79, 47.11]
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +82,29 @@ def test_comm_compute_overlap_and_busy_match_plain_json_and_hta(dlrm, rank):
     # within 0.1 percentage point of HTA (which rounds to 2 decimals)
     assert abs(100 * row.overlap_fraction - HTA_OVERLAP_PCT[rank]) <= 0.1
     assert abs(100 * row.gpu_busy_fraction - HTA_BUSY_PCT[rank]) <= 0.1
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_two_step_ranks_match_plain_json_and_hta(rank):
+    d = diagnose_ranks(SAMPLED)
+    row = d.rank(rank)
+    comm, comp, ovl, busy = _independent(SAMPLED_FILES[rank])
+    assert row.steps == 2 and row.world_size == 128
+    assert (row.comm_us, row.compute_us, row.overlap_us) == pytest.approx((comm, comp, ovl))
+    assert row.gpu_busy_fraction == pytest.approx(busy)
+    assert abs(100 * row.overlap_fraction - HTA_SAMPLED_OVERLAP_PCT[rank]) <= 0.1
+    assert abs(100 * row.gpu_busy_fraction - HTA_SAMPLED_BUSY_PCT[rank]) <= 0.1
+
+
+def test_two_step_straggler_is_slower_in_compute():
+    d = diagnose_ranks(SAMPLED_FILES)
+    assert d.straggler == 1
+    f = d.finding("straggler")
+    ev = {e.name: e.value for e in f.evidence}
+    r0, r1 = d.rank(0), d.rank(1)
+    assert ev["compute_vs_median"] == pytest.approx((r1.compute_us - r0.compute_us) / 2)
+    assert ev["compute_vs_median"] > 30_000
+    assert "GPU compute" in f.title and "balance the work" in f.fix
 
 
 def test_straggler_is_the_rank_the_others_wait_for_not_the_slowest_step(dlrm):

@@ -191,13 +191,14 @@ GEMM_FAMILY_KERNEL = NamePattern(
     "GEMM",
 )
 # Reductions and normalisations: ATen reduce_kernel (sum, mean, norm, max), softmax, layer/batch/
-# RMS/group norm (cudnn::bn_fw_tr_1C11_kernel_NCHW, welford), losses, cub scans and reductions,
-# Triton reductions (triton_red_*, triton_per_*).
+# RMS/group norm (cudnn::bn_fw_tr_1C11_kernel_NCHW, welford, ATen's layer-norm kernels
+# RowwiseMomentsCUDAKernel and GammaBetaBackwardCUDAKernel), pooling, losses, cub scans and
+# reductions, Triton reductions (triton_red_*, triton_per_*).
 REDUCTION_KERNEL = NamePattern(
     re.compile(
-        r"(?i)reduce|softmax|norm(?!al)|welford|bn_fw|bn_bw|batch_?norm|cross_?entropy|nll"
-        r"|criterion|argmax|argmin|topk|cub::Device(Reduce|Scan|SegmentedReduce)|DeviceScan"
-        r"|triton_(red|per)_"
+        r"(?i)reduce|softmax|norm(?!al)|welford|bn_fw|bn_bw|batch_?norm|RowwiseMoments|GammaBeta"
+        r"|cross_?entropy|nll|criterion|argmax|argmin|topk|(max|avg|average)_?pool"
+        r"|cub::Device(Reduce|Scan|SegmentedReduce)|DeviceScan|triton_(red|per)_"
     ),
     "reduction",
 )

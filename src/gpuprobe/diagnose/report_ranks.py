@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.diagnose.kernel_diff import KernelDiff
-from gpuprobe.diagnose.kernels import Distribution, KernelBreakdown
+from gpuprobe.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.diagnose.ranks import MultiRankDiagnosis
 from gpuprobe.findings import Status, worst_first
 
@@ -168,6 +168,7 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
             style="dim",
         )
     )
+    _rank_kernels(con, d)
     if d.collectives:
         con.print()
         c = _table("Collectives the other ranks wait on (µs)")
@@ -179,7 +180,7 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
         _num_col(c, "max")
         for w in d.collectives:
             c.add_row(
-                short_kernel_name(w.name, 36),
+                short_kernel_name(w.name, 44),
                 str(w.occurrence),
                 "n/a" if w.step is None else str(w.step),
                 str(w.last_rank),
@@ -195,6 +196,50 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
             )
         )
     con.print(f"[dim]read and analysed {len(d.ranks)} traces in {d.seconds:.2f} s[/dim]")
+
+
+_FAMILY_ABBREV = {
+    "GEMM": "gemm",
+    "convolution": "conv",
+    "attention": "attn",
+    "elementwise": "elem",
+    "reduction": "red",
+    "communication": "comm",
+    "memcpy/memset": "mem",
+    "other": "other",
+}
+
+
+def _rank_kernels(con: Any, d: MultiRankDiagnosis) -> None:
+    """Kernel families (% of each rank's GPU time) and launch delay per rank."""
+    from rich.text import Text
+
+    present = [f for f in FAMILIES if any(x.family == f for r in d.ranks for x in r.families)]
+    if not present:
+        return
+    con.print()
+    t = _numbers_table(
+        "Kernels per rank (% of GPU time), launch delay (µs)",
+        "rank",
+        (*(_FAMILY_ABBREV[f] for f in present), "delay", "p99"),
+    )
+    for r in d.ranks:
+        share = {x.family: x.share for x in r.families}
+        ls = r.launches
+        t.add_row(
+            str(r.rank),
+            *(_pct(share.get(f, 0.0)) for f in present),
+            _num(ls.delay_us.median if ls else None, 1),
+            _num(ls.delay_us.p99 if ls else None),
+        )
+    con.print(t)
+    con.print(
+        Text(
+            "delay: median launch delay (GPU start − end of the launch call, HTA); p99: its "
+            "99th percentile; gpuprobe diagnose --kernels TRACE shows one rank in full",
+            style="dim",
+        )
+    )
 
 
 def _dist_row(t: Any, name: str, dist: Distribution) -> None:
