@@ -164,13 +164,15 @@ class Distribution(Record):
 
 @dataclass(frozen=True)
 class LaunchOutlier(Record):
-    """One launch beyond a cut-off: which kernel, in which step, by how much (µs)."""
+    """One launch beyond a cut-off: which kernel, in which step, by how much (µs). For a graph
+    replay, ``kernel`` is its first kernel and ``graph_kernels`` the number it ran."""
 
     kind: str  # "runtime" (the launch call is long) or "launch-delay" (the GPU started late)
     kernel: str
     call: str
     step: int | None
     value_us: float
+    graph_kernels: int = 0
 
 
 @dataclass(frozen=True)
@@ -332,12 +334,6 @@ def launch_stats(
     delay_out = delay > launch_delay_cutoff_us
     step_no = ctx.gpu_step[first_act]
 
-    def label(j: int) -> str:
-        name = ctx.names[int(ctx.gpu_name[first_act[j]])]
-        if is_graph[j]:
-            return f"graph of {int(per_call[j])} kernels, first {name}"
-        return name
-
     outliers: list[LaunchOutlier] = []
     for kind, mask, value in (("runtime", rt_out, cpu), ("launch-delay", delay_out, delay)):
         sel = np.nonzero(mask)[0]
@@ -346,10 +342,11 @@ def launch_stats(
             outliers.append(
                 LaunchOutlier(
                     kind=kind,
-                    kernel=label(j),
+                    kernel=ctx.names[int(ctx.gpu_name[first_act[j]])],
                     call=ctx.names[int(ctx.rt_name[call[j]])],
                     step=ctx.steps[s].number if s >= 0 else None,
                     value_us=float(value[j]),
+                    graph_kernels=int(per_call[j]) if is_graph[j] else 0,
                 )
             )
     return LaunchStats(

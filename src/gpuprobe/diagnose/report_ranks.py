@@ -326,9 +326,10 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
         o.add_column("step", justify="right")
         _num_col(o, "µs")
         for x in ls.outliers:
+            graph = f"graph of {x.graph_kernels}: " if x.graph_kernels else ""
             o.add_row(
                 x.kind,
-                short_kernel_name(x.kernel, 40),
+                graph + short_kernel_name(x.kernel, 40 - len(graph)),
                 "n/a" if x.step is None else str(x.step),
                 _num(x.value_us, 1),
             )
@@ -343,8 +344,8 @@ def print_kernel_diff(kd: KernelDiff, console: object | None = None, rows: int =
     con.print(
         Text.assemble(
             ("kernels ", "bold"),
-            f"{kd.before_path} ({kd.steps_before} steps) → {kd.after_path} "
-            f"({kd.steps_after} steps): {kd.new} new, {kd.gone} gone, {kd.faster} faster, "
+            f"{kd.before_path} ({_steps(kd.steps_before)}) → {kd.after_path} "
+            f"({_steps(kd.steps_after)}): {kd.new} new, {kd.gone} gone, {kd.faster} faster, "
             f"{kd.slower} slower, {kd.same} same (±{100 * kd.change_fraction:.0f} % mean)",
         )
     )
@@ -374,12 +375,20 @@ def print_kernel_diff(kd: KernelDiff, console: object | None = None, rows: int =
         t.add_row(
             short_kernel_name(c.name, 32),
             c.status,
-            f"{c.count_after:,.1f}" if c.count_after else f"{c.count_before:,.1f}",
+            f"{_count(c.count_before)}→{_count(c.count_after)}",
             _num(c.total_before_us),
             _num(c.total_after_us),
             _num(c.mean_after_us if c.mean_after_us is not None else c.mean_before_us, 1),
         )
     con.print(t)
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
 
 
 def _capture(fn: Callable[..., None], obj: object) -> str:
