@@ -13,6 +13,7 @@ DLRM8 = DATA / "dlrm8"
 DLRM_FILES = sorted(DLRM8.glob("worker*.json.gz"))
 SAMPLED = DATA / "hta_sampled"
 SAMPLED_FILES = sorted(SAMPLED.glob("*.json.gz"))
+CPU_ONLY = DATA / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
 MI250 = DATA / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 DIFF_CONTROL = DATA / "hta_trace_diff_control_step1012.json.gz"
 DIFF_TEST = DATA / "hta_trace_diff_test_step1012.json.gz"

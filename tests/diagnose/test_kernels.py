@@ -20,7 +20,7 @@ from gpuprobe.diagnose.kernels import (
 from gpuprobe.diagnose.kineto import read_trace
 from gpuprobe.diagnose.report_ranks import render_kernels_text, short_kernel_name
 
-from .realdata import DIFF_TEST, DLRM_FILES, MI250, gpu_events, load
+from .realdata import CPU_ONLY, DIFF_TEST, DLRM_FILES, MI250, gpu_events, load
 
 # Real kernel names: from the corpus traces (V100, RTX 2080 Ti, A100, MI250) and as published by
 # the libraries for newer cards (cuBLASLt on H100/B200, FlashAttention, hipBLASLt, CK, NCCL 2.19+).
@@ -279,3 +279,10 @@ def test_short_names_keep_the_functor():
     )
     assert short_kernel_name(name, 60).startswith("elementwise<sqrt_kernel_cuda")
     assert len(short_kernel_name(name, 20)) == 20
+
+
+def test_cpu_only_trace_has_no_families_and_says_so():
+    _, kb = _breakdown(CPU_ONLY)
+    assert kb.families == () and kb.top == () and kb.total_us == 0
+    assert kb.launches is not None and kb.launches.launches == 0 and kb.launches.cpu_us.n == 0
+    assert "no GPU activity" in render_kernels_text(kb)

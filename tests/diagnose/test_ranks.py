@@ -20,6 +20,7 @@ from gpuprobe.diagnose.ranks import (
 from gpuprobe.findings import Status
 
 from .realdata import (
+    CPU_ONLY,
     DLRM8,
     DLRM_FILES,
     SAMPLED,
@@ -250,3 +251,18 @@ def test_cli_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_cpu_only_rank_beside_a_gpu_rank(capsys):
+    d = diagnose_ranks([CPU_ONLY, DLRM_FILES[0]])
+    assert [(r.rank, r.rank_source) for r in d.ranks] == [
+        (0, "distributedInfo"),
+        (34, "distributedInfo"),
+    ]
+    cpu = d.rank(34)
+    assert cpu.gpu_busy_fraction is None and cpu.comm_us == 0 and cpu.families == ()
+    assert d.matched_collectives == 0
+    assert d.finding("straggler").status is Status.INFO
+    assert d.finding("exposed-communication").status is Status.OK
+    text = str(d)
+    assert "n/a" in text and max(len(line) for line in text.splitlines()) <= 80

@@ -265,6 +265,9 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
             f"{kb.path}{who}: {kb.total_us:,.0f} µs of GPU activity in the steps analysed",
         )
     )
+    if not kb.families:
+        con.print(Text("no GPU activity in the steps analysed (a CPU-only trace?)", style="dim"))
+        return
     f = _numbers_table("GPU time by kernel family", "family", ("count", "µs", "%"))
     for fam in kb.families:
         f.add_row(fam.family, f"{fam.count:,}", _num(fam.total_us), _pct(fam.share))
