@@ -11,8 +11,9 @@ communication = the union of the NCCL/RCCL kernels, computation = the union of t
 kernels (not memcpy/memset), overlap = their intersection, as a share of communication; the
 exposed communication is the rest. GPU busy is the trace summary's (HTA's temporal breakdown).
 
-Across ranks, each collective kernel is matched by name and occurrence (the k-th
-``ncclKernel_AllReduce…`` of every rank). A collective ends on all ranks at about the same time,
+Across ranks, each collective kernel is matched by step, name and occurrence (the k-th
+``ncclKernel_AllReduce…`` of step N on every rank), so ranks profiled over different steps
+are compared only on the steps they share. A collective ends on all ranks at about the same time,
 so a rank that reaches it early waits inside the kernel: its wait = its duration − the shortest
 duration of that collective across ranks (clock-free; HTA's straggler analysis uses the start
 times instead). The rank with the shortest kernels is the one the others wait for; the
@@ -169,7 +170,8 @@ class CollectiveWait(Record):
     """One collective kernel matched across ranks and the waiting in it.
 
     ``name`` is the kernel name without arguments, ``occurrence`` its index among the kernels of
-    that name on each rank, ``sequence`` its index among all collectives of the first rank;
+    that name in profiled step ``step`` on each rank, ``sequence`` its index among all
+    collectives of the first rank;
     ``last_rank`` the rank that arrived last (shortest kernel), ``wait_us`` the other ranks'
     summed wait (duration − shortest), ``durations_us`` per rank in the order of ``ranks``.
     """
@@ -251,14 +253,16 @@ def _short(name: str) -> str:
     return name.split("(", 1)[0].removeprefix("void ").strip() or name
 
 
+_Key = tuple[int | None, str, int]  # a collective: (step number, short name, occurrence in step)
+
+
 @dataclass
 class _Partial:
     """What is kept of one rank while the others are read."""
 
     row: RankRow
-    coll_key: list[tuple[str, int]]
+    coll_key: list[_Key]
     coll_dur: np.ndarray
-    coll_step: list[int | None]
     first_rank_from_name: int | None
     device_rank: int | None
 
@@ -298,18 +302,17 @@ def _read_rank(
     busy_steps = sum(b.gpu_busy_us or 0.0 for b in ctx.breakdowns)
     durations = ctx.step_durations
     numbered = [s for s in ctx.steps if s.number is not None]
-    # collectives in launch order (by GPU start), keyed by (short name, occurrence)
+    # collectives in order of GPU start, keyed by (step number, short name, occurrence in step)
     ci = np.nonzero(comm_m)[0]
     ci = ci[np.argsort(ctx.gpu_ts[ci], kind="stable")]
-    seen: dict[str, int] = {}
-    keys: list[tuple[str, int]] = []
-    csteps: list[int | None] = []
+    seen: dict[tuple[int | None, str], int] = {}
+    keys: list[_Key] = []
     for j in ci.tolist():
+        step = ctx.steps[int(ctx.gpu_step[j])].number
         name = _short(ctx.names[int(ctx.gpu_name[j])])
-        k = seen.get(name, 0)
-        seen[name] = k + 1
-        keys.append((name, k))
-        csteps.append(ctx.steps[int(ctx.gpu_step[j])].number)
+        k = seen.get((step, name), 0)
+        seen[(step, name)] = k + 1
+        keys.append((step, name, k))
     kb = kernel_breakdown(ctx, top=0)
     row = RankRow(
         rank=-1 if rank is None else rank,
@@ -341,7 +344,6 @@ def _read_rank(
         row=row,
         coll_key=keys,
         coll_dur=ctx.gpu_dur[ci].copy(),
-        coll_step=csteps,
         first_rank_from_name=rank_from_name(path),
         device_rank=dev_rank,
     )
@@ -385,13 +387,12 @@ def _match_collectives(parts: list[_Partial]) -> tuple[list[CollectiveWait], np.
     waits = dur - dur.min(axis=0)
     ranks = tuple(p.row.rank for p in parts)
     seq = {k: i for i, k in enumerate(parts[0].coll_key)}
-    step_of = dict(zip(parts[0].coll_key, parts[0].coll_step, strict=True))
     out = [
         CollectiveWait(
-            name=k[0],
-            occurrence=k[1],
+            name=k[1],
+            occurrence=k[2],
             sequence=seq[k],
-            step=step_of[k],
+            step=k[0],
             last_rank=ranks[int(np.argmin(dur[:, c]))],
             wait_us=float(waits[:, c].sum()),
             max_wait_us=float(waits[:, c].max()),
@@ -537,7 +538,9 @@ def _straggler_finding(
         if step_med > 0 and wait_per_step >= STRAGGLER_WAIT_WARN_FRACTION * step_med
         else Status.INFO
     )
-    where = f"{worst_coll.name} #{worst_coll.occurrence}"
+    where = f"{worst_coll.name} #{worst_coll.occurrence}" + (
+        f" of step {worst_coll.step}" if worst_coll.step is not None else ""
+    )
     evidence = [
         Evidence("others_wait_per_step", wait_per_step, "µs"),
         Evidence("step_median", step_med, "µs"),

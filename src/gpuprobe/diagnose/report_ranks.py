@@ -190,7 +190,7 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
         con.print(c)
         con.print(
             Text(
-                "#: occurrence of that kernel on every rank; last: the rank that arrived last "
+                "#: occurrence of that kernel in the step on every rank; last: the rank that arrived last "
                 "(shortest kernel); wait: the other ranks' summed wait; max: the longest one",
                 style="dim",
             )
