@@ -266,3 +266,15 @@ def test_a_cpu_only_rank_beside_a_gpu_rank(capsys):
     assert d.finding("exposed-communication").status is Status.OK
     text = str(d)
     assert "n/a" in text and max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_collectives_are_matched_within_each_step():
+    both = diagnose_ranks(SAMPLED)
+    per_step = [diagnose_ranks(SAMPLED, steps=s) for s in ("551", "552")]
+    assert [d.ranks[0].steps for d in per_step] == [1, 1]
+    assert both.matched_collectives == sum(d.matched_collectives for d in per_step) == 10
+    assert {c.step for c in per_step[1].collectives} == {552}
+    # the waits add up the same whether the steps are read together or one at a time
+    assert sum(r.comm_wait_us for r in both.ranks) == pytest.approx(
+        sum(r.comm_wait_us for d in per_step for r in d.ranks)
+    )
