@@ -15,7 +15,8 @@ HolisticTraceAnalysis "pandas<3"``). Output: benchmarks/results/diagnose_ranks_v
 
     python benchmarks/diagnose_ranks_vs_hta.py [--dir FOLDER ...] [--hta PYTHON] [--repeat N]
 
-Default folders: the 8 DLRM ranks and HTA's two sampled ranks in tests/data/diagnose/.
+Default folders: the 8 DLRM ranks and HTA's two sampled ranks in tests/data/diagnose/; then the
+DLRM ranks copied to 8, 32 and 64 ranks for time and memory against the number of ranks.
 """
 
 from __future__ import annotations
@@ -179,6 +180,70 @@ def compare_folder(folder: str, hta_python: str, repeat: int) -> tuple[dict, lis
     return result, lines
 
 
+def replicate(src: str, copies: int, dst: Path) -> str:
+    """``copies`` copies of every rank in ``src`` as ranks r + n·copy (the header's rank and the
+    file name rewritten, the events unchanged): a bigger job made of the same real ranks."""
+    import gzip
+
+    files = sorted(Path(src).glob("*.json.gz"))
+    dst.mkdir(parents=True, exist_ok=True)
+    for c in range(copies):
+        for f in files:
+            with gzip.open(f, "rt") as fh:
+                data = json.load(fh)
+            rank = int(data["distributedInfo"]["rank"]) + c * len(files)
+            data["distributedInfo"] = dict(data["distributedInfo"], rank=rank)
+            with gzip.open(dst / f"rank-{rank}.json.gz", "wt", compresslevel=6) as out:
+                json.dump(data, out)
+    return str(dst)
+
+
+def scaling(src: str, hta_python: str, copies: tuple[int, ...]) -> tuple[list[dict], list[str]]:
+    """Time and peak RSS of both tools on 8·copies ranks (one run each)."""
+    import shutil
+    import tempfile
+
+    hta_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ours_env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    rows = []
+    for c in copies:
+        tmp = Path(tempfile.mkdtemp(prefix="gpuprobe-ranks-"))
+        try:
+            folder = replicate(src, c, tmp / "ranks")
+            ours = run(sys.executable, OURS_SCRIPT, folder, ours_env)
+            hta = run(hta_python, HTA_SCRIPT, folder, hta_env)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        rows.append(
+            {
+                "ranks": len(ours["ranks"]),
+                "ours_s": ours["total_s"],
+                "ours_rss_mb": ours["peak_rss_mb"],
+                "hta_s": hta["total_s"],
+                "hta_rss_mb": hta["peak_rss_mb"],
+                "hta_child_rss_mb": hta["child_peak_rss_mb"],
+            }
+        )
+    lines = [
+        "## Scaling with the number of ranks",
+        "",
+        f"The 8 ranks of `{os.path.relpath(src, ROOT)}` copied as ranks 8–15, 16–23, … (header "
+        "rank and file name rewritten, events unchanged); one run of each tool per size.",
+        "",
+        "| ranks | gpuprobe s | gpuprobe peak RSS MB | HTA s | HTA peak RSS MB (main) "
+        "| HTA largest worker MB | time HTA / gpuprobe |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['ranks']} | {r['ours_s']:.2f} | {r['ours_rss_mb']:.0f} | {r['hta_s']:.2f} | "
+            f"{r['hta_rss_mb']:.0f} | {r['hta_child_rss_mb']:.0f} | "
+            f"{r['hta_s'] / r['ours_s']:.1f}× |"
+        )
+    lines.append("")
+    return rows, lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data = ROOT / "tests" / "data" / "diagnose"
@@ -190,6 +255,11 @@ def main() -> None:
     )
     ap.add_argument("--hta", default="/work/hta-venv/bin/python", help="python with HTA")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--scale",
+        default="1,4,8",
+        help="copies of the first folder's ranks for the scaling table ('' to skip)",
+    )
     args = ap.parse_args()
     hta_version = subprocess.run(
         [
@@ -218,9 +288,13 @@ def main() -> None:
         result, section = compare_folder(folder, args.hta, args.repeat)
         results.append(result)
         lines += section
-    RESULTS.mkdir(exist_ok=True)
-    out = {"hta_version": hta_version, "machine": machine, "repeat": args.repeat}
+    out: dict = {"hta_version": hta_version, "machine": machine, "repeat": args.repeat}
     out["folders"] = results
+    if args.scale:
+        copies = tuple(int(x) for x in args.scale.split(","))
+        out["scaling"], section = scaling(args.dir[0], args.hta, copies)
+        lines += section
+    RESULTS.mkdir(exist_ok=True)
     (RESULTS / "diagnose_ranks_vs_hta.json").write_text(json.dumps(out, indent=2) + "\n")
     (RESULTS / "diagnose_ranks_vs_hta.md").write_text("\n".join(lines))
     print("\n".join(lines))

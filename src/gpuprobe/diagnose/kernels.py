@@ -252,13 +252,11 @@ def kernel_breakdown(
     whole = float(dur.sum())
     tops: list[KernelTime] = []
     if names.size:
-        uniq, inv = np.unique(names, return_inverse=True)
+        uniq, first, inv = np.unique(names, return_index=True, return_inverse=True)
         counts = np.bincount(inv)
         totals = np.bincount(inv, weights=dur)
         maxes = np.zeros(uniq.size)
         np.maximum.at(maxes, inv, dur)
-        first = np.zeros(uniq.size, dtype=np.int64)
-        first[inv[::-1]] = np.arange(inv.size)[::-1]
         for j in np.argsort(-totals, kind="stable")[:top].tolist():
             tops.append(
                 KernelTime(
