@@ -3,7 +3,7 @@
 Per rank: GPU busy % (HTA ``get_temporal_breakdown``: 100 − idle_time_pctg), the share of
 communication overlapped with compute (HTA ``get_comm_comp_overlap``) and HTA's launch
 statistics (``get_cuda_kernel_launch_stats``: launches, short kernels, outliers by the default
-cut-offs), with the difference; and the wall time and peak RSS of each tool, each in its own
+cut-offs), with the difference; the kernel diff against HTA's ``TraceDiff.compare_traces``; and the wall time and peak RSS of each tool, each in its own
 process (HTA: ``TraceAnalysis`` load plus those three analyses; gpuprobe: ``diagnose_ranks``, which
 gives all of them per rank). Peak RSS is the process's own; HTA parses the ranks in a
 multiprocessing pool, whose largest worker is reported beside it. Each tool runs ``--repeat`` times, alternating;
@@ -87,9 +87,10 @@ print(json.dumps(out))
 """
 
 
-def run(python: str, script: str, folder: str, env: dict[str, str]) -> dict:
+def run(python: str, script: str, args: list[str], env: dict[str, str]) -> dict:
+    """Run ``script`` with ``args`` in its own process; the JSON it prints last."""
     proc = subprocess.run(
-        [python, "-c", script, folder], capture_output=True, text=True, env=env, timeout=1800
+        [python, "-c", script, *args], capture_output=True, text=True, env=env, timeout=1800
     )
     if proc.returncode != 0:
         raise SystemExit(f"{python} failed:\n{proc.stderr[-2000:]}")
@@ -102,8 +103,8 @@ def compare_folder(folder: str, hta_python: str, repeat: int) -> tuple[dict, lis
     ours_env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     hta_runs, our_runs = [], []
     for _ in range(repeat):
-        our_runs.append(run(sys.executable, OURS_SCRIPT, folder, ours_env))
-        hta_runs.append(run(hta_python, HTA_SCRIPT, folder, hta_env))
+        our_runs.append(run(sys.executable, OURS_SCRIPT, [folder], ours_env))
+        hta_runs.append(run(hta_python, HTA_SCRIPT, [folder], hta_env))
     hta, ours = hta_runs[-1], our_runs[-1]
     keys = ("launches", "short", "runtime_outliers", "delay_outliers")
     rows = []
@@ -180,6 +181,91 @@ def compare_folder(folder: str, hta_python: str, repeat: int) -> tuple[dict, lis
     return result, lines
 
 
+HTA_DIFF_SCRIPT = r"""
+import json, logging, resource, sys, time, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.CRITICAL)
+t0 = time.perf_counter()
+from hta.trace_diff import DeviceType, TraceDiff
+df = TraceDiff.compare_traces(sys.argv[1], sys.argv[2], control_iteration=int(sys.argv[3]),
+                              test_iteration=int(sys.argv[3]), device_type=DeviceType.GPU)
+rows = {str(n): [float(r["Control_counts"]), float(r["Test_counts"]),
+                 float(r["Control_total_duration"]), float(r["Test_total_duration"])]
+        for n, r in df.iterrows()}
+print(json.dumps({"rows": rows, "total_s": time.perf_counter() - t0,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+OURS_DIFF_SCRIPT = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from gpuprobe.diagnose.analysis import TraceContext
+from gpuprobe.diagnose.kernel_diff import compare_kernels
+from gpuprobe.diagnose.kineto import read_trace
+d = compare_kernels(TraceContext(read_trace(sys.argv[1])), TraceContext(read_trace(sys.argv[2])),
+                    rows=10**9)  # every kernel, to compare them all
+rows = {c.name: [c.count_before * d.steps_before, c.count_after * d.steps_after,
+                 c.total_before_us * d.steps_before, c.total_after_us * d.steps_after]
+        for c in d.changes}
+print(json.dumps({"rows": rows, "total_s": time.perf_counter() - t0,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def kernel_diff_vs_hta(hta_python: str) -> tuple[dict, list[str]]:
+    """HTA's TraceDiff.compare_traces (GPU kernels) and compare_kernels on the trace-diff pair."""
+    import shutil
+    import tempfile
+
+    data = ROOT / "tests" / "data" / "diagnose"
+    before = data / "hta_trace_diff_control_step1012.json.gz"
+    after = data / "hta_trace_diff_test_step1012.json.gz"
+    tmp = Path(tempfile.mkdtemp(prefix="gpuprobe-diff-"))
+    try:
+        for sub, f in (("control", before), ("test", after)):
+            (tmp / sub).mkdir()
+            shutil.copy(f, tmp / sub / f.name)
+        hta_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        hta = run(
+            hta_python, HTA_DIFF_SCRIPT, [str(tmp / "control"), str(tmp / "test"), "1012"], hta_env
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ours = run(
+        sys.executable,
+        OURS_DIFF_SCRIPT,
+        [str(before), str(after)],
+        dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+    )
+    names = set(hta["rows"]) | set(ours["rows"])
+    same = sum(
+        1
+        for n in names
+        if n in hta["rows"]
+        and n in ours["rows"]
+        and all(abs(x - y) < 1e-6 for x, y in zip(hta["rows"][n], ours["rows"][n], strict=True))
+    )
+    result = {
+        "kernels": len(names),
+        "identical": same,
+        "hta_s": hta["total_s"],
+        "ours_s": ours["total_s"],
+        "hta_rss_mb": hta["peak_rss_mb"],
+        "ours_rss_mb": ours["peak_rss_mb"],
+    }
+    lines = [
+        "## Kernel diff vs HTA's TraceDiff",
+        "",
+        f"`{before.name}` → `{after.name}` (HTA's own trace-diff test pair, step 1012): HTA "
+        "`TraceDiff.compare_traces(device_type=GPU)` against gpuprobe's `compare_kernels`, per "
+        f"kernel name: {same} of {len(names)} names have the same counts and total durations "
+        f"before and after in both. Time {hta['total_s']:.2f} s (HTA) vs {ours['total_s']:.2f} s "
+        f"(gpuprobe), peak RSS {hta['peak_rss_mb']:.0f} MB vs {ours['peak_rss_mb']:.0f} MB.",
+        "",
+    ]
+    return result, lines
+
+
 def replicate(src: str, copies: int, dst: Path) -> str:
     """``copies`` copies of every rank in ``src`` as ranks r + n·copy (the header's rank and the
     file name rewritten, the events unchanged): a bigger job made of the same real ranks."""
@@ -210,8 +296,8 @@ def scaling(src: str, hta_python: str, copies: tuple[int, ...]) -> tuple[list[di
         tmp = Path(tempfile.mkdtemp(prefix="gpuprobe-ranks-"))
         try:
             folder = replicate(src, c, tmp / "ranks")
-            ours = run(sys.executable, OURS_SCRIPT, folder, ours_env)
-            hta = run(hta_python, HTA_SCRIPT, folder, hta_env)
+            ours = run(sys.executable, OURS_SCRIPT, [folder], ours_env)
+            hta = run(hta_python, HTA_SCRIPT, [folder], hta_env)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         rows.append(
@@ -290,6 +376,8 @@ def main() -> None:
         lines += section
     out: dict = {"hta_version": hta_version, "machine": machine, "repeat": args.repeat}
     out["folders"] = results
+    out["kernel_diff"], section = kernel_diff_vs_hta(args.hta)
+    lines += section
     if args.scale:
         copies = tuple(int(x) for x in args.scale.split(","))
         out["scaling"], section = scaling(args.dir[0], args.hta, copies)

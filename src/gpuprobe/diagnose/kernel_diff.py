@@ -117,11 +117,14 @@ def _per_name(ctx: TraceContext) -> tuple[dict[str, tuple[int, float, str]], np.
     return out, (fam_tot if fam_tot is not None else np.zeros(len(FAMILIES))), steps
 
 
-def compare_kernels(ctx_before: TraceContext, ctx_after: TraceContext) -> KernelDiff:
-    """Per-kernel-name comparison of two traces' selected steps (see the module docstring)."""
+def compare_kernels(
+    ctx_before: TraceContext, ctx_after: TraceContext, *, rows: int = KERNEL_DIFF_ROWS
+) -> KernelDiff:
+    """Per-kernel-name comparison of two traces' selected steps (see the module docstring);
+    the ``rows`` largest changes are kept."""
     b, fam_b, nb = _per_name(ctx_before)
     a, fam_a, na = _per_name(ctx_after)
-    rows: list[KernelChange] = []
+    changes: list[KernelChange] = []
     counts = {"new": 0, "gone": 0, "faster": 0, "slower": 0, "same": 0}
     for name in b.keys() | a.keys():
         cb, tb, fb = b.get(name, (0, 0.0, ""))
@@ -141,7 +144,7 @@ def compare_kernels(ctx_before: TraceContext, ctx_after: TraceContext) -> Kernel
         else:
             status = "same"
         counts[status] += 1
-        rows.append(
+        changes.append(
             KernelChange(
                 name=name,
                 family=fa or fb,
@@ -154,7 +157,7 @@ def compare_kernels(ctx_before: TraceContext, ctx_after: TraceContext) -> Kernel
                 mean_after_us=ma,
             )
         )
-    rows.sort(key=lambda r: (-abs(r.delta_us), r.name))
+    changes.sort(key=lambda r: (-abs(r.delta_us), r.name))
     return KernelDiff(
         before_path=ctx_before.raw.path,
         after_path=ctx_after.raw.path,
@@ -167,6 +170,6 @@ def compare_kernels(ctx_before: TraceContext, ctx_after: TraceContext) -> Kernel
             for i, f in enumerate(FAMILIES)
             if fam_b[i] > 0 or fam_a[i] > 0
         ),
-        changes=tuple(rows[:KERNEL_DIFF_ROWS]),
+        changes=tuple(changes[:rows]),
         **counts,
     )
