@@ -297,7 +297,7 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
         s.add_column("step")
         s.add_column("GPU", justify="right")
         for name in fams:
-            _num_col(s, name[:6])
+            _num_col(s, _FAMILY_ABBREV[name])
         for st in steps:
             share = {x.family: x.share for x in st.families}
             s.add_row(st.label, str(st.device), *[_pct(share.get(n, 0.0), 0) for n in fams])
