@@ -278,3 +278,12 @@ def test_collectives_are_matched_within_each_step():
     assert sum(r.comm_wait_us for r in both.ranks) == pytest.approx(
         sum(r.comm_wait_us for d in per_step for r in d.ranks)
     )
+
+
+def test_progress_counts_bytes_over_all_files():
+    seen: list[tuple[int, int]] = []
+    diagnose_ranks(DLRM8, progress=lambda done, total: seen.append((done, total)))
+    total = sum(f.stat().st_size for f in DLRM_FILES)
+    assert {t for _, t in seen} == {total}
+    assert seen[-1][0] == total
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)

@@ -161,12 +161,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     """Several ranks of one job: a folder, or one trace file per rank."""
-    from gpuprobe.diagnose.ranks import diagnose_ranks
+    from gpuprobe.diagnose.ranks import diagnose_ranks, find_trace_files
     from gpuprobe.findings import Status
 
     if args.html:
         raise UsageError("--html draws one trace: give a single TRACE file")
-    ranks = diagnose_ranks(traces if len(traces) > 1 else traces[0], steps=args.steps)
+    files = find_trace_files(traces)
+    total = sum(os.path.getsize(f) for f in files)
+    if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not args.json:
+        bar, task = _progress()
+        with bar:
+            ranks = diagnose_ranks(
+                files,
+                steps=args.steps,
+                progress=lambda done, size: bar.update(task, completed=done, total=size),
+            )
+    else:
+        ranks = diagnose_ranks(files, steps=args.steps)
     if args.json:
         print(json.dumps(ranks.to_dict(), indent=2))
     else:

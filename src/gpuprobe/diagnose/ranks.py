@@ -404,6 +404,18 @@ def _match_collectives(parts: list[_Partial]) -> tuple[list[CollectiveWait], np.
     return out, waits
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _offset(progress: ProgressCallback, base: int, total: int) -> ProgressCallback:
+    """A per-file progress callback reporting bytes over all the files."""
+    return lambda done, _total: progress(base + done, total)
+
+
 def diagnose_ranks(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
@@ -412,7 +424,8 @@ def diagnose_ranks(
 ) -> MultiRankDiagnosis:
     """Diagnose the ranks of one distributed job: a folder of traces or one trace per rank.
 
-    Files are read one at a time; only per-rank summaries are kept. Raises
+    Files are read one at a time; only per-rank summaries are kept. ``progress(done, total)`` is
+    called with bytes read over all the files. Raises
     :class:`~gpuprobe.errors.InputError` for a path that is missing or not a trace.
     """
     import dataclasses
@@ -422,7 +435,14 @@ def diagnose_ranks(
     t0 = time.perf_counter()
     wanted = parse_step_range(steps) if isinstance(steps, str) else steps
     files = find_trace_files(paths)
-    parts = [_read_rank(f, wanted, progress) for f in files]
+    sizes = [_size(f) for f in files]
+    parts = []
+    for i, f in enumerate(files):
+        per_file = None
+        if progress is not None:
+            base, total = sum(sizes[:i]), sum(sizes)
+            per_file = _offset(progress, base, total)
+        parts.append(_read_rank(f, wanted, per_file))
     _assign_ranks(parts)
     parts.sort(key=lambda p: p.row.rank)
     colls, waits = _match_collectives(parts)
