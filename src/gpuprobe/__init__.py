@@ -26,6 +26,7 @@ _API: dict[str, str] = {
     "GpuprobeError": "gpuprobe.errors:GpuprobeError",
     "lstsq": "gpuprobe.parallel.lstsq:lstsq",
     "diagnose": "gpuprobe.diagnose:diagnose",
+    "diagnose_ranks": "gpuprobe.diagnose.ranks:diagnose_ranks",
     "profile": "gpuprobe.diagnose.profile:profile",
     "record": "gpuprobe.monitor.record:record",
     "bench": "gpuprobe.bench:bench",

@@ -27,7 +27,12 @@ def register(sub: Any) -> None:
         "keeps the GPU waiting (launches, input, syncs, copies, Python loops, precision, memory), "
         "with the evidence and the fix. Works on CPU-only traces and without rank metadata.",
     )
-    p.add_argument("trace", nargs="?", metavar="TRACE", help="trace file (.json or .json.gz)")
+    p.add_argument(
+        "trace",
+        nargs="*",
+        metavar="TRACE",
+        help="trace file (.json or .json.gz); a folder or several files: one trace per rank",
+    )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument("--html", metavar="FILE", help="also write a page with one step's timeline")
     p.add_argument(
@@ -42,6 +47,12 @@ def register(sub: Any) -> None:
         nargs=2,
         metavar=("BEFORE", "AFTER"),
         help="show what changed between two traces (e.g. before and after a fix)",
+    )
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also show GPU time by kernel family, the top kernels and launch statistics "
+        "(with --compare: which kernels appeared, went, got faster or slower)",
     )
     p.add_argument(
         "-v",
@@ -82,22 +93,42 @@ def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Diagnose one trace, or compare two; returns the exit code (0; 2 for bad input)."""
+    """Diagnose one trace, the ranks of a job (a folder or several traces), or compare two;
+    returns the exit code (0; 2 for bad input)."""
     from gpuprobe.diagnose.report import print_comparison, print_diagnosis
     from gpuprobe.findings import Status
 
+    traces = list(args.trace or [])
+    if len(traces) > 1 or (len(traces) == 1 and os.path.isdir(traces[0])):
+        if args.compare:
+            raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
+        return _run_ranks(traces, args)
+    args.trace = traces[0] if traces else None
     if args.compare:
         if args.trace:
             raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
         from gpuprobe.diagnose.compare import compare_diagnoses
 
-        before, _ = _diagnose(args.compare[0], args)
-        after, _ = _diagnose(args.compare[1], args)
+        before, ctx_b = _diagnose(args.compare[0], args)
+        after, ctx_a = _diagnose(args.compare[1], args)
         comparison = compare_diagnoses(before, after)
+        kdiff = None
+        if args.kernels:
+            from gpuprobe.diagnose.kernel_diff import compare_kernels
+
+            kdiff = compare_kernels(ctx_b, ctx_a)
         if args.json:
-            print(json.dumps(comparison.to_dict(), indent=2))
+            out = comparison.to_dict()
+            if kdiff is not None:
+                out["kernels"] = kdiff.to_dict()
+            print(json.dumps(out, indent=2))
         else:
             print_comparison(comparison)
+            if kdiff is not None:
+                from gpuprobe.diagnose.report_ranks import print_kernel_diff
+
+                print()
+                print_kernel_diff(kdiff)
         return EXIT_OK
     if not args.trace:
         raise UsageError("diagnose needs a TRACE file (or --compare BEFORE AFTER)")
@@ -106,10 +137,51 @@ def run(args: argparse.Namespace) -> int:
         from gpuprobe.diagnose.html import write_html
 
         write_html(args.html, diag, ctx, args.html_step)
+    kb = None
+    if args.kernels:
+        from gpuprobe.diagnose.kernels import kernel_breakdown
+
+        kb = kernel_breakdown(ctx)
     if args.json:
-        print(json.dumps(diag.to_dict(), indent=2))
+        out = diag.to_dict()
+        if kb is not None:
+            out["kernels"] = kb.to_dict()
+        print(json.dumps(out, indent=2))
     else:
         print_diagnosis(diag, verbose=args.verbose)
+        if kb is not None:
+            from gpuprobe.diagnose.report_ranks import print_kernels
+
+            print()
+            print_kernels(kb)
         if args.html:
             print(f"timeline written to {args.html}")
     return 1 if diag.status is Status.FAIL else EXIT_OK
+
+
+def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
+    """Several ranks of one job: a folder, or one trace file per rank."""
+    from gpuprobe.diagnose.ranks import diagnose_ranks, find_trace_files
+    from gpuprobe.findings import Status
+
+    if args.html:
+        raise UsageError("--html draws one trace: give a single TRACE file")
+    files = find_trace_files(traces)
+    total = sum(os.path.getsize(f) for f in files)
+    if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not args.json:
+        bar, task = _progress()
+        with bar:
+            ranks = diagnose_ranks(
+                files,
+                steps=args.steps,
+                progress=lambda done, size: bar.update(task, completed=done, total=size),
+            )
+    else:
+        ranks = diagnose_ranks(files, steps=args.steps)
+    if args.json:
+        print(json.dumps(ranks.to_dict(), indent=2))
+    else:
+        from gpuprobe.diagnose.report_ranks import print_ranks
+
+        print_ranks(ranks)
+    return 1 if ranks.status is Status.FAIL else EXIT_OK

@@ -186,3 +186,116 @@ MODULE_CALL_FRAME = NamePattern(
     re.compile(r"torch/nn/modules/module\.py\(\d+\): _(wrapped_)?call_impl|^nn\.Module: "),
     "module call",
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel families and launch calls (diagnose/kernels.py, diagnose/ranks.py). Each family is
+# tried in the order of KERNEL_FAMILY_PATTERNS; the first that matches names the family. Names
+# checked against the kernels of the real traces in the project's corpus (V100, RTX 2080 Ti,
+# A100, MI250/MI300: cuDNN, cuBLAS, CUTLASS, NCCL, ATen, fbgemm, Triton) and against the names
+# the libraries publish (cuBLASLt nvjet/sm90_xmma, hipBLASLt Cijk_, Composable Kernel ck_).
+# ---------------------------------------------------------------------------------------------
+
+# NCCL/RCCL collectives and point-to-point (ncclKernel_AllReduce_RING_LL_Sum_float, NCCL ≥ 2.19
+# ncclDevKernel_AllGather_RING_LL), HCCL, MSCCL, and the custom all-reduce kernels of vLLM/TRT.
+COMM_KERNEL = NamePattern(
+    re.compile(
+        r"(?i)nccl|rccl|^hccl|msccl|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce"
+        r"|two_?shot_?all_?reduce"
+    ),
+    "communication",
+)
+# HTA's CommunicateKernelGroupingPattern (hta/common/types.py): the kernels its
+# get_comm_comp_overlap counts as communication; kept to compare with it number for number.
+HTA_COMM_KERNEL = NamePattern(re.compile(r"^(nccl.*|hip|hccl)|.*ncclKernel.*"), "HTA communicate")
+# HTA's ComputeKernelGroupingPattern, which is inverse: what it matches is NOT computation.
+HTA_NON_COMPUTE_KERNEL = NamePattern(
+    re.compile(
+        r"^(nccl|.*Memcpy|.*Memset|.*dma|.*Sync|Stream Wait Event|cuda.*LaunchKernel|runFunction"
+        r"|hip|job_exe|packet|pe_exe|cpum_exe_subgraph|hccl|collective_subgraph_execution)"
+    ),
+    "HTA non-compute",
+)
+# Copies and fills that run as kernels or DMA (HIP names them like CUDA's activities).
+MEMORY_KERNEL = NamePattern(re.compile(r"^((hip)?Memcpy|(hip)?Memset|dma)"), "memcpy/memset")
+# FlashAttention (flash_fwd_kernel, flash_bwd_dq_dk_dv_loop...), xFormers/PyTorch memory-efficient
+# attention (fmha_cutlassF_f32_aligned_64x64_rf_sm80, efficient_attention_forward), cuDNN SDPA,
+# CK fmha, paged attention (vLLM).
+ATTENTION_KERNEL = NamePattern(
+    re.compile(r"(?i)flash_?(fwd|bwd|attn)|fmha|attention|_attn_|sdpa|mha_(fwd|bwd)|flash::"),
+    "attention",
+)
+# cuDNN and CUTLASS convolutions: implicit_convolve_sgemm, sm80_xmma_fprop_implicit_gemm...,
+# cutlass_tensorop_s1688dgrad_optimized..., wgrad_alg0_engine, winograd, FFT (fft2d_r2c_32x32),
+# scudnn tiles (volta_scudnn_128x64_relu_interior_nn_v1), and cuDNN's own helpers (offsets,
+# layout transposes, output scaling). Batch norm (cudnn::bn_*) is a reduction, below.
+CONV_KERNEL = NamePattern(
+    re.compile(
+        r"(?i)conv(?!ert)|fprop|dgrad|wgrad|winograd|scudnn|fft[123]d_|im2col|col2im|cask_cudnn"
+        r"|cutlass_cudnn|flip_filter|cudnn::(ops|cnn|detail|winograd)|nchwToNhwc|nhwcToNchw"
+    ),
+    "convolution",
+)
+# Matrix multiplies: cuBLAS (volta_sgemm_128x64_nn, gemv2T_kernel, splitKreduce_kernel, dot_kernel),
+# cuBLASLt (sm90_xmma_gemm_..., nvjet_tst_...), CUTLASS (cutlass_80_tensorop_s1688gemm_...,
+# ..._wgmma_...), MAGMA, rocBLAS/hipBLASLt/Tensile (Cijk_Alik_Bljk_...), Composable Kernel
+# (ck_..., ck::kernel_gemm_xdl...), Triton matmul templates (triton_tem_fused_mm, triton_mm).
+GEMM_FAMILY_KERNEL = NamePattern(
+    re.compile(
+        r"(?i)gemm|gemv|cublas|cutlass|xmma|nvjet|wgmma|gmma|matmul|splitKreduce|dot_kernel"
+        r"|magma|^Cijk_|^ck_|ck::|triton_(tem_fused_)?(mm|bmm|addmm)|_mm_|bmm_"
+    ),
+    "GEMM",
+)
+# Reductions and normalisations: ATen reduce_kernel (sum, mean, norm, max), softmax, layer/batch/
+# RMS/group norm (cudnn::bn_fw_tr_1C11_kernel_NCHW, welford, ATen's layer-norm kernels
+# RowwiseMomentsCUDAKernel and GammaBetaBackwardCUDAKernel), pooling, losses, cub scans and
+# reductions, Triton reductions (triton_red_*, triton_per_*).
+REDUCTION_KERNEL = NamePattern(
+    re.compile(
+        r"(?i)reduce|softmax|norm(?!al)|welford|bn_fw|bn_bw|batch_?norm|RowwiseMoments|GammaBeta"
+        r"|cross_?entropy|nll|criterion|argmax|argmin|topk|(max|avg|average)_?pool"
+        r"|cub::Device(Reduce|Scan|SegmentedReduce)|DeviceScan|triton_(red|per)_"
+    ),
+    "reduction",
+)
+# Element-wise kernels: ATen's elementwise_kernel / vectorized_elementwise_kernel /
+# unrolled_elementwise_kernel, fills and copies, cat, index/scatter/gather, optimizer
+# multi_tensor_apply, Triton pointwise (triton_poi_*).
+ELEMENTWISE_KERNEL = NamePattern(
+    re.compile(
+        r"(?i)elementwise|pointwise|triton_poi_|multi_tensor_apply|CatArrayBatchedCopy|Fill"
+        r"|copy_kernel|scatter_gather|fused_dropout|_foreach_"
+    ),
+    "elementwise",
+)
+# Host calls that launch work on the GPU, one each (HTA's kernel launch ids plus the HIP names and
+# the async copies HTA counts with include_memory_events=True).
+LAUNCH_CALL = NamePattern(
+    re.compile(
+        r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
+        r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
+        r"|cudaMemcpyAsync|cudaMemsetAsync|hipMemcpyAsync|hipMemsetAsync|hipMemcpyWithStream"
+        r"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+|_ptsz|_spt)?$"
+    ),
+    "launch",
+)
+# A CUDA/HIP graph replay: one host call for all the kernels of the graph.
+GRAPH_LAUNCH = NamePattern(
+    re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+|_ptsz|_spt)?$"),
+    "graph launch",
+)
+
+__all__ += [
+    "ATTENTION_KERNEL",
+    "COMM_KERNEL",
+    "CONV_KERNEL",
+    "ELEMENTWISE_KERNEL",
+    "GEMM_FAMILY_KERNEL",
+    "GRAPH_LAUNCH",
+    "HTA_COMM_KERNEL",
+    "HTA_NON_COMPUTE_KERNEL",
+    "LAUNCH_CALL",
+    "MEMORY_KERNEL",
+    "REDUCTION_KERNEL",
+]
