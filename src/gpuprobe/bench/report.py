@@ -10,7 +10,7 @@ for compute, bytes for sizes of copies.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from gpuprobe._data import Record
 from gpuprobe.bench.measurement import Measurement
@@ -212,11 +212,12 @@ class BenchReport(Record):
         """The first finding with ``finding_id``."""
         return next((f for f in self.findings if f.id == finding_id), None)
 
-    def plot(self, path: str) -> None:
-        """Write the charts (crossover, bandwidth vs size, roofline) to ``path`` (.png or .svg)."""
+    def plot(self, path: str | None = None) -> Any:
+        """The charts (crossover, bandwidth vs size, roofline) as a matplotlib figure, which
+        Jupyter shows inline; written to ``path`` too when given (.png or .svg)."""
         from gpuprobe.report.bench_plots import plot_bench
 
-        plot_bench(self, path)
+        return plot_bench(self, path)
 
     def __repr__(self) -> str:
         pairs = sorted({f"{w.framework} {w.device}" for w in self.workers})

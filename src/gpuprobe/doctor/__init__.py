@@ -58,6 +58,22 @@ class DoctorReport(Record):
 
         return doctor_html(self)
 
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        elapsed = f", {self.elapsed_s:.1f} s" if self.elapsed_s is not None else ""
+        mode = "" if self.live else ", recorded snapshot"
+        return (
+            f"<DoctorReport {self.status.value}: {len(self.findings)} findings "
+            f"({status_counts(self.findings)}){elapsed}{mode}, exit code {self.exit_code}>"
+        )
+
+    def __str__(self) -> str:
+        from gpuprobe.report.reprs import capture
+        from gpuprobe.report.terminal import render_doctor
+
+        return capture(lambda con: render_doctor(self, con))
+
 
 def judge(inv: Inventory, workers: list[WorkerResult] | None = None) -> list[Finding]:
     """Every finding for ``inv`` and, when given, the kernel checks' results. Pure: no I/O."""

@@ -112,6 +112,21 @@ class FitResult(Record):
     def __str__(self) -> str:
         return render_text(self)
 
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        best = "nothing fits" if self.best is None else f"largest that fits {self.best}"
+        knee = f", knee {self.knee}" if self.knee is not None else ""
+        return (
+            f"<FitResult {self.device}: {best} of {self.smallest}..{self.largest}{knee}; "
+            f"{len(self.trials)} trials; findings: {status_counts(self.findings)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import text_html
+
+        return text_html(render_text(self), css_class="gpuprobe-fitresult")
+
 
 def _rate(v: float | None) -> str:
     if v is None:

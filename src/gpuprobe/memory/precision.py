@@ -91,6 +91,23 @@ class PrecisionReport(Record):
     def __str__(self) -> str:
         return render_text(self)
 
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        rows = ", ".join(
+            f"{r.dtype} {r.speedup:.2f}×" if r.speedup is not None else f"{r.dtype} {r.outcome}"
+            for r in self.results
+        )
+        return (
+            f"<PrecisionReport {self.device}, batch {self.batch}: {rows}; recommended "
+            f"{self.recommended or 'none'}; findings: {status_counts(self.findings)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import text_html
+
+        return text_html(render_text(self), css_class="gpuprobe-precisionreport")
+
 
 def _flat_tensors(torch: Any, out: Any) -> list[Any]:
     if isinstance(out, torch.Tensor):

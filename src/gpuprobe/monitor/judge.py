@@ -162,6 +162,15 @@ class RunSummary(Record):
     host: HostStats
     findings: tuple[Finding, ...]
 
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        return (
+            f"<RunSummary {command_text(self.command, 60)}: {self.duration_s:.1f} s, exit code "
+            f"{'n/a' if self.exit_code is None else self.exit_code}, {self.samples} samples; "
+            f"findings: {status_counts(self.findings)}>"
+        )
+
 
 def command_text(cmd: Sequence[str] | None, limit: int = 120) -> str:
     """The command as one shell-quoted line for people (newlines shown as \\n, cut at

@@ -138,6 +138,20 @@ class PackReport(Record):
     def __str__(self) -> str:
         return render_text(self)
 
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        n = "none" if self.recommended is None else str(self.recommended)
+        return (
+            f"<PackReport {len(self.levels)} levels of {' '.join(self.command)[:60]}: run {n} "
+            f"at once; findings: {status_counts(self.findings)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import text_html
+
+        return text_html(render_text(self), css_class="gpuprobe-packreport")
+
 
 def parse_counts(text: str) -> list[int]:
     """``"1,2,3,4"`` -> [1, 2, 3, 4]; ``"1-4"`` too. A clear UsageError for 0, negatives,

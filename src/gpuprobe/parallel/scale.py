@@ -59,6 +59,7 @@ __all__ = [
     "ScaleResult",
     "ScaleRow",
     "plot_scale",
+    "scale_figure",
     "scale_lstsq",
     "synthetic_problem",
 ]
@@ -233,8 +234,11 @@ class ScaleResult(Record):
         )
         return f"{info}<table><tr>{head}</tr>{body}</table>"
 
-    def plot(self, path: str | Path) -> Path:
-        """See :func:`plot_scale`."""
+    def plot(self, path: str | Path | None = None) -> Any:
+        """The speedup and error charts as a matplotlib figure (Jupyter shows it inline); with
+        ``path``, written there and the path returned (see :func:`plot_scale`)."""
+        if path is None:
+            return scale_figure(self)
         return plot_scale(self, path)
 
 
@@ -650,19 +654,13 @@ def _findings(
 # -- the plot -----------------------------------------------------------------------------------
 
 
-def plot_scale(result: ScaleResult, path: str | Path) -> Path:
-    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"--plot {out}: give a .png or .svg file name")
-    try:
-        import matplotlib
+def scale_figure(result: ScaleResult) -> Any:
+    """Speedup and error against workers, one line per method, on a figure object (never pyplot,
+    so the user's matplotlib backend is left alone)."""
+    from gpuprobe.report.chart import new_chart
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("plots need matplotlib: pip install matplotlib") from None
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = new_chart(figsize=(10, 4), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
     sizes = sorted({r.workers for r in result.results})
     ax1.plot(sizes, [w / sizes[0] for w in sizes], "k:", label="ideal")
     for method in dict.fromkeys(r.requested for r in result.results):
@@ -691,8 +689,15 @@ def plot_scale(result: ScaleResult, path: str | Path) -> Path:
     if ax2.lines:
         ax2.legend()
     fig.suptitle(f"gpuprobe scale lstsq: {result.rows} × {result.cols} ({result.problem})")
-    fig.tight_layout()
+    return fig
+
+
+def plot_scale(result: ScaleResult, path: str | Path) -> Path:
+    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {out}: give a .png or .svg file name")
+    fig = scale_figure(result)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
-    plt.close(fig)
     return out

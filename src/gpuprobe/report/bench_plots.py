@@ -1,5 +1,6 @@
-"""Charts of ``gpuprobe bench --plot FILE`` (PNG or SVG by the extension), with matplotlib's Agg
-backend imported only here and only when asked: the crossover curves (elementwise and matmul),
+"""Charts of ``gpuprobe bench --plot FILE`` (PNG or SVG by the extension) and of
+``BenchReport.plot()``, drawn on a figure object (never pyplot, so the user's backend is left
+alone), with matplotlib imported only when asked: the crossover curves (elementwise and matmul),
 bandwidth against copy size, and a roofline with each workload's point on it.
 
 The roofline's roofs are the spec peaks for a GPU (FP32 and memory bandwidth from ``info``) and,
@@ -15,22 +16,11 @@ from typing import Any
 from gpuprobe.bench.report import BenchReport, BenchResult
 from gpuprobe.errors import UsageError
 
-__all__ = ["plot_bench", "roofline_points"]
+__all__ = ["bench_figure", "plot_bench", "roofline_points"]
 
 # Copies at least this large stream from DRAM (past any CPU's last-level cache): only they set the
 # measured memory roof.
 DRAM_BYTES = 64 * 2**20
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _empty(ax: Any, what: str) -> None:
@@ -198,22 +188,29 @@ def _roofline(ax: Any, report: BenchReport) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def plot_bench(report: BenchReport, path: str) -> None:
-    """Write the four charts to ``path``; the format follows the extension (.png or .svg)."""
-    if not path.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {path}: give a .png or .svg file name")
-    plt = _pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+def bench_figure(report: BenchReport) -> Any:
+    """The four charts as one :class:`~gpuprobe.report.chart.Chart` (Jupyter shows it inline)."""
+    from gpuprobe.report.chart import new_chart
+
+    fig = new_chart(figsize=(13, 9), layout="constrained")
+    axes = fig.subplots(2, 2)
     results = list(report.results)
     _curves(axes[0][0], results, "elementwise")
     _curves(axes[0][1], results, "matmul")
     _bandwidth(axes[1][0], results)
     _roofline(axes[1][1], report)
     fig.suptitle(f"gpuprobe bench on {report.environment.hostname} ({report.created})", fontsize=10)
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise UsageError(f"--plot {path}: cannot write it ({exc})") from None
-    finally:
-        plt.close(fig)
+    return fig
+
+
+def plot_bench(report: BenchReport, path: str | None = None) -> Any:
+    """The four charts; written to ``path`` too when given (.png or .svg, by the extension)."""
+    if path is not None and not str(path).lower().endswith((".png", ".svg")):
+        raise UsageError(f"--plot {path}: give a .png or .svg file name")
+    fig = bench_figure(report)
+    if path is not None:
+        try:
+            fig.savefig(path)
+        except OSError as exc:
+            raise UsageError(f"--plot {path}: cannot write it ({exc})") from None
+    return fig

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.table import Table
 
@@ -175,17 +173,15 @@ def render_bench(report: BenchReport, console: Console) -> None:
     console.print(f"[dim]{tail}[/]")
 
 
-def _recorded(report: BenchReport, width: int) -> Console:
-    console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
-    render_bench(report, console)
-    return console
-
-
 def bench_text(report: BenchReport, width: int = 140) -> str:
     """The report as plain text (``str(report)``)."""
-    return str(_recorded(report, width).export_text())
+    from gpuprobe.report.reprs import capture
+
+    return capture(lambda con: render_bench(report, con), width)
 
 
 def bench_html(report: BenchReport) -> str:
-    """The report as HTML for notebooks."""
-    return str(_recorded(report, 140).export_html(inline_styles=True))
+    """The report as HTML for notebooks (rendered once: nothing is displayed on the side)."""
+    from gpuprobe.report.reprs import capture_html
+
+    return capture_html(lambda con: render_bench(report, con), 140)

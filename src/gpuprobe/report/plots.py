@@ -1,4 +1,5 @@
-"""Charts of a recorded timeline (matplotlib, imported lazily; no pyplot, so no GUI backend).
+"""Charts of a recorded timeline (matplotlib, imported lazily; no pyplot: the user's backend is
+left alone).
 
 Panels, on one shared time axis in seconds from the start:
 
@@ -14,11 +15,9 @@ utilization panel also shades each bucket's min-max).
 
 from __future__ import annotations
 
-import io
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from gpuprobe.errors import GpuprobeError
 from gpuprobe.monitor.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -49,14 +48,11 @@ _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 
 
 def _mpl() -> Any:
-    try:
-        import matplotlib
+    """The figure class (a :class:`~gpuprobe.report.chart.Chart`); the user's backend and
+    pyplot's state are left alone."""
+    from gpuprobe.report.chart import Chart
 
-        matplotlib.use("Agg", force=False)
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise GpuprobeError(f"charts need matplotlib: pip install matplotlib ({exc})") from None
-    return Figure
+    return Chart
 
 
 def _bucket(t: np.ndarray, y: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
@@ -286,6 +282,6 @@ def timeline_figure(
 
 def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
     """The figure as PNG bytes."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
+    from gpuprobe.report.chart import figure_png as png
+
+    return png(fig, dpi=dpi)
