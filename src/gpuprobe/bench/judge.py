@@ -15,6 +15,10 @@ from gpuprobe.inventory import Inventory
 
 __all__ = ["REL_ERROR_LIMIT", "crossover_size", "judge"]
 
+# A precision below float32 is recommended only when it ran at least this much faster than
+# float32 on the same device: gpuprobe's choice, above the run-to-run spread of a CPU matmul.
+PRECISION_FASTER_RATIO = 1.2
+
 GROUP = "bench"
 # ‖C − C64‖/‖C64‖ above which a product is wrong, per dtype, for standard-normal inputs with
 # n ≤ 1024. float64/float32: a few ulps × √n; TF32 (10-bit mantissa) lands near 3e-4, bfloat16
@@ -125,6 +129,43 @@ def _failures(results: Sequence[BenchResult], workers: Sequence[WorkerRun]) -> l
     return out
 
 
+# How to compute in each precision below float32, per framework ("" where it has no such switch).
+_LOWER_HOWTO: dict[str, dict[str, str]] = {
+    "torch": {
+        "tfloat32": "torch.set_float32_matmul_precision('high')",
+        "bfloat16": "torch.autocast(device_type, dtype=torch.bfloat16)",
+        "float16": "torch.autocast(device_type, dtype=torch.float16)",
+        "int8": "torch.ao.quantization.quantize_dynamic(model, dtype=torch.qint8)",
+    },
+}
+
+
+def _precision_fix(fw: str, dev: str, speeds: dict[str, float | None]) -> str:
+    """Recommend only a precision that was measured faster than float32 here."""
+    lower = {
+        d: v
+        for d, v in speeds.items()
+        if d in ("tfloat32", "bfloat16", "float16", "int8")
+        and v is not None
+        and v >= PRECISION_FASTER_RATIO
+    }
+    if not lower:
+        slower = ", ".join(
+            f"{d} {v:.2g}×"
+            for d, v in speeds.items()
+            if d in ("tfloat32", "bfloat16", "float16", "int8") and v is not None
+        )
+        return f"keep float32 on {fw} {dev}: no lower precision ran faster here" + (
+            f" ({slower} of float32's speed)" if slower else ""
+        )
+    best = max(lower, key=lambda d: lower[d] or 0.0)
+    how = _LOWER_HOWTO.get(fw, {}).get(best) or f"compute in {best}"
+    return (
+        f"{best} ran {lower[best]:.2g}× float32's speed here; if your model tolerates its error: "
+        f"{how}"
+    )
+
+
 def _precision(results: Sequence[BenchResult]) -> list[Finding]:
     """E4: each dtype's speed against float32 at the largest size all of them reached, and its
     error."""
@@ -143,6 +184,7 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
         base = by_dtype["float32"][n].values.get("tflops") or 0.0
         ev = []
         parts = []
+        speeds: dict[str, float | None] = {}
         for dtype, sizes in by_dtype.items():
             r = sizes[n]
             rate = r.values.get("tflops") or 0.0
@@ -155,8 +197,9 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
                 None,
             )
             speed = rate / base if base else None
+            speeds[dtype] = speed
             ev.append(
-                Evidence(f"{dtype} speed vs float32", round(speed, 2) if speed else None, "×")
+                Evidence(f"{dtype} speed vs float32", float(f"{speed:.3g}") if speed else None, "×")
             )
             ev.append(Evidence(f"{dtype} error", err))
             parts.append(f"{dtype} {speed:.2g}×" + (f" (err {err:.1e})" if err is not None else ""))
@@ -166,8 +209,7 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
                 Status.INFO,
                 f"{fw} {dev}, matmul {n}×{n} against float32: " + ", ".join(parts),
                 ev,
-                fix="use the lowest precision whose error your model tolerates: "
-                "torch.autocast(device_type, dtype=torch.bfloat16)",
+                fix=_precision_fix(fw, dev, speeds),
                 subject=f"{fw} {dev}",
             )
         )

@@ -132,14 +132,18 @@ class Environment(Record):
             ("BLAS", old.blas, self.blas),
             ("threads", old.threads, self.threads),
         ):
+            if label in ("BLAS", "threads") and (a is None or b is None):
+                continue  # numpy was not benchmarked in one of the runs: unknown, not changed
             if a != b:
                 out.append(
                     f"{label}: {a if a is not None else 'n/a'} → {b if b is not None else 'n/a'}"
                 )
-        for name in sorted(set(old.frameworks) | set(self.frameworks)):
-            a, b = old.frameworks.get(name), self.frameworks.get(name)
+        # a framework's version is known only where it was benchmarked: one that a run left out
+        # (--backend) is not "not installed"
+        for name in sorted(set(old.frameworks) & set(self.frameworks)):
+            a, b = old.frameworks[name], self.frameworks[name]
             if a != b:
-                out.append(f"{name}: {a or 'not installed'} → {b or 'not installed'}")
+                out.append(f"{name}: {a} → {b}")
         return tuple(out)
 
 

@@ -294,8 +294,42 @@ _FIX = {
 }
 
 
-def judge(r: PrecisionReport) -> list[Finding]:
-    """precision-recommend, precision-accuracy-loss, precision-no-gain, precision-skipped."""
+# CPU flags (/proc/cpuinfo spelling) that compute each precision in hardware: Intel AMX tiles and
+# AVX-512 extensions (Linux arch/x86/include/asm/cpufeatures.h).
+LOWP_CPU_FLAGS: dict[str, tuple[str, ...]] = {
+    "bf16": ("amx_bf16", "avx512_bf16"),
+    "fp16": ("amx_fp16", "avx512_fp16"),
+    "int8": ("amx_int8", "avx512_vnni", "avx_vnni"),
+}
+
+
+def _cpu_flags() -> frozenset[str]:
+    from gpuprobe.hardware.host import _cpuinfo
+
+    return frozenset(_cpuinfo()[1])
+
+
+def _cpu_no_gain(dtype: str, flags: frozenset[str]) -> str:
+    """Why a lower precision was not faster on this CPU, from what its flags say it has."""
+    wanted = LOWP_CPU_FLAGS.get(dtype, ())
+    has = [f for f in wanted if f in flags]
+    if has:
+        return (
+            f"this CPU computes {dtype} in hardware ({', '.join(has)}), yet it was not faster: "
+            "the model is bound by per-call overhead, not arithmetic, or its layers' kernels "
+            "do not use those instructions"
+        )
+    if not wanted:
+        return "a small model is bound by launch overhead, not arithmetic"
+    return (
+        f"this CPU has none of {', '.join(wanted)}: {dtype} is converted back to fp32 for the "
+        "arithmetic, which costs time; a small model is bound by launch overhead too"
+    )
+
+
+def judge(r: PrecisionReport, cpu_flags: frozenset[str] | None = None) -> list[Finding]:
+    """precision-recommend, precision-accuracy-loss, precision-no-gain, precision-skipped.
+    ``cpu_flags``: this CPU's (read from /proc/cpuinfo when None)."""
     out: list[Finding] = []
     dev = r.device.partition(":")[0]
     rec = r.result(r.recommended) if r.recommended else None
@@ -352,8 +386,7 @@ def judge(r: PrecisionReport) -> list[Finding]:
                     group="precision",
                     subject=x.dtype,
                     details=(
-                        "CPUs without AMX/AVX512-BF16 convert low precision back to fp32; "
-                        "a small model is bound by launch overhead, not arithmetic",
+                        _cpu_no_gain(x.dtype, _cpu_flags() if cpu_flags is None else cpu_flags),
                     )
                     if dev == "cpu"
                     else (),

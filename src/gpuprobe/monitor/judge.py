@@ -58,6 +58,10 @@ __all__ = [
     "summarize",
 ]
 
+# Exit codes of a command stopped by the user's Ctrl-C: 128 + SIGINT (the shell's convention, and
+# what gpuprobe run records for a child killed by SIGINT) and -SIGINT (Popen's returncode).
+INTERRUPT_CODES = (128 + 2, -2)
+
 # -- thresholds (unit; source) ---------------------------------------------------------------------
 GPU_BUSY_OK_PERCENT = 80.0  # mean utilization.gpu, %; E10's "good" graph stays near 100 %
 GPU_BUSY_WARN_PERCENT = (
@@ -644,7 +648,23 @@ def summarize(tl: Timeline) -> RunSummary:
             )
         )
     code = tl.exit_code
-    if tl.end is not None and tl.header.command and code is not None:
+    if tl.end is not None and tl.header.command and code is not None and code in INTERRUPT_CODES:
+        # the user's Ctrl-C: a choice, not a failure of the command
+        findings.append(
+            Finding(
+                id="monitor-interrupted",
+                status=Status.INFO,
+                title=f"{cmd} was stopped with Ctrl-C (exit code {_exit_text(code)}); the "
+                "summary covers the part that ran",
+                evidence=(
+                    Evidence("exit_code", code, ""),
+                    Evidence("duration", round(tl.duration_s, 2), "s"),
+                ),
+                group=_GROUP,
+                subject="command",
+            )
+        )
+    elif tl.end is not None and tl.header.command and code is not None:
         findings.append(
             Finding(
                 id="monitor-exit",
