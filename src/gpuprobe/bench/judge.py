@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from gpuprobe.bench.measurement import format_seconds
 from gpuprobe.bench.report import BenchResult, WorkerRun
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.load import HOST_BUSY_WARN_FRACTION as HOST_BUSY_WARN_FRACTION
+from gpuprobe.hardware.load import host_busy_finding
 from gpuprobe.inventory import Inventory
 
 __all__ = ["REL_ERROR_LIMIT", "crossover_size", "judge"]
@@ -42,11 +44,6 @@ PINNED_LINK_WARN_FRACTION = 0.5  # of the PCIe link; healthy links reach 60-87 %
 TRANSFER_JUDGE_MIN_BYTES = 64 * 2**20  # judge copies at or above this size only
 PAGEABLE_SLOW_FRACTION = 0.7  # pageable below this share of pinned: pinning pays
 NAIVE_MISLEADING_RATIO = 2.0  # E8's host clock this many times below the device's: misleading
-# Other processes using more than this share of the host's cores while a CPU backend is measured:
-# its figures are slowed, multi-threaded ones (BLAS, OpenMP) by far the most, because a barrier
-# waits a whole scheduler slice (4-16 ms, CFS) for a descheduled thread. Seen here: a 64x64 torch
-# matmul at 16 ms instead of 8 µs with two other jobs on 2 cores.
-HOST_BUSY_WARN_FRACTION = 0.25
 SYNC_EVERY_STEP_RATIO = 1.5  # host-every-step loop this many times slower: copy the log once
 
 
@@ -481,24 +478,20 @@ def _host_busy(workers: Sequence[WorkerRun], inv: Inventory | None) -> list[Find
     cores = (inv.host.usable_cores or inv.host.logical_cores) if inv is not None else None
     out = []
     for w in workers:
-        if w.device != "cpu" or w.others_cores is None or not cores:
+        if w.device != "cpu":
             continue
-        if w.others_cores > HOST_BUSY_WARN_FRACTION * cores:
-            out.append(
-                _f(
-                    "bench-host-busy",
-                    Status.WARN,
-                    f"{w.framework} cpu was measured while other processes kept "
-                    f"{w.others_cores:.1f} of {cores} cores busy: its CPU figures are slowed, "
-                    "multi-threaded ones (matmul) the most",
-                    [
-                        Evidence("others_cores", round(w.others_cores, 2), "cores"),
-                        Evidence("host_cores", cores, "cores"),
-                    ],
-                    fix="re-run 'gpuprobe bench' when the machine is idle (see 'gpuprobe top')",
-                    subject=f"{w.framework} cpu",
-                )
-            )
+        f = host_busy_finding(
+            "bench-host-busy",
+            f"{w.framework} cpu",
+            w.others_cores,
+            cores,
+            effect="its CPU figures are slowed, multi-threaded ones (matmul) the most",
+            fix="re-run 'gpuprobe bench' when the machine is idle (see 'gpuprobe top')",
+            group=GROUP,
+            subject=f"{w.framework} cpu",
+        )
+        if f is not None:
+            out.append(f)
     return out
 
 

@@ -28,6 +28,8 @@ from gpuprobe._data import Record
 from gpuprobe.bench.measurement import format_seconds
 from gpuprobe.errors import UsageError
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.host import usable_cores
+from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
@@ -83,6 +85,7 @@ class PrecisionReport(Record):
     recommended: str | None = None
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
+    others_cores: float | None = None  # cores other processes kept busy during the sweep
 
     def result(self, dtype: str) -> PrecisionResult | None:
         """The row for ``dtype``."""
@@ -203,6 +206,7 @@ def precision_sweep(
     results: dict[str, PrecisionResult] = {}
     ref = None
     notes: list[str] = []
+    load = HostLoad(children=False)
     try:
         for name in order:
             plan = _plan(torch, ft, name, model, dev)
@@ -263,9 +267,26 @@ def precision_sweep(
         metric_name=getattr(metric, "__name__", "metric") if metric is not None else None,
         notes=tuple(notes),
     )
+    others = load.others_cores()
     rec = recommend(report)
-    report = replace(report, recommended=rec)
-    return replace(report, findings=tuple(judge(report)))
+    report = replace(
+        report, recommended=rec, others_cores=None if others is None else round(others, 3)
+    )
+    findings = judge(report)
+    busy = host_busy_finding(
+        "precision-host-busy",
+        "the precision sweep",
+        others,
+        usable_cores(),
+        effect="its latencies are slowed and noisy, so one precision may look faster or slower "
+        "than another when it is not",
+        fix="re-run when the machine is idle (see 'gpuprobe top') before choosing a precision",
+        group="precision",
+        subject="host",
+    )
+    if busy is not None:
+        findings.append(busy)
+    return replace(report, findings=tuple(findings))
 
 
 def recommend(r: PrecisionReport) -> str | None:

@@ -27,9 +27,11 @@ import signal
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuprobe._data import Record
 from gpuprobe.findings import Evidence, Finding, Status, worst_first
+from gpuprobe.hardware.load import host_busy_finding, others_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import TreeSample
 from gpuprobe.monitor.timeline import Timeline
@@ -146,6 +148,8 @@ class HostStats(Record):
     rss_end: int | None = None
     memory_available_min: int | None = None  # bytes
     memory_total: int | None = None
+    # cores other processes kept busy: the host's busy cores less the command's and the sampler's
+    others_cores_mean: float | None = None
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,19 @@ def _host_stats(tl: Timeline) -> HostStats:
         rss_end=rss[-1] if rss else None,
         memory_available_min=min(avail) if avail else None,
         memory_total=tl.header.host.memory_total,
+        others_cores_mean=_others(tl, cores, host_means, trees),
     )
+
+
+def _others(tl: Timeline, cores: int, host_means: list[float], trees: list[Any]) -> float | None:
+    """Cores other processes kept busy (mean): the host's busy cores less the command's tree
+    and gpuprobe's sampler."""
+    if not host_means or not trees or not cores or tl.duration_s <= 0:
+        return None
+    host_cores = statistics.fmean(host_means) / 100 * cores
+    own = statistics.fmean(t.cpu_percent for t in trees) / 100 + tl.sampler_cpu_s / tl.duration_s
+    others = others_cores(host_cores, own)
+    return None if others is None else round(others, 2)
 
 
 def _starvation(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
@@ -510,6 +526,26 @@ def _gpu_findings(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
 
 def _host_findings(tl: Timeline, host: HostStats) -> list[Finding]:
     out: list[Finding] = []
+    wants = host.main_thread_wants_mean_percent
+    busy = host_busy_finding(
+        "monitor-host-busy",
+        command_text(tl.header.command, 60),
+        host.others_cores_mean,
+        host.cores,
+        effect=f"it got {host.command_cores_mean or 0:.2f} cores on average"
+        + (
+            f" while its busiest thread wanted {wants / 100:.2f} (ran + waited for a core)"
+            if wants is not None
+            else ""
+        )
+        + ", so it ran slower than it would on an idle machine",
+        fix="run it when the machine is idle (see 'gpuprobe top' for who uses the cores), or ask "
+        "for dedicated cores (taskset, a job scheduler's --cpus-per-task)",
+        group=_GROUP,
+        subject="host",
+    )
+    if busy is not None:
+        out.append(busy)
     if host.command_cores_mean is not None:
         out.append(
             Finding(

@@ -149,8 +149,8 @@ def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple
             no_wrap=name not in ("notes", "backend", "case"),
             overflow="fold",
         )
-    for cells, style in rows:
-        t.add_row(*[cells[i] for i in keep], style=style)
+    for cells, row_style in rows:
+        t.add_row(*[cells[i] for i in keep], style=row_style)
     return t, left_out_note(header, keep)
 
 
