@@ -63,6 +63,10 @@ __all__ = [
 # Exit codes of a command stopped by the user's Ctrl-C: 128 + SIGINT (the shell's convention, and
 # what gpuprobe run records for a child killed by SIGINT) and -SIGINT (Popen's returncode).
 INTERRUPT_CODES = (128 + 2, -2)
+# A busy host is reported for a command that used at least this many cores on average, or whose
+# busiest thread waited that much for a core (ran + waited, less ran; schedstat): gpuprobe's
+# choice, a tenth of a core; a command that sleeps or waits on the GPU loses nothing to the load.
+HOST_WAIT_MIN_CORES = 0.1
 
 # -- thresholds (unit; source) ---------------------------------------------------------------------
 GPU_BUSY_OK_PERCENT = 80.0  # mean utilization.gpu, %; E10's "good" graph stays near 100 %
@@ -527,10 +531,17 @@ def _gpu_findings(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
 def _host_findings(tl: Timeline, host: HostStats) -> list[Finding]:
     out: list[Finding] = []
     wants = host.main_thread_wants_mean_percent
+    got = host.main_thread_mean_percent
+    waited = (wants - got) / 100 if wants is not None and got is not None else None
+    # a command that sleeps or waits on the GPU loses nothing to a busy host: only one that
+    # used the CPU or waited for a core is judged
+    wanted_cpu = (waited or 0) >= HOST_WAIT_MIN_CORES or (
+        host.command_cores_mean or 0
+    ) >= HOST_WAIT_MIN_CORES
     busy = host_busy_finding(
         "monitor-host-busy",
-        command_text(tl.header.command, 60),
-        host.others_cores_mean,
+        "the command" if tl.header.command else "the block",
+        host.others_cores_mean if wanted_cpu else None,
         host.cores,
         effect=f"it got {host.command_cores_mean or 0:.2f} cores on average"
         + (

@@ -23,6 +23,7 @@ __all__ = [
     "code_html",
     "finding_html",
     "findings_html",
+    "fix_html",
     "status_counts",
     "text_html",
 ]
@@ -80,12 +81,19 @@ def code_html(text: str) -> str:
     return _TICKS.sub(lambda m: f"<code>{m.group(1)}</code>", escape(text))
 
 
+def fix_html(fix: str) -> str:
+    """A fix: prose with `code` spans as <code> when it marks them, else all of it as code."""
+    if "`" in fix:
+        return code_html(fix)
+    return f"<code>{escape(fix)}</code>"
+
+
 def finding_html(f: Finding) -> str:
     """One finding as a table row: status, id, title with evidence, details and fix."""
     color = STATUS_COLORS[f.status.value]
     evidence = ", ".join(str(e) for e in f.evidence)
     details = "".join(f"<br><small>– {code_html(d)}</small>" for d in f.details)
-    fix = f"<br><b>fix:</b> <code>{escape(f.fix.strip('`'))}</code>" if f.fix else ""
+    fix = f"<br><b>fix:</b> {fix_html(f.fix)}" if f.fix else ""
     ev = f"<br><small>{escape(evidence)}</small>" if evidence else ""
     return (
         f"<tr><td style='color:{color};font-weight:bold;vertical-align:top'>{f.status.value}"
