@@ -53,12 +53,19 @@ PEAK_FIELD: dict[str, str] = {
 }
 
 Progress = Callable[[str, int, int], None]  # (what runs now, steps done, steps in all)
+_CHOICES = {
+    "--backend": f"choose from {', '.join(ALL_BACKENDS)}, or leave --backend out for all here",
+    "--device": "use cpu, cuda:N or cuda, or leave --device out for all here",
+}
 
 
-def _split(values: Iterable[str] | None) -> list[str]:
+def _split(values: Iterable[str] | None, option: str = "") -> list[str]:
     out: list[str] = []
     for v in values or ():
-        out.extend(p.strip() for p in v.split(",") if p.strip())
+        parts = [p.strip() for p in v.split(",") if p.strip()]
+        if not parts and option:  # --backend '' names nothing: not "all of them"
+            raise UsageError(f"{option} {v!r} names nothing; {_CHOICES[option]}")
+        out.extend(parts)
     return out
 
 
@@ -92,7 +99,7 @@ def plan(
     here."""
     usable = _framework_devices(inv)
     here = sorted({d for ds in usable.values() for d in ds}, key=lambda d: (d != "cpu", d))
-    asked_b = _split(backends)
+    asked_b = _split(backends, "--backend")
     for b in asked_b:
         if b not in ALL_BACKENDS:
             raise UsageError(f"unknown backend {b!r}; choose from {', '.join(ALL_BACKENDS)}")
@@ -101,7 +108,7 @@ def plan(
                 f"backend {b!r} is not usable here (not installed, or it sees no device it runs "
                 f"on); backends here: {', '.join(usable)}"
             )
-    asked_d = _split(devices)
+    asked_d = _split(devices, "--device")
     expanded: list[str] = []
     for d in asked_d:
         if not DEVICE_RE.match(d):
@@ -314,6 +321,10 @@ def run_bench(
 
         inventory = read_inventory()
     pairs = plan(inventory, backends, devices)
+    if save or compare:  # a history that cannot be written is said before anything is measured
+        from gpuprobe.store import Store
+
+        Store().close()
     t0 = time.perf_counter()
     total = len(pairs) * len(names)
     done = 0

@@ -144,7 +144,7 @@ def doctor(
         group="performance",
         subject="host",
     )
-    if busy is not None and live:
+    if busy is not None:
         findings.append(busy)
     return DoctorReport(
         inventory=inv,

@@ -226,9 +226,17 @@ def precision_sweep(
             except UsageError:
                 raise
             except Exception as exc:
+                from gpuprobe.memory.oom import classify_oom
+
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                why = f"{type(exc).__name__}: {first}"
                 results[name] = PrecisionResult(
-                    dtype=name, outcome="error", how=how, reason=f"{type(exc).__name__}: {exc}"
+                    dtype=name,
+                    outcome="error",
+                    how=how,
+                    reason=f"{OOM_REASON}: {why}" if classify_oom(exc) is not None else why,
                 )
+                del exc
                 continue
             if ref is None:
                 ref = out
@@ -315,6 +323,7 @@ _FIX = {
 }
 
 
+OOM_REASON = "out of memory"  # how a result that ran out of memory starts its reason
 # CPU flags (/proc/cpuinfo spelling) that compute each precision in hardware: Intel AMX tiles and
 # AVX-512 extensions (Linux arch/x86/include/asm/cpufeatures.h).
 LOWP_CPU_FLAGS: dict[str, tuple[str, ...]] = {
@@ -411,6 +420,20 @@ def judge(r: PrecisionReport, cpu_flags: frozenset[str] | None = None) -> list[F
                     )
                     if dev == "cpu"
                     else (),
+                )
+            )
+        elif x.outcome == "error" and (x.reason or "").startswith(OOM_REASON):
+            out.append(
+                Finding(
+                    id="precision-out-of-memory",
+                    status=Status.FAIL,
+                    title=f"{x.dtype} ran out of memory at batch {r.batch}: "
+                    f"{(x.reason or '')[len(OOM_REASON) + 2 :]}",
+                    evidence=(Evidence("batch", r.batch), Evidence("dtype", x.dtype)),
+                    fix="use a smaller batch (gpuprobe precision --batch N, or fewer rows in the "
+                    "inputs); gpuprobe fit finds the largest batch that fits",
+                    group="precision",
+                    subject=x.dtype,
                 )
             )
         elif x.outcome in ("skipped", "error"):

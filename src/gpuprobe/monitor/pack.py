@@ -391,6 +391,11 @@ def pack(
             rate_rx = re.compile(rate)
         except re.error as exc:
             raise UsageError(f"--rate {rate!r} is not a regular expression: {exc}") from None
+        if rate_rx.groups < 1:
+            raise UsageError(
+                f"--rate {rate!r} has no group: put the number in parentheses, e.g. "
+                f"--rate '([0-9.]+) {rate.strip() or 'it/s'}'"
+            )
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     levels: list[PackLevel] = []
@@ -500,8 +505,12 @@ def judge(r: PackReport) -> list[Finding]:
             Finding(
                 id="pack-recommend",
                 status=Status.OK,
-                title=f"run {rec.n} at once: {_fmt(rec.throughput)} {r.unit} in total, "
-                f"{gain:.2f}x N={first.n}, each copy {rec.slowdown or 1:.2f}x slower{beyond}"
+                title=(
+                    f"run one copy at a time: {_fmt(rec.throughput)} {r.unit}{beyond}"
+                    if rec.n == 1
+                    else f"run {rec.n} at once: {_fmt(rec.throughput)} {r.unit} in total, "
+                    f"{gain:.2f}x N={first.n}, each copy {rec.slowdown or 1:.2f}x slower{beyond}"
+                )
                 if gain is not None
                 else f"run {rec.n} at once",
                 evidence=(
