@@ -238,7 +238,9 @@ def run_lstsq(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        print(result)
+        from gpuprobe.report.fit import terminal_width
+
+        print(result.text(terminal_width()))
         if args.plot:
             print(f"\nplot: {args.plot}")
     return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK

@@ -67,6 +67,9 @@ __all__ = [
 # Parallel efficiency below which adding workers is reported as a warning: gpuprobe's choice, a
 # third of each added worker's time lost to communication, waiting or imbalance.
 PARALLEL_EFFICIENCY_WARN = 0.67
+# Columns of the sweep's table left out, first to last, when it is wider than the terminal: the
+# comparisons with numpy and the CPU share matter least next to time, speedup and the error.
+TABLE_DROP_ORDER = ("speed vs numpy", "cpu/worker", "comm", "residual", "efficiency")
 # CPU each worker got during a run, in cores (process CPU seconds / wall seconds / workers), below
 # which other processes are taking the cores and the speedups say more about them than about the
 # method: gpuprobe's choice (a BLAS-bound worker on an idle core measures 0.9-1.0 here).
@@ -212,13 +215,27 @@ class ScaleResult(Record):
         return lines
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, width: int | None = None) -> str:
+        """The header, the table and the findings; with ``width``, the table leaves out its least
+        useful columns until it fits (and says which), never cutting a number."""
+        from gpuprobe.report.fit import columns_that_fit, left_out_note
+
         tab = self.table()
+        keep = list(range(len(tab[0])))
+        if width is not None:
+            keep = columns_that_fit(tab[0], tab[1:], width, drop_order=TABLE_DROP_ORDER, sep=2)
+        tab = [[row[i] for i in keep] for row in tab]
         widths = [max(len(row[i]) for row in tab) for i in range(len(tab[0]))]
         body = [
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in tab
         ]
+        note = left_out_note(self.table()[0], keep)
         notes = [f"[{f.status.value}] {f.title}" for f in self.findings]
-        return "\n".join([*self.header(), "", *body, "", *notes]).rstrip()
+        return "\n".join(
+            [*self.header(), "", *body, *([note] if note else []), "", *notes]
+        ).rstrip()
 
     def __repr__(self) -> str:
         best = {r.requested: r for r in self.results}

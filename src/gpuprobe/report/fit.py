@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["MIN_WRAP_WIDTH", "columns_that_fit", "left_out_note", "table_width"]
+__all__ = [
+    "MIN_WRAP_WIDTH",
+    "columns_that_fit",
+    "left_out_note",
+    "table_width",
+    "terminal_width",
+]
 
 MIN_WRAP_WIDTH = 18  # columns a wrapping text column needs to stay readable
 _BOX = 3  # a column's padding (1 + 1) and its border in rich's default box
@@ -32,10 +38,12 @@ def columns_that_fit(
     *,
     drop_order: Sequence[str] = (),
     wrap: Sequence[str] = (),
+    sep: int | None = None,
 ) -> list[int]:
     """Indices of the columns to show in ``width`` characters: all of them when they fit, else
     leaving out the columns named in ``drop_order``, first to last, until they do. Columns named
-    in ``wrap`` may wrap, so they count at most :data:`MIN_WRAP_WIDTH`."""
+    in ``wrap`` may wrap, so they count at most :data:`MIN_WRAP_WIDTH`. ``sep``: the spaces
+    between the columns of a plain-text table (default: a boxed rich table)."""
     keep = list(range(len(header)))
 
     def need(idx: list[int]) -> int:
@@ -43,7 +51,7 @@ def columns_that_fit(
         for i in idx:
             w = _natural(header[i], [r[i] for r in rows if i < len(r)])
             ws.append(min(w, MIN_WRAP_WIDTH) if header[i] in wrap else w)
-        return table_width(ws)
+        return table_width(ws) if sep is None else sum(ws) + sep * (len(ws) - 1)
 
     for name in drop_order:
         if need(keep) <= width:
@@ -63,3 +71,18 @@ def left_out_note(header: Sequence[str], keep: Sequence[int]) -> str | None:
         f"left out to fit the terminal: {', '.join(gone)} (a wider terminal, or COLUMNS=160, "
         "shows them; --json has every figure)"
     )
+
+
+def terminal_width() -> int | None:
+    """Columns to fit: ``COLUMNS`` when set, the terminal's width on a terminal, else None (a
+    pipe or a file: no limit, so every number is kept)."""
+    import os
+    import shutil
+    import sys
+
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
