@@ -151,3 +151,21 @@ def test_roofline_points_never_sit_above_the_roofs_drawn() -> None:
     mm = fig.axes[1]
     fig.canvas.draw()
     assert [t.get_text() for t in mm.get_xticklabels(minor=True) if t.get_text()] == []
+
+
+def test_a_recommendation_from_spread_times_is_to_be_confirmed() -> None:
+    noisy = _mm("float32", 0.01)
+    m = Measurement.from_times("matmul float32", "torch", "cpu", [0.004, 0.01, 0.016, 0.01, 0.02])
+    noisy = BenchResult(
+        "matmul",
+        "float32",
+        "torch",
+        "cpu",
+        512,
+        "n",
+        measurement=m,
+        values={"tflops": 2.0 * 512**3 / m.median / 1e12, "rel_error": 1e-7},
+    )
+    assert m.too_spread
+    fix = _fix([noisy, _mm("float16", 0.0001)])
+    assert "varied too much to trust" in fix and "re-run on an idle machine" in fix

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from gpuprobe.bench.measurement import format_seconds
+from gpuprobe.bench.measurement import SPREAD_WARN_FRACTION, format_seconds
 from gpuprobe.bench.report import BenchResult, WorkerRun
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.load import HOST_BUSY_WARN_FRACTION as HOST_BUSY_WARN_FRACTION
@@ -137,8 +137,11 @@ _LOWER_HOWTO: dict[str, dict[str, str]] = {
 }
 
 
-def _precision_fix(fw: str, dev: str, speeds: dict[str, float | None]) -> str:
-    """Recommend only a precision that was measured faster than float32 here."""
+def _precision_fix(
+    fw: str, dev: str, speeds: dict[str, float | None], spread: frozenset[str] = frozenset()
+) -> str:
+    """Recommend only a precision that was measured faster than float32 here, and only as a
+    thing to confirm when its time or float32's varied too much to trust (``spread``)."""
     lower = {
         d: v
         for d, v in speeds.items()
@@ -157,6 +160,14 @@ def _precision_fix(fw: str, dev: str, speeds: dict[str, float | None]) -> str:
         )
     best = max(lower, key=lambda d: lower[d] or 0.0)
     how = _LOWER_HOWTO.get(fw, {}).get(best) or f"compute in {best}"
+    noisy = sorted(spread & {best, "float32"})
+    if noisy:
+        return (
+            f"{best} ran {lower[best]:.2g}× float32's speed here, but the times of "
+            f"{' and '.join(noisy)} varied too much to trust (interquartile range over "
+            f"{SPREAD_WARN_FRACTION:.0%} of the median): re-run on an idle machine before "
+            f"switching to {how}"
+        )
     return (
         f"{best} ran {lower[best]:.2g}× float32's speed here; if your model tolerates its error: "
         f"{how}"
@@ -206,7 +217,16 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
                 Status.INFO,
                 f"{fw} {dev}, matmul {n}×{n} against float32: " + ", ".join(parts),
                 ev,
-                fix=_precision_fix(fw, dev, speeds),
+                fix=_precision_fix(
+                    fw,
+                    dev,
+                    speeds,
+                    frozenset(
+                        d
+                        for d, sizes in by_dtype.items()
+                        if sizes[n].measurement is not None and sizes[n].measurement.too_spread
+                    ),
+                ),
                 subject=f"{fw} {dev}",
             )
         )
