@@ -135,7 +135,7 @@ def doctor(
     findings = judge(inv, workers)
     busy = host_busy_finding(
         "doctor-host-busy",
-        "the performance checks",
+        "the performance checks' timing",
         others,
         inv.host.usable_cores or inv.host.logical_cores,
         effect="the CPU timings (E1) are slowed and the GPU's speedup over the CPU looks larger "

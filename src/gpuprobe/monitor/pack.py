@@ -540,8 +540,8 @@ def judge(r: PackReport) -> list[Finding]:
             f"N={busiest.n}",
             busiest.others_cores,
             r.cores,
-            effect="the copies competed with them for the cores, so the slowdowns are larger and "
-            "the N recommended smaller than on an idle machine",
+            effect="the copies competed with them for the cores, so the slowdowns, the CPU a "
+            "copy seems to need and the N recommended reflect that load, not the job alone",
             fix="re-run 'gpuprobe pack' when the machine is idle (see 'gpuprobe top'), or plan "
             "for the load it will have when the copies run",
             group="pack",
