@@ -224,7 +224,7 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
                     frozenset(
                         d
                         for d, sizes in by_dtype.items()
-                        if sizes[n].measurement is not None and sizes[n].measurement.too_spread
+                        if (m := sizes[n].measurement) is not None and m.too_spread
                     ),
                 ),
                 subject=f"{fw} {dev}",
