@@ -169,3 +169,32 @@ def test_a_recommendation_from_spread_times_is_to_be_confirmed() -> None:
     assert m.too_spread
     fix = _fix([noisy, _mm("float16", 0.0001)])
     assert "varied too much to trust" in fix and "re-run on an idle machine" in fix
+
+
+def test_compare_does_not_call_a_framework_left_out_not_installed() -> None:
+    old = Environment(
+        hostname="h", frameworks={"numpy": "2.1.0", "torch": "2.13.0"}, blas="x", threads=2
+    )
+    numpy_only = Environment(hostname="h", frameworks={"numpy": "2.1.0"}, blas="x", threads=2)
+    assert numpy_only.changes_from(old) == ()  # torch was simply not benchmarked this time
+    torch_only = Environment(hostname="h", frameworks={"torch": "2.13.0"})
+    assert torch_only.changes_from(old) == ()  # neither numpy nor its BLAS was run
+    upgraded = Environment(hostname="h", frameworks={"numpy": "2.2.0"}, blas="x", threads=2)
+    assert upgraded.changes_from(old) == ("numpy: 2.1.0 → 2.2.0",)
+
+
+@pytest.mark.parametrize(
+    ("n", "says"), [(10_000, "(the note: NumPy 4.12 s"), (4_096, "5.96× this run's work")]
+)
+def test_doctor_e1_says_when_its_size_is_not_the_notes(n: int, says: str) -> None:
+    from gpuprobe.doctor.kernels import judge_cpu
+    from gpuprobe.doctor.worker import WorkerResult
+
+    m = Measurement.from_times(
+        "e1-float64", "numpy", "cpu", [1.0] * 3, metadata={"dtype": "float64", "n": n}
+    )
+    f = next(
+        f for f in judge_cpu([WorkerResult("numpy", "cpu", measurements=(m,))]) if f.id == "cpu-e1"
+    )
+    assert says in f.title
+    assert (n == 10_000) == any(e.name.startswith("note:") for e in f.evidence)
