@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # torch is optional for users; pinned exactly here so that no looser requirement pulls CUDA wheels.
+# `make TORCH=` installs without it; a changed TORCH= re-installs (the stamps depend on it).
 TORCH  ?= torch==2.13.0
 PIP     = $(BIN)/python -m pip --disable-pip-version-check -q
+TORCH_ARG = $(if $(strip $(TORCH)),"$(TORCH)")
 
-.PHONY: run test setup setup-test lint typecheck bench clean
+.PHONY: run test setup setup-test lint typecheck bench clean FORCE
 
 run: $(VENV)/.run-ok
 	$(BIN)/gpuprobe doctor
@@ -20,13 +22,19 @@ setup-test: $(VENV)/.test-ok
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.run-ok: pyproject.toml | $(BIN)/python
-	$(PIP) install -e . "$(TORCH)"
+# Holds the TORCH= of the last install; rewritten (so newer than the stamps) only when it changes.
+$(VENV)/.torch-spec: FORCE | $(BIN)/python
+	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
+
+$(VENV)/.run-ok: pyproject.toml $(VENV)/.torch-spec | $(BIN)/python
+	$(PIP) install -e . $(TORCH_ARG)
 	touch $@
 
 $(VENV)/.test-ok: pyproject.toml $(VENV)/.run-ok
-	$(PIP) install -e ".[test,dev]" "$(TORCH)"
+	$(PIP) install -e ".[test,dev]" $(TORCH_ARG)
 	touch $@
+
+FORCE:
 
 lint: $(VENV)/.test-ok
 	$(BIN)/ruff check src tests benchmarks

@@ -33,6 +33,32 @@ class Status(str, enum.Enum):
 _RANK = {Status.FAIL: 4, Status.WARN: 3, Status.INFO: 2, Status.OK: 1, Status.SKIPPED: 0}
 
 
+_TIME_UNITS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def _fitting_unit(
+    value: float | int | str | bool | None, unit: str
+) -> tuple[float | int | str | bool | None, str]:
+    """A time or a byte count in the unit that fits it: 12040 ms -> 12.04 s, 3e9 B -> 2.794 GiB;
+    anything else unchanged."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return value, unit
+    if unit in _TIME_UNITS and value:
+        secs = value * _TIME_UNITS[unit]
+        for name, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+            if abs(secs) >= scale:
+                return float(secs / scale), name
+        return float(secs / 1e-9), "ns"
+    if unit == "B" and abs(value) >= 1024:
+        v = float(value)
+        for name in _BYTE_UNITS:
+            if abs(v) < 1024 or name == _BYTE_UNITS[-1]:
+                return v, name
+            v /= 1024
+    return value, unit
+
+
 @dataclass(frozen=True)
 class Evidence(Record):
     """One measured or read value behind a finding, with its unit (``""`` for none)."""
@@ -42,18 +68,18 @@ class Evidence(Record):
     unit: str = ""
 
     def __str__(self) -> str:
-        if self.value is None:
+        value, unit = _fitting_unit(self.value, self.unit)
+        if value is None:
             shown = "n/a"
-        elif isinstance(self.value, float):
-            shown = f"{self.value:.4g}"
+        elif isinstance(value, float):
+            shown = f"{value:.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.4g}"
         else:
-            shown = str(self.value)
-        unit = (
-            ""
-            if not self.unit or self.value is None
-            else (self.unit if self.unit == "%" else f" {self.unit}")
-        )
+            shown = str(value)
+        unit = "" if not unit or value is None else (unit if unit == "%" else f" {unit}")
         return f"{self.name}={shown}{unit}"
+
+    def __repr__(self) -> str:
+        return f"<Evidence {self}>"
 
 
 @dataclass(frozen=True)
@@ -73,6 +99,24 @@ class Finding(Record):
     def failed(self) -> bool:
         """True when this finding should make the command exit 1."""
         return self.status is Status.FAIL
+
+    def __repr__(self) -> str:
+        title = self.title if len(self.title) <= 100 else self.title[:99] + "…"
+        return f"<Finding {self.status.value} {self.id}: {title}>"
+
+    def __str__(self) -> str:
+        lines = [f"[{self.status.value}] {self.id}: {self.title}"]
+        if self.evidence:
+            lines.append("  evidence: " + ", ".join(str(e) for e in self.evidence))
+        lines.extend(f"  - {d}" for d in self.details)
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import finding_html
+
+        return f"<table>{finding_html(self)}</table>"
 
 
 def worst(findings: Iterable[Finding]) -> Status:

@@ -73,6 +73,26 @@ class Inventory(Record):
 
         return inventory_html(self)
 
+    def __repr__(self) -> str:
+        h = self.host
+        mem = f", {h.memory_total / 2**30:.0f} GiB" if h.memory_total else ""
+        cores = f", {h.logical_cores} cores" if h.logical_cores else ""
+        gpus = ", ".join(g.name or f"GPU {g.index}" for g in self.gpus) or "no GPU"
+        fws = ", ".join(
+            f"{f.name} {f.version or ''}".strip() for f in self.frameworks if f.installed
+        )
+        origin = "" if self.origin == "live" else f", from {self.origin}"
+        return (
+            f"<Inventory {h.hostname or 'host'}: {h.cpu_model or 'unknown CPU'}{cores}{mem}; "
+            f"{gpus}; frameworks: {fws or 'none'}{origin}>"
+        )
+
+    def __str__(self) -> str:
+        from gpuprobe.report.reprs import capture
+        from gpuprobe.report.terminal import render_inventory
+
+        return capture(lambda con: render_inventory(self, con))
+
 
 def load(path: str | Path) -> Inventory:
     """Read a snapshot written by ``gpuprobe info --json``."""

@@ -83,8 +83,8 @@ class Store:
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise GpuprobeError(
-                f"cannot open the history at {self.path} ({exc}); set GPUPROBE_DATA_DIR to a "
-                "writable folder"
+                f"cannot open the history at {self.path} ({exc}); run without saving "
+                "(gpuprobe bench --no-save) or set GPUPROBE_DATA_DIR to a writable folder"
             ) from None
 
     def close(self) -> None:

@@ -170,12 +170,12 @@ def test_host_load_counts_other_processes_not_ours() -> None:
 
     import psutil
 
-    from gpuprobe.bench.runner import _HostLoad
+    from gpuprobe.hardware.load import HostLoad
 
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3: pass\n"
     other = subprocess.Popen([sys.executable, "-c", spin])  # not reaped: counts as another's
     try:
-        load = _HostLoad(children=True)
+        load = HostLoad(children=True)
         time.sleep(0.8)  # the window measured, not a stand-in for work
         busy = load.others_cores()
     finally:

@@ -81,9 +81,11 @@ def test_bad_usage_is_one_line(capsys, argv, message):
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_scale_alone_prints_help(capsys):
+def test_scale_alone_says_what_is_missing_in_one_line(capsys):
     assert cli.main(["scale"]) == 2
-    assert "lstsq" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "scale needs a target: gpuprobe scale lstsq" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 class _nothing:

@@ -89,7 +89,9 @@ def test_top_once_host_only() -> None:
     assert r.returncode == 0, r.stderr
     assert "gpuprobe top" in r.stdout and "Host" in r.stdout
     if "No GPU" in r.stdout:  # this machine and CI
-        assert "Showing the host alone" in " ".join(r.stdout.split())  # wrapped at 80 columns
+        text = " ".join(r.stdout.split())  # wrapped at 80 columns
+        assert "Showing the host and the processes using its CPU" in text
+        assert "busiest processes on the CPU" in text and "PID" in text
     r = run_gpuprobe("top", "--json", "--interval", "0.1", "--iterations", "2")
     samples = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(samples) == 2 and samples[1]["t"] > samples[0]["t"]

@@ -54,7 +54,7 @@ def test_figure_panels() -> None:
         "SM clock MHz",
         "core",
         "CPU % of a core",
-        "host mem GiB",
+        "memory",
     ):
         assert label in titles
     host_only = plots.timeline_figure(gpu, plots.CPU_PANELS)

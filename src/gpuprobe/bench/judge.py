@@ -8,12 +8,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from gpuprobe.bench.measurement import format_seconds
+from gpuprobe.bench.measurement import SPREAD_WARN_FRACTION, format_seconds
 from gpuprobe.bench.report import BenchResult, WorkerRun
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.load import HOST_BUSY_WARN_FRACTION as HOST_BUSY_WARN_FRACTION
+from gpuprobe.hardware.load import host_busy_finding
 from gpuprobe.inventory import Inventory
 
 __all__ = ["REL_ERROR_LIMIT", "crossover_size", "judge"]
+
+# A precision below float32 is recommended only when it ran at least this much faster than
+# float32 on the same device: gpuprobe's choice, above the run-to-run spread of a CPU matmul.
+PRECISION_FASTER_RATIO = 1.2
 
 GROUP = "bench"
 # ‖C − C64‖/‖C64‖ above which a product is wrong, per dtype, for standard-normal inputs with
@@ -38,11 +44,6 @@ PINNED_LINK_WARN_FRACTION = 0.5  # of the PCIe link; healthy links reach 60-87 %
 TRANSFER_JUDGE_MIN_BYTES = 64 * 2**20  # judge copies at or above this size only
 PAGEABLE_SLOW_FRACTION = 0.7  # pageable below this share of pinned: pinning pays
 NAIVE_MISLEADING_RATIO = 2.0  # E8's host clock this many times below the device's: misleading
-# Other processes using more than this share of the host's cores while a CPU backend is measured:
-# its figures are slowed, multi-threaded ones (BLAS, OpenMP) by far the most, because a barrier
-# waits a whole scheduler slice (4-16 ms, CFS) for a descheduled thread. Seen here: a 64x64 torch
-# matmul at 16 ms instead of 8 µs with two other jobs on 2 cores.
-HOST_BUSY_WARN_FRACTION = 0.25
 SYNC_EVERY_STEP_RATIO = 1.5  # host-every-step loop this many times slower: copy the log once
 
 
@@ -125,6 +126,54 @@ def _failures(results: Sequence[BenchResult], workers: Sequence[WorkerRun]) -> l
     return out
 
 
+# How to compute in each precision below float32, per framework ("" where it has no such switch).
+_LOWER_HOWTO: dict[str, dict[str, str]] = {
+    "torch": {
+        "tfloat32": "torch.set_float32_matmul_precision('high')",
+        "bfloat16": "torch.autocast(device_type, dtype=torch.bfloat16)",
+        "float16": "torch.autocast(device_type, dtype=torch.float16)",
+        "int8": "torch.ao.quantization.quantize_dynamic(model, dtype=torch.qint8)",
+    },
+}
+
+
+def _precision_fix(
+    fw: str, dev: str, speeds: dict[str, float | None], spread: frozenset[str] = frozenset()
+) -> str:
+    """Recommend only a precision that was measured faster than float32 here, and only as a
+    thing to confirm when its time or float32's varied too much to trust (``spread``)."""
+    lower = {
+        d: v
+        for d, v in speeds.items()
+        if d in ("tfloat32", "bfloat16", "float16", "int8")
+        and v is not None
+        and v >= PRECISION_FASTER_RATIO
+    }
+    if not lower:
+        slower = ", ".join(
+            f"{d} {v:.2g}×"
+            for d, v in speeds.items()
+            if d in ("tfloat32", "bfloat16", "float16", "int8") and v is not None
+        )
+        return f"keep float32 on {fw} {dev}: no lower precision ran faster here" + (
+            f" ({slower} of float32's speed)" if slower else ""
+        )
+    best = max(lower, key=lambda d: lower[d] or 0.0)
+    how = _LOWER_HOWTO.get(fw, {}).get(best) or f"compute in {best}"
+    noisy = sorted(spread & {best, "float32"})
+    if noisy:
+        return (
+            f"{best} ran {lower[best]:.2g}× float32's speed here, but the times of "
+            f"{' and '.join(noisy)} varied too much to trust (interquartile range over "
+            f"{SPREAD_WARN_FRACTION:.0%} of the median): re-run on an idle machine before "
+            f"switching to {how}"
+        )
+    return (
+        f"{best} ran {lower[best]:.2g}× float32's speed here; if your model tolerates its error: "
+        f"{how}"
+    )
+
+
 def _precision(results: Sequence[BenchResult]) -> list[Finding]:
     """E4: each dtype's speed against float32 at the largest size all of them reached, and its
     error."""
@@ -143,6 +192,7 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
         base = by_dtype["float32"][n].values.get("tflops") or 0.0
         ev = []
         parts = []
+        speeds: dict[str, float | None] = {}
         for dtype, sizes in by_dtype.items():
             r = sizes[n]
             rate = r.values.get("tflops") or 0.0
@@ -155,8 +205,9 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
                 None,
             )
             speed = rate / base if base else None
+            speeds[dtype] = speed
             ev.append(
-                Evidence(f"{dtype} speed vs float32", round(speed, 2) if speed else None, "×")
+                Evidence(f"{dtype} speed vs float32", float(f"{speed:.3g}") if speed else None, "×")
             )
             ev.append(Evidence(f"{dtype} error", err))
             parts.append(f"{dtype} {speed:.2g}×" + (f" (err {err:.1e})" if err is not None else ""))
@@ -166,8 +217,16 @@ def _precision(results: Sequence[BenchResult]) -> list[Finding]:
                 Status.INFO,
                 f"{fw} {dev}, matmul {n}×{n} against float32: " + ", ".join(parts),
                 ev,
-                fix="use the lowest precision whose error your model tolerates: "
-                "torch.autocast(device_type, dtype=torch.bfloat16)",
+                fix=_precision_fix(
+                    fw,
+                    dev,
+                    speeds,
+                    frozenset(
+                        d
+                        for d, sizes in by_dtype.items()
+                        if (m := sizes[n].measurement) is not None and m.too_spread
+                    ),
+                ),
                 subject=f"{fw} {dev}",
             )
         )
@@ -439,24 +498,20 @@ def _host_busy(workers: Sequence[WorkerRun], inv: Inventory | None) -> list[Find
     cores = (inv.host.usable_cores or inv.host.logical_cores) if inv is not None else None
     out = []
     for w in workers:
-        if w.device != "cpu" or w.others_cores is None or not cores:
+        if w.device != "cpu":
             continue
-        if w.others_cores > HOST_BUSY_WARN_FRACTION * cores:
-            out.append(
-                _f(
-                    "bench-host-busy",
-                    Status.WARN,
-                    f"{w.framework} cpu was measured while other processes kept "
-                    f"{w.others_cores:.1f} of {cores} cores busy: its CPU figures are slowed, "
-                    "multi-threaded ones (matmul) the most",
-                    [
-                        Evidence("others_cores", round(w.others_cores, 2), "cores"),
-                        Evidence("host_cores", cores, "cores"),
-                    ],
-                    fix="re-run 'gpuprobe bench' when the machine is idle (see 'gpuprobe top')",
-                    subject=f"{w.framework} cpu",
-                )
-            )
+        f = host_busy_finding(
+            "bench-host-busy",
+            f"{w.framework} cpu",
+            w.others_cores,
+            cores,
+            effect="its CPU figures are slowed, multi-threaded ones (matmul) the most",
+            fix="re-run 'gpuprobe bench' when the machine is idle (see 'gpuprobe top')",
+            group=GROUP,
+            subject=f"{w.framework} cpu",
+        )
+        if f is not None:
+            out.append(f)
     return out
 
 

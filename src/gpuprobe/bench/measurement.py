@@ -10,7 +10,11 @@ from typing import Any
 
 from gpuprobe._data import Record
 
-__all__ = ["Measurement", "format_seconds", "quantile", "rel_error"]
+__all__ = ["SPREAD_WARN_FRACTION", "Measurement", "format_seconds", "quantile", "rel_error"]
+
+# IQR / median above which a measurement's median is not to be trusted alone: the threshold
+# torch.utils.benchmark.Measurement warns at (_IQR_WARN_THRESHOLD = 0.1).
+SPREAD_WARN_FRACTION = 0.10
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -109,9 +113,69 @@ class Measurement(Record):
         b = self.work.get("bytes")
         return b / self.median if b and self.median > 0 else None
 
-    def __str__(self) -> str:
+    @property
+    def iqr(self) -> float:
+        """Interquartile range of the times (p75 − p25), seconds."""
+        s = sorted(self.times) or [self.median]
+        return quantile(s, 0.75) - quantile(s, 0.25)
+
+    @property
+    def spread(self) -> float | None:
+        """IQR / median: how much the repetitions disagree (None when the median is 0)."""
+        return self.iqr / self.median if self.median > 0 else None
+
+    @property
+    def too_spread(self) -> bool:
+        """True when the spread is above :data:`SPREAD_WARN_FRACTION`: something else was
+        using the machine, or the work is not the same each time; don't trust the median alone."""
+        return self.spread is not None and self.spread > SPREAD_WARN_FRACTION
+
+    @property
+    def warning(self) -> str | None:
+        """The spread warning, in words, or None."""
+        if not self.too_spread or self.spread is None:
+            return None
         return (
+            f"the interquartile range is {self.spread:.0%} of the median (over "
+            f"{SPREAD_WARN_FRACTION:.0%}): the times vary too much to trust the median alone; "
+            "other processes may be using the machine (see 'gpuprobe top')"
+        )
+
+    def __str__(self) -> str:
+        text = (
             f"{self.name} [{self.framework} {self.device}]: median {format_seconds(self.median)} "
             f"(p20 {format_seconds(self.p20)}, p80 {format_seconds(self.p80)}, "
             f"min {format_seconds(self.min)}, n={self.n}, {self.timer})"
+        )
+        warning = self.warning
+        return text if warning is None else f"{text}\n  WARNING: {warning}"
+
+    def __repr__(self) -> str:
+        spread = "" if self.spread is None else f", IQR {self.spread:.0%} of median"
+        flag = "; WARNING: too spread to trust" if self.too_spread else ""
+        return (
+            f"<Measurement {self.name} [{self.framework} {self.device}]: median "
+            f"{format_seconds(self.median)}{spread}, n={self.n}, {self.timer}{flag}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        warning = self.warning
+        warn = (
+            ""
+            if warning is None
+            else f"<br><b style='color:#9a6700'>warning:</b> {escape(warning)}"
+        )
+        rate = ""
+        if self.flops:
+            rate = f", {self.flops / 1e9:.4g} GFLOP/s"
+        elif self.bytes_per_s:
+            rate = f", {self.bytes_per_s / 1e9:.4g} GB/s"
+        return (
+            f"<div class='gpuprobe-measurement'><b>{escape(self.name)}</b> "
+            f"[{escape(self.framework)} {escape(self.device)}]: median "
+            f"{format_seconds(self.median)} (p20 {format_seconds(self.p20)}, p80 "
+            f"{format_seconds(self.p80)}, min {format_seconds(self.min)}; n={self.n}, "
+            f"{escape(self.timer)}){rate}{warn}</div>"
         )

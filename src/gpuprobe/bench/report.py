@@ -10,7 +10,7 @@ for compute, bytes for sizes of copies.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from gpuprobe._data import Record
 from gpuprobe.bench.measurement import Measurement
@@ -132,14 +132,18 @@ class Environment(Record):
             ("BLAS", old.blas, self.blas),
             ("threads", old.threads, self.threads),
         ):
+            if label in ("BLAS", "threads") and (a is None or b is None):
+                continue  # numpy was not benchmarked in one of the runs: unknown, not changed
             if a != b:
                 out.append(
                     f"{label}: {a if a is not None else 'n/a'} → {b if b is not None else 'n/a'}"
                 )
-        for name in sorted(set(old.frameworks) | set(self.frameworks)):
-            a, b = old.frameworks.get(name), self.frameworks.get(name)
+        # a framework's version is known only where it was benchmarked: one that a run left out
+        # (--backend) is not "not installed"
+        for name in sorted(set(old.frameworks) & set(self.frameworks)):
+            a, b = old.frameworks[name], self.frameworks[name]
             if a != b:
-                out.append(f"{name}: {a or 'not installed'} → {b or 'not installed'}")
+                out.append(f"{name}: {a} → {b}")
         return tuple(out)
 
 
@@ -212,11 +216,12 @@ class BenchReport(Record):
         """The first finding with ``finding_id``."""
         return next((f for f in self.findings if f.id == finding_id), None)
 
-    def plot(self, path: str) -> None:
-        """Write the charts (crossover, bandwidth vs size, roofline) to ``path`` (.png or .svg)."""
+    def plot(self, path: str | None = None) -> Any:
+        """The charts (crossover, bandwidth vs size, roofline) as a matplotlib figure, which
+        Jupyter shows inline; written to ``path`` too when given (.png or .svg)."""
         from gpuprobe.report.bench_plots import plot_bench
 
-        plot_bench(self, path)
+        return plot_bench(self, path)
 
     def __repr__(self) -> str:
         pairs = sorted({f"{w.framework} {w.device}" for w in self.workers})

@@ -12,7 +12,6 @@ import datetime as _dt
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 from gpuprobe.bench.report import BenchReport, BenchResult, Environment, WorkerRun
 from gpuprobe.bench.workloads import WORKLOADS, Settings
 from gpuprobe.errors import UsageError
+from gpuprobe.hardware.load import HostLoad
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.inventory import Inventory
 
@@ -53,12 +53,19 @@ PEAK_FIELD: dict[str, str] = {
 }
 
 Progress = Callable[[str, int, int], None]  # (what runs now, steps done, steps in all)
+_CHOICES = {
+    "--backend": f"choose from {', '.join(ALL_BACKENDS)}, or leave --backend out for all here",
+    "--device": "use cpu, cuda:N or cuda, or leave --device out for all here",
+}
 
 
-def _split(values: Iterable[str] | None) -> list[str]:
+def _split(values: Iterable[str] | None, option: str = "") -> list[str]:
     out: list[str] = []
     for v in values or ():
-        out.extend(p.strip() for p in v.split(",") if p.strip())
+        parts = [p.strip() for p in v.split(",") if p.strip()]
+        if not parts and option:  # --backend '' names nothing: not "all of them"
+            raise UsageError(f"{option} {v!r} names nothing; {_CHOICES[option]}")
+        out.extend(parts)
     return out
 
 
@@ -92,7 +99,7 @@ def plan(
     here."""
     usable = _framework_devices(inv)
     here = sorted({d for ds in usable.values() for d in ds}, key=lambda d: (d != "cpu", d))
-    asked_b = _split(backends)
+    asked_b = _split(backends, "--backend")
     for b in asked_b:
         if b not in ALL_BACKENDS:
             raise UsageError(f"unknown backend {b!r}; choose from {', '.join(ALL_BACKENDS)}")
@@ -101,7 +108,7 @@ def plan(
                 f"backend {b!r} is not usable here (not installed, or it sees no device it runs "
                 f"on); backends here: {', '.join(usable)}"
             )
-    asked_d = _split(devices)
+    asked_d = _split(devices, "--device")
     expanded: list[str] = []
     for d in asked_d:
         if not DEVICE_RE.match(d):
@@ -167,40 +174,6 @@ class _Collector:
             self.errors.append(f"{event.get('workload')}: {event.get('error')}")
         elif kind == "done":
             self.done = True
-
-
-class _HostLoad:
-    """How many cores other processes kept busy over a stretch of time: the host's busy CPU time
-    (psutil) less our own (``getrusage`` of this process, or of its finished children)."""
-
-    def __init__(self, *, children: bool) -> None:
-        self._who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
-        self._t0 = time.perf_counter()
-        self._busy0 = self._host_busy()
-        self._ours0 = self._ours()
-
-    @staticmethod
-    def _host_busy() -> float | None:
-        try:
-            import psutil
-
-            t = psutil.cpu_times()
-        except (ImportError, OSError):
-            return None
-        return float(sum(t)) - float(t.idle) - float(getattr(t, "iowait", 0.0))
-
-    def _ours(self) -> float:
-        r = resource.getrusage(self._who)
-        return r.ru_utime + r.ru_stime
-
-    def others_cores(self) -> float | None:
-        """Cores used by others since construction, or None where the host cannot say."""
-        busy = self._host_busy()
-        wall = time.perf_counter() - self._t0
-        if busy is None or self._busy0 is None or wall <= 0:
-            return None
-        others = (busy - self._busy0) - (self._ours() - self._ours0)
-        return max(0.0, others / wall)
 
 
 def _run_child(
@@ -348,6 +321,10 @@ def run_bench(
 
         inventory = read_inventory()
     pairs = plan(inventory, backends, devices)
+    if save or compare:  # a history that cannot be written is said before anything is measured
+        from gpuprobe.store import Store
+
+        Store().close()
     t0 = time.perf_counter()
     total = len(pairs) * len(names)
     done = 0
@@ -371,7 +348,7 @@ def run_bench(
 
         collect = _Collector(label, on_start)
         started = time.perf_counter()
-        load = _HostLoad(children=isolate)
+        load = HostLoad(children=isolate)
         if isolate:
             _run_child(framework, device, names, settings, collect, WORKER_TIMEOUT_S[int(quick)])
         else:

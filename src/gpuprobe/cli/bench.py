@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +14,7 @@ from gpuprobe.cli._common import console, print_json
 
 __all__ = ["register", "run"]
 
-WIDE = 150  # columns when writing to a file or a pipe: the tables stay one row per result
+WIDE = 150  # columns when writing to a file or a pipe (unless COLUMNS says): one row per result
 _WORKLOADS = "expression, scale, matmul, transfer, launch, crossover, sync, multi"
 
 
@@ -124,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuprobe.report.bench_table import render_bench
 
         out = console()
-        if not out.is_terminal:
+        if not out.is_terminal and not os.environ.get("COLUMNS"):
             out.width = max(out.width, WIDE)
         render_bench(report, out)
         if args.plot:

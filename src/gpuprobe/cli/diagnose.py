@@ -132,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.trace:
         raise UsageError("diagnose needs a TRACE file (or --compare BEFORE AFTER)")
+    if args.html_step is not None and not args.html:
+        raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     diag, ctx = _diagnose(args.trace, args)
     if args.html:
         from gpuprobe.diagnose.html import write_html

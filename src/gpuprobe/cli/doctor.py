@@ -30,10 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuprobe.cli.info import load_snapshot
     from gpuprobe.doctor import doctor
-    from gpuprobe.inventory import load
+    from gpuprobe.inventory import Inventory
 
-    snapshot = load(args.snapshot) if args.snapshot else None
+    snap = load_snapshot(args.snapshot)
+    snapshot = snap if isinstance(snap, Inventory) else None
     with progress(not args.json, "gpuprobe doctor") as update:
         report = doctor(quick=args.quick, inventory=snapshot, progress=update)
     if args.json:

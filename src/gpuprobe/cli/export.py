@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM; 0 then."""
     from gpuprobe.errors import UsageError
-    from gpuprobe.monitor.exporter import serve
+    from gpuprobe.monitor.exporter import serve, url_host
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0-65535, not {args.port}")
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 {
-                    "url": f"http://{args.host}:{port}/metrics",
+                    "url": f"http://{url_host(args.host)}:{port}/metrics",
                     "port": port,
                     "gpus": len(sampler.gpus),
                     "driver": sampler.driver.status,
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             else (f"no GPU ({sampler.driver.error or sampler.driver.status}); host metrics only")
         )
         print(
-            f"gpuprobe export: serving http://{args.host}:{port}/metrics, {gpus}, "
+            f"gpuprobe export: serving http://{url_host(args.host)}:{port}/metrics, {gpus}, "
             f"sampling at {sampler.hz:g} Hz; Ctrl-C stops",
             flush=True,
         )

@@ -25,13 +25,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="static: read package files only (fast); runtime: import each framework in a child "
         "process to list the GPUs it sees; auto (default): runtime when a GPU is present",
     )
+    p.add_argument(
+        "--from",
+        dest="snapshot",
+        metavar="SNAPSHOT",
+        help="show a snapshot written by 'gpuprobe info --json' (from another machine) instead "
+        "of this machine",
+    )
     p.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from gpuprobe.inventory import inventory
+def load_snapshot(path: str | None) -> object:
+    """The inventory in ``path`` (``--from``), None when not given; a clear error for ''."""
+    from gpuprobe.errors import UsageError
+    from gpuprobe.inventory import load
 
-    inv = inventory(frameworks=args.frameworks)
+    if path is None:
+        return None
+    if not path.strip():
+        raise UsageError(
+            "--from needs a file name: the snapshot written by 'gpuprobe info --json > FILE'"
+        )
+    return load(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuprobe.inventory import Inventory, inventory
+
+    snap = load_snapshot(args.snapshot)
+    inv = snap if isinstance(snap, Inventory) else inventory(frameworks=args.frameworks)
     if args.json:
         print_json(inv.to_dict())
     else:

@@ -30,7 +30,9 @@ def _budget(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 < value <= 60:
-        raise argparse.ArgumentTypeError(f"{text}: give between 0 and 60 seconds")
+        raise argparse.ArgumentTypeError(
+            f"{text}: give a time above 0 and at most 60 seconds (e.g. 0.5)"
+        )
     return value
 
 
@@ -70,7 +72,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
     with progress(not args.json, "gpuprobe precision"):
         model = demo.encoder(device)
-        x = demo.encoder_inputs(args.batch, device)
+        try:
+            x = demo.encoder_inputs(args.batch, device)
+        except Exception as exc:  # the inputs alone do not fit: say so, exit 1
+            from gpuprobe.errors import GpuprobeError
+            from gpuprobe.memory.oom import classify_oom
+
+            if classify_oom(exc) is None:
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise GpuprobeError(
+                f"--batch {args.batch}: the demo inputs alone run out of memory on {device} "
+                f"({first}); try a smaller --batch"
+            ) from None
         report = precision_sweep(model, x, args.dtypes or DTYPES, budget_s=args.budget)
     if args.json:
         print_json(report.to_dict())
@@ -81,4 +95,5 @@ def run(args: argparse.Namespace) -> int:
             f"{d['nhead']} heads, seq {d['seq']}), random weights"
         )
         print(report)
-    return 0
+    # a dtype that ran out of memory (or any failed check) is a failure, not a result
+    return 1 if any(f.failed for f in report.findings) else 0

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
 
 __all__ = ["register", "run_lstsq"]
 
@@ -66,7 +66,7 @@ def register(sub: Any) -> None:
         "parallel efficiency, communication share and accuracy.",
     )
     targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
-    p.set_defaults(handler=lambda _args: _print_help(p))
+    p.set_defaults(handler=_no_target)
 
     lp = targets.add_parser(
         "lstsq",
@@ -146,9 +146,39 @@ def register(sub: Any) -> None:
     lp.set_defaults(handler=run_lstsq)
 
 
-def _print_help(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return EXIT_USAGE
+def _no_target(_args: argparse.Namespace) -> int:
+    raise UsageError(
+        "scale needs a target: gpuprobe scale lstsq [--rows N --cols N --workers 1,2,4] "
+        "(see 'gpuprobe scale lstsq --help')"
+    )
+
+
+# Local workers per core above which a sweep is refused: each worker is a process that wants a
+# core of its own, so past this they only time-share the cores (64 workers on 2 cores ran for
+# minutes before the first result). gpuprobe's choice: 2 leaves room to see oversubscription.
+LOCAL_WORKERS_PER_CORE_MAX = 2
+
+
+def _check_workers(workers: list[int], scheduler: str | None) -> None:
+    """Refuse more local workers than the cores can run; warn above one per core."""
+    if scheduler:  # a cluster's own workers: its size is checked against the cluster
+        return
+    from gpuprobe.parallel.engine import available_cores
+
+    cores = available_cores()
+    most = max(workers)
+    if most > LOCAL_WORKERS_PER_CORE_MAX * cores:
+        raise UsageError(
+            f"--workers {most}: this machine has {cores} core(s), and each local worker is a "
+            f"process that wants a core; give at most {LOCAL_WORKERS_PER_CORE_MAX * cores} "
+            "(one per core measures scaling), or --scheduler ADDRESS for a cluster's workers"
+        )
+    if most > cores:
+        print(
+            f"gpuprobe: warning: --workers {most} on {cores} core(s): beyond {cores} the "
+            "workers time-share the cores, so speedups there measure oversubscription",
+            file=sys.stderr,
+        )
 
 
 def _default_workers() -> list[int]:
@@ -174,6 +204,9 @@ def run_lstsq(args: argparse.Namespace) -> int:
         raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
     from gpuprobe.parallel.lstsq import SgdSettings
     from gpuprobe.parallel.scale import scale_lstsq
+
+    if args.workers:
+        _check_workers(args.workers, args.scheduler)
 
     sgd = SgdSettings(epochs=args.epochs) if args.epochs else None
     status = _progress()
@@ -205,7 +238,9 @@ def run_lstsq(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        print(result)
+        from gpuprobe.report.fit import terminal_width
+
+        print(result.text(terminal_width()))
         if args.plot:
             print(f"\nplot: {args.plot}")
     return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK

@@ -16,7 +16,8 @@ def register(sub: Any) -> None:
         help="live view of every GPU, its processes and the host's cores",
         description="A live terminal view: per-GPU utilization and memory bars with history, "
         "power, clocks and throttling, the processes on each GPU, and every host core. "
-        "On a machine with no GPU it shows the host alone. Ctrl-C quits.",
+        "On a machine with no GPU it shows the host and the busiest processes on the CPU. "
+        "q (or Ctrl-C) quits.",
     )
     p.add_argument(
         "--interval", type=float, default=1.0, help="seconds between refreshes (0.05-10, default 1)"

@@ -15,6 +15,7 @@ from gpuprobe._data import Record
 from gpuprobe.doctor.worker import WorkerResult
 from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK
 from gpuprobe.findings import Finding, Status, worst, worst_first
+from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.inventory import Inventory
 
 __all__ = ["GROUPS", "DoctorReport", "doctor", "judge"]
@@ -31,6 +32,8 @@ class DoctorReport(Record):
     workers: tuple[WorkerResult, ...] = ()
     elapsed_s: float | None = None
     live: bool = True  # False when judging a recorded snapshot (no kernels were run)
+    # CPU cores other processes kept busy while the kernel checks ran (None: not measured)
+    others_cores: float | None = None
 
     @property
     def status(self) -> Status:
@@ -57,6 +60,22 @@ class DoctorReport(Record):
         from gpuprobe.report.notebook import doctor_html
 
         return doctor_html(self)
+
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        elapsed = f", {self.elapsed_s:.1f} s" if self.elapsed_s is not None else ""
+        mode = "" if self.live else ", recorded snapshot"
+        return (
+            f"<DoctorReport {self.status.value}: {len(self.findings)} findings "
+            f"({status_counts(self.findings)}){elapsed}{mode}, exit code {self.exit_code}>"
+        )
+
+    def __str__(self) -> str:
+        from gpuprobe.report.reprs import capture
+        from gpuprobe.report.terminal import render_doctor
+
+        return capture(lambda con: render_doctor(self, con))
 
 
 def judge(inv: Inventory, workers: list[WorkerResult] | None = None) -> list[Finding]:
@@ -106,13 +125,34 @@ def doctor(
     inv = read_inventory(frameworks="runtime") if inventory is None else inventory
     if run_kernels is None:
         run_kernels = live
-    workers = run_workers(plan_workers(inv), quick, progress) if run_kernels else None
+    others = None
+    if run_kernels:
+        load = HostLoad(children=True)
+        workers = run_workers(plan_workers(inv), quick, progress)
+        others = load.others_cores()
+    else:
+        workers = None
+    findings = judge(inv, workers)
+    busy = host_busy_finding(
+        "doctor-host-busy",
+        "the performance checks' timing",
+        others,
+        inv.host.usable_cores or inv.host.logical_cores,
+        effect="the CPU timings (E1) are slowed and the GPU's speedup over the CPU looks larger "
+        "than on an idle machine",
+        fix="re-run 'gpuprobe doctor' when the machine is idle (see 'gpuprobe top')",
+        group="performance",
+        subject="host",
+    )
+    if busy is not None:
+        findings.append(busy)
     return DoctorReport(
         inventory=inv,
-        findings=tuple(judge(inv, workers)),
+        findings=tuple(findings),
         workers=tuple(workers or ()),
         elapsed_s=round(time.perf_counter() - t0, 3),
         live=live,
+        others_cores=None if others is None else round(others, 3),
     )
 
 

@@ -50,6 +50,7 @@ THROTTLE_WARN_REASONS = (
 PCIE_LANE_GBS: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # E1 as the note measured it (gpu-data-science-wiki.md: GCP n1-standard-4 with a T4).
 E1_NOTE = {"numpy float64": 4.12, "torch cpu float32": 0.738, "torch cuda float32": 0.0189}
+E1_NOTE_N = 10_000  # the note's n: E1 sums over an n×n array
 
 
 def pcie_link_gbs(gen: int | None, width: int | None) -> float | None:
@@ -133,6 +134,20 @@ def _correctness(r: WorkerResult, subject: str) -> list[Finding]:
     return out
 
 
+def _note_text(n: object) -> str:
+    """How this run's E1 compares with the note's: the same size, or says it differs."""
+    if n == E1_NOTE_N:
+        return " (the note: NumPy 4.12 s, torch CPU 738 ms on a 4-vCPU VM)"
+    if isinstance(n, int) and n > 0:
+        ratio = (E1_NOTE_N / n) ** 2
+        return (
+            f" (not comparable with the note's NumPy 4.12 s and torch CPU 738 ms: those were "
+            f"{E1_NOTE_N}×{E1_NOTE_N}, {ratio:.3g}× this run's work; run without --quick for "
+            "the note's size)"
+        )
+    return ""
+
+
 def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
     """The CPU baseline: E1 on NumPy (float64, as the note) and torch CPU (float32)."""
     out: list[Finding] = []
@@ -160,7 +175,7 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
             ev.append(_ev_time(f"e1 {label}", m.median))
             parts.append(f"{label} {format_seconds(m.median)}")
             note = E1_NOTE.get(label)
-            if note is not None and m.metadata.get("n") == 10_000:
+            if note is not None and m.metadata.get("n") == E1_NOTE_N:
                 ev.append(_ev_time(f"note: {label}", note))
     if parts:
         n = next(
@@ -176,9 +191,7 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
             Finding(
                 "cpu-e1",
                 Status.INFO,
-                f"CPU on E1 (sin²/cos² summed over {n}×{n}): "
-                + ", ".join(parts)
-                + " (the note: NumPy 4.12 s, torch CPU 738 ms on a 4-vCPU VM)",
+                f"CPU on E1 (sin²/cos² summed over {n}×{n}): " + ", ".join(parts) + _note_text(n),
                 tuple(ev),
                 group=GROUP,
                 subject="cpu",

@@ -26,6 +26,8 @@ from gpuprobe._data import Record
 from gpuprobe.bench.measurement import Measurement, format_seconds
 from gpuprobe.errors import GpuprobeError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.host import usable_cores
+from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.memory.oom import classify_oom, format_bytes
 from gpuprobe.report.findings_text import findings_lines
 
@@ -102,6 +104,7 @@ class FitResult(Record):
     memory_limit: int | None = None  # bytes, when a cap was set
     cap: str | None = None  # what the cap limits, in words
     findings: tuple[Finding, ...] = ()
+    others_cores: float | None = None  # cores other processes kept busy during the search
 
     @property
     def curve(self) -> list[tuple[int, float]]:
@@ -111,6 +114,21 @@ class FitResult(Record):
 
     def __str__(self) -> str:
         return render_text(self)
+
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        best = "nothing fits" if self.best is None else f"largest that fits {self.best}"
+        knee = f", knee {self.knee}" if self.knee is not None else ""
+        return (
+            f"<FitResult {self.device}: {best} of {self.smallest}..{self.largest}{knee}; "
+            f"{len(self.trials)} trials; findings: {status_counts(self.findings)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import text_html
+
+        return text_html(render_text(self), css_class="gpuprobe-fitresult")
 
 
 def _rate(v: float | None) -> str:
@@ -346,6 +364,7 @@ def fit(
             on_trial(t)
         return t
 
+    load = HostLoad(children=isolated, self_too=True)
     try:
         fit_i, fail_i, used = search(sizes, lambda b: run_one(b, "search").fits, tolerance)
         best = sizes[fit_i] if fit_i >= 0 else None
@@ -379,7 +398,27 @@ def fit(
         memory_limit=memory_limit,
         cap=_cap_text(memory_limit, device),
     )
-    return replace(result, findings=tuple(judge(result)))
+    findings = judge(result)
+    others = load.others_cores()
+    busy = host_busy_finding(
+        "fit-host-busy",
+        "the batch-size search",
+        others,
+        usable_cores(),
+        effect="the step times and the throughput curve (and its knee) are slowed and noisy; "
+        "which sizes fit is not affected",
+        fix="re-run when the machine is idle (see 'gpuprobe top') before choosing a batch size "
+        "by throughput",
+        group="fit",
+        subject="host",
+    )
+    if busy is not None:
+        findings.append(busy)
+    return replace(
+        result,
+        findings=tuple(findings),
+        others_cores=None if others is None else round(others, 3),
+    )
 
 
 def _cap_text(memory_limit: int | None, device: str | None) -> str | None:

@@ -28,6 +28,8 @@ from gpuprobe._data import Record
 from gpuprobe.bench.measurement import format_seconds
 from gpuprobe.errors import UsageError
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.host import usable_cores
+from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
@@ -83,6 +85,7 @@ class PrecisionReport(Record):
     recommended: str | None = None
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
+    others_cores: float | None = None  # cores other processes kept busy during the sweep
 
     def result(self, dtype: str) -> PrecisionResult | None:
         """The row for ``dtype``."""
@@ -90,6 +93,23 @@ class PrecisionReport(Record):
 
     def __str__(self) -> str:
         return render_text(self)
+
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        rows = ", ".join(
+            f"{r.dtype} {r.speedup:.2f}×" if r.speedup is not None else f"{r.dtype} {r.outcome}"
+            for r in self.results
+        )
+        return (
+            f"<PrecisionReport {self.device}, batch {self.batch}: {rows}; recommended "
+            f"{self.recommended or 'none'}; findings: {status_counts(self.findings)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import text_html
+
+        return text_html(render_text(self), css_class="gpuprobe-precisionreport")
 
 
 def _flat_tensors(torch: Any, out: Any) -> list[Any]:
@@ -186,6 +206,7 @@ def precision_sweep(
     results: dict[str, PrecisionResult] = {}
     ref = None
     notes: list[str] = []
+    load = HostLoad(children=False)
     try:
         for name in order:
             plan = _plan(torch, ft, name, model, dev)
@@ -205,9 +226,17 @@ def precision_sweep(
             except UsageError:
                 raise
             except Exception as exc:
+                from gpuprobe.memory.oom import classify_oom
+
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                why = f"{type(exc).__name__}: {first}"
                 results[name] = PrecisionResult(
-                    dtype=name, outcome="error", how=how, reason=f"{type(exc).__name__}: {exc}"
+                    dtype=name,
+                    outcome="error",
+                    how=how,
+                    reason=f"{OOM_REASON}: {why}" if classify_oom(exc) is not None else why,
                 )
+                del exc
                 continue
             if ref is None:
                 ref = out
@@ -246,9 +275,26 @@ def precision_sweep(
         metric_name=getattr(metric, "__name__", "metric") if metric is not None else None,
         notes=tuple(notes),
     )
+    others = load.others_cores()
     rec = recommend(report)
-    report = replace(report, recommended=rec)
-    return replace(report, findings=tuple(judge(report)))
+    report = replace(
+        report, recommended=rec, others_cores=None if others is None else round(others, 3)
+    )
+    findings = judge(report)
+    busy = host_busy_finding(
+        "precision-host-busy",
+        "the precision sweep",
+        others,
+        usable_cores(),
+        effect="its latencies are slowed and noisy, so one precision may look faster or slower "
+        "than another when it is not",
+        fix="re-run when the machine is idle (see 'gpuprobe top') before choosing a precision",
+        group="precision",
+        subject="host",
+    )
+    if busy is not None:
+        findings.append(busy)
+    return replace(report, findings=tuple(findings))
 
 
 def recommend(r: PrecisionReport) -> str | None:
@@ -277,8 +323,43 @@ _FIX = {
 }
 
 
-def judge(r: PrecisionReport) -> list[Finding]:
-    """precision-recommend, precision-accuracy-loss, precision-no-gain, precision-skipped."""
+OOM_REASON = "out of memory"  # how a result that ran out of memory starts its reason
+# CPU flags (/proc/cpuinfo spelling) that compute each precision in hardware: Intel AMX tiles and
+# AVX-512 extensions (Linux arch/x86/include/asm/cpufeatures.h).
+LOWP_CPU_FLAGS: dict[str, tuple[str, ...]] = {
+    "bf16": ("amx_bf16", "avx512_bf16"),
+    "fp16": ("amx_fp16", "avx512_fp16"),
+    "int8": ("amx_int8", "avx512_vnni", "avx_vnni"),
+}
+
+
+def _cpu_flags() -> frozenset[str]:
+    from gpuprobe.hardware.host import _cpuinfo
+
+    return frozenset(_cpuinfo()[1])
+
+
+def _cpu_no_gain(dtype: str, flags: frozenset[str]) -> str:
+    """Why a lower precision was not faster on this CPU, from what its flags say it has."""
+    wanted = LOWP_CPU_FLAGS.get(dtype, ())
+    has = [f for f in wanted if f in flags]
+    if has:
+        return (
+            f"this CPU computes {dtype} in hardware ({', '.join(has)}), yet it was not faster: "
+            "the model is bound by per-call overhead, not arithmetic, or its layers' kernels "
+            "do not use those instructions"
+        )
+    if not wanted:
+        return "a small model is bound by launch overhead, not arithmetic"
+    return (
+        f"this CPU has none of {', '.join(wanted)}: {dtype} is converted back to fp32 for the "
+        "arithmetic, which costs time; a small model is bound by launch overhead too"
+    )
+
+
+def judge(r: PrecisionReport, cpu_flags: frozenset[str] | None = None) -> list[Finding]:
+    """precision-recommend, precision-accuracy-loss, precision-no-gain, precision-skipped.
+    ``cpu_flags``: this CPU's (read from /proc/cpuinfo when None)."""
     out: list[Finding] = []
     dev = r.device.partition(":")[0]
     rec = r.result(r.recommended) if r.recommended else None
@@ -335,11 +416,24 @@ def judge(r: PrecisionReport) -> list[Finding]:
                     group="precision",
                     subject=x.dtype,
                     details=(
-                        "CPUs without AMX/AVX512-BF16 convert low precision back to fp32; "
-                        "a small model is bound by launch overhead, not arithmetic",
+                        _cpu_no_gain(x.dtype, _cpu_flags() if cpu_flags is None else cpu_flags),
                     )
                     if dev == "cpu"
                     else (),
+                )
+            )
+        elif x.outcome == "error" and (x.reason or "").startswith(OOM_REASON):
+            out.append(
+                Finding(
+                    id="precision-out-of-memory",
+                    status=Status.FAIL,
+                    title=f"{x.dtype} ran out of memory at batch {r.batch}: "
+                    f"{(x.reason or '')[len(OOM_REASON) + 2 :]}",
+                    evidence=(Evidence("batch", r.batch), Evidence("dtype", x.dtype)),
+                    fix="use a smaller batch (gpuprobe precision --batch N, or fewer rows in the "
+                    "inputs); gpuprobe fit finds the largest batch that fits",
+                    group="precision",
+                    subject=x.dtype,
                 )
             )
         elif x.outcome in ("skipped", "error"):

@@ -21,7 +21,7 @@ from gpuprobe.hardware.types import CLOCK_EVENT_REASONS, Gpu
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.sampler import NvmlFactory, Sampler
 
-__all__ = ["DCGM_FIELDS", "GpuprobeCollector", "serve"]
+__all__ = ["DCGM_FIELDS", "GpuprobeCollector", "listen_error", "serve", "url_host"]
 
 MiB = 2**20
 
@@ -209,6 +209,35 @@ class GpuprobeCollector:
         yield cost
 
 
+def listen_error(host: str, port: int, exc: OSError) -> str:
+    """What to do when the server cannot listen: the host is wrong, or the port is taken."""
+    import errno
+    import socket
+
+    where = f"{url_host(host)}:{port}"
+    why = exc.strerror or str(exc)
+    if isinstance(exc, socket.gaierror):
+        return (
+            f"cannot listen on {where}: {host!r} is not a known name or address ({why}); give an "
+            "address of this machine with --host (127.0.0.1, or 0.0.0.0 for every interface)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"cannot listen on {where}: {host} is not an address of this machine ({why}); give "
+            "one of its addresses with --host (127.0.0.1, or 0.0.0.0 for every interface)"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"cannot listen on {where}: {why}; ports below 1024 need root: pick a --port above"
+    if exc.errno == errno.EADDRINUSE:
+        return f"cannot listen on {where}: the port is in use ({why}); pick another --port"
+    return f"cannot listen on {where}: {why}"
+
+
+def url_host(host: str) -> str:
+    """``host`` as it goes in a URL: an IPv6 address in brackets (RFC 3986)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def serve(
     host: str = "127.0.0.1",
     port: int = 9400,
@@ -235,9 +264,7 @@ def serve(
         sampler.close()
         from gpuprobe.errors import UsageError
 
-        raise UsageError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port"
-        ) from None
+        raise UsageError(listen_error(host, port, exc)) from None
     server = result[0] if isinstance(result, tuple) else result
     sampler.start(collector.update)
     return server, sampler, collector

@@ -27,9 +27,11 @@ import signal
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuprobe._data import Record
 from gpuprobe.findings import Evidence, Finding, Status, worst_first
+from gpuprobe.hardware.load import host_busy_finding, others_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import TreeSample
 from gpuprobe.monitor.timeline import Timeline
@@ -57,6 +59,14 @@ __all__ = [
     "command_text",
     "summarize",
 ]
+
+# Exit codes of a command stopped by the user's Ctrl-C: 128 + SIGINT (the shell's convention, and
+# what gpuprobe run records for a child killed by SIGINT) and -SIGINT (Popen's returncode).
+INTERRUPT_CODES = (128 + 2, -2)
+# A busy host is reported for a command that used at least this many cores on average, or whose
+# busiest thread waited that much for a core (ran + waited, less ran; schedstat): gpuprobe's
+# choice, a tenth of a core; a command that sleeps or waits on the GPU loses nothing to the load.
+HOST_WAIT_MIN_CORES = 0.1
 
 # -- thresholds (unit; source) ---------------------------------------------------------------------
 GPU_BUSY_OK_PERCENT = 80.0  # mean utilization.gpu, %; E10's "good" graph stays near 100 %
@@ -142,6 +152,8 @@ class HostStats(Record):
     rss_end: int | None = None
     memory_available_min: int | None = None  # bytes
     memory_total: int | None = None
+    # cores other processes kept busy: the host's busy cores less the command's and the sampler's
+    others_cores_mean: float | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +173,15 @@ class RunSummary(Record):
     gpus: tuple[GpuStats, ...]
     host: HostStats
     findings: tuple[Finding, ...]
+
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        return (
+            f"<RunSummary {command_text(self.command, 60)}: {self.duration_s:.1f} s, exit code "
+            f"{'n/a' if self.exit_code is None else self.exit_code}, {self.samples} samples; "
+            f"findings: {status_counts(self.findings)}>"
+        )
 
 
 def command_text(cmd: Sequence[str] | None, limit: int = 120) -> str:
@@ -288,7 +309,19 @@ def _host_stats(tl: Timeline) -> HostStats:
         rss_end=rss[-1] if rss else None,
         memory_available_min=min(avail) if avail else None,
         memory_total=tl.header.host.memory_total,
+        others_cores_mean=_others(tl, cores, host_means, trees),
     )
+
+
+def _others(tl: Timeline, cores: int, host_means: list[float], trees: list[Any]) -> float | None:
+    """Cores other processes kept busy (mean): the host's busy cores less the command's tree
+    and gpuprobe's sampler."""
+    if not host_means or not trees or not cores or tl.duration_s <= 0:
+        return None
+    host_cores = statistics.fmean(host_means) / 100 * cores
+    own = statistics.fmean(t.cpu_percent for t in trees) / 100 + tl.sampler_cpu_s / tl.duration_s
+    others = others_cores(host_cores, own)
+    return None if others is None else round(others, 2)
 
 
 def _starvation(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
@@ -497,6 +530,33 @@ def _gpu_findings(tl: Timeline, st: GpuStats, host: HostStats) -> list[Finding]:
 
 def _host_findings(tl: Timeline, host: HostStats) -> list[Finding]:
     out: list[Finding] = []
+    wants = host.main_thread_wants_mean_percent
+    got = host.main_thread_mean_percent
+    waited = (wants - got) / 100 if wants is not None and got is not None else None
+    # a command that sleeps or waits on the GPU loses nothing to a busy host: only one that
+    # used the CPU or waited for a core is judged
+    wanted_cpu = (waited or 0) >= HOST_WAIT_MIN_CORES or (
+        host.command_cores_mean or 0
+    ) >= HOST_WAIT_MIN_CORES
+    busy = host_busy_finding(
+        "monitor-host-busy",
+        "the command" if tl.header.command else "the block",
+        host.others_cores_mean if wanted_cpu else None,
+        host.cores,
+        effect=f"it got {host.command_cores_mean or 0:.2f} cores on average"
+        + (
+            f" while its busiest thread wanted {wants / 100:.2f} (ran + waited for a core)"
+            if wants is not None
+            else ""
+        )
+        + ", so it ran slower than it would on an idle machine",
+        fix="run it when the machine is idle (see 'gpuprobe top' for who uses the cores), or ask "
+        "for dedicated cores (taskset, a job scheduler's --cpus-per-task)",
+        group=_GROUP,
+        subject="host",
+    )
+    if busy is not None:
+        out.append(busy)
     if host.command_cores_mean is not None:
         out.append(
             Finding(
@@ -635,7 +695,23 @@ def summarize(tl: Timeline) -> RunSummary:
             )
         )
     code = tl.exit_code
-    if tl.end is not None and tl.header.command and code is not None:
+    if tl.end is not None and tl.header.command and code is not None and code in INTERRUPT_CODES:
+        # the user's Ctrl-C: a choice, not a failure of the command
+        findings.append(
+            Finding(
+                id="monitor-interrupted",
+                status=Status.INFO,
+                title=f"{cmd} was stopped with Ctrl-C (exit code {_exit_text(code)}); the "
+                "summary covers the part that ran",
+                evidence=(
+                    Evidence("exit_code", code, ""),
+                    Evidence("duration", round(tl.duration_s, 2), "s"),
+                ),
+                group=_GROUP,
+                subject="command",
+            )
+        )
+    elif tl.end is not None and tl.header.command and code is not None:
         findings.append(
             Finding(
                 id="monitor-exit",

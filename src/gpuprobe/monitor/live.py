@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
+import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psutil
@@ -29,6 +31,8 @@ __all__ = ["HISTORY", "TopView", "bar", "run_top", "sparkline"]
 HISTORY = 60  # samples kept for the sparklines
 _SPARKS = "▁▂▃▄▅▆▇█"
 BUSY_STYLE_PERCENT = (50.0, 85.0)  # %: below green... above red-ish; nvtop-like colouring
+CPU_PROCESSES = 8  # rows of the busiest-processes table shown when there is no GPU
+QUIT_KEYS = ("q", "Q")
 
 
 def sparkline(values: Sequence[float | None], width: int = 40) -> str:
@@ -71,6 +75,7 @@ class TopView:
         self.sampler = sampler
         self.samples: deque[Sample] = deque(maxlen=history)
         self._procs: dict[int, psutil.Process] = {}
+        self._cpu_procs: dict[int, psutil.Process] = {}
 
     def update(self, sample: Sample) -> None:
         """Add the newest sample."""
@@ -88,6 +93,42 @@ class TopView:
         except psutil.Error:  # gone, or another PID namespace (a container without --pid=host)
             self._procs.pop(pid, None)
             return ("?", "n/a", "n/a")
+
+    def cpu_processes(self, n: int = CPU_PROCESSES) -> list[tuple[int, str, str, float, int]]:
+        """The ``n`` processes using the most CPU since the last call: (pid, name, user, CPU %
+        of one core, RSS bytes), busiest first. A process's first reading is 0 %."""
+        rows = []
+        seen = set()
+        for p in psutil.process_iter(["pid", "name", "username"]):
+            pid = p.info["pid"]
+            seen.add(pid)
+            proc = self._cpu_procs.setdefault(pid, p)
+            try:
+                with proc.oneshot():
+                    cpu = proc.cpu_percent(None)
+                    rss = proc.memory_info().rss
+            except psutil.Error:
+                continue
+            rows.append((pid, p.info["name"] or "?", p.info["username"] or "?", cpu, rss))
+        for gone in set(self._cpu_procs) - seen:
+            del self._cpu_procs[gone]
+        rows.sort(key=lambda r: (-r[3], -r[4]))
+        return rows[:n]
+
+    def _cpu_processes(self) -> RenderableType:
+        t = Table(
+            title="busiest processes on the CPU",
+            title_justify="left",
+            box=None,
+            padding=(0, 2),
+            show_edge=False,
+            header_style="dim",
+        )
+        for col in ("PID", "name", "user", "CPU %", "RSS GiB"):
+            t.add_column(col, justify="left" if col in ("name", "user") else "right")
+        for pid, name, user, cpu, rss in self.cpu_processes():
+            t.add_row(str(pid), name, user, f"{cpu:.0f}", _gib(rss))
+        return t
 
     def render(self) -> RenderableType:
         """The whole screen."""
@@ -108,7 +149,11 @@ class TopView:
         if not s.gpus:
             drv = self.sampler.driver
             parts.append(
-                Text(f"No GPU: {drv.error or drv.status}. Showing the host alone.", style="yellow")
+                Text(
+                    f"No GPU: {drv.error or drv.status}. Showing the host and the processes "
+                    "using its CPU.",
+                    style="yellow",
+                )
             )
         for tick in s.gpus:
             gs = tick.sample
@@ -160,6 +205,8 @@ class TopView:
                 parts.append(t)
             else:
                 parts.append(Text("  no processes", style="dim"))
+        if not s.gpus:
+            parts.append(self._cpu_processes())
         cores = s.host.cpu_percent
         mean = sum(cores) / len(cores) if cores else None
         host_hist: list[float | None] = [
@@ -199,6 +246,41 @@ class TopView:
         return Group(*parts)
 
 
+def _sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return ""
+
+
+@contextlib.contextmanager
+def _keys() -> Iterator[Callable[[float], str]]:
+    """A function that waits up to its argument in seconds for keys typed on the terminal and
+    returns them ("" when none). The terminal is in cbreak mode meanwhile (keys arrive without
+    Enter, Ctrl-C still interrupts) and is put back afterwards."""
+    try:
+        import termios
+        import tty
+
+        fd = sys.stdin.fileno()
+        old = termios.tcgetattr(fd) if os.isatty(fd) else None
+    except (ImportError, OSError, ValueError, AttributeError):
+        old = None
+    if old is None:
+        yield _sleep
+        return
+
+    def wait(seconds: float) -> str:
+        ready, _, _ = select.select([fd], [], [], max(0.0, seconds))
+        if not ready:
+            return ""
+        return os.read(fd, 64).decode(errors="replace") or ""
+
+    try:
+        tty.setcbreak(fd)
+        yield wait
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+
+
 def run_top(
     *,
     interval: float = 1.0,
@@ -209,7 +291,8 @@ def run_top(
     pcie_throughput: bool = False,
 ) -> TopView:
     """Show the view every ``interval`` seconds, ``iterations`` times (forever when None) and
-    return it. On a terminal the screen is redrawn in place; otherwise each frame is printed."""
+    return it. On a terminal the screen is redrawn in place and ``q`` quits; otherwise each frame
+    is printed."""
     from rich.live import Live
 
     console = console or Console()
@@ -217,15 +300,20 @@ def run_top(
     hz = min(20.0, max(0.1, 1.0 / interval))
     with Sampler(hz=hz, pcie_throughput=pcie_throughput, **kwargs) as sampler:
         view = TopView(sampler)
+        if not sampler.gpus:
+            view.cpu_processes()  # a process's CPU % is measured from this first reading on
         first_wait = min(interval, 0.5)  # CPU % needs two readings
         deadline = time.monotonic() + first_wait
         done = 0
 
-        def step() -> None:
-            nonlocal deadline, done
-            delay = deadline - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+        quit_asked = False
+
+        def step(wait: Callable[[float], str]) -> None:
+            nonlocal deadline, done, quit_asked
+            while (delay := deadline - time.monotonic()) > 0:
+                if any(k in wait(delay) for k in QUIT_KEYS):
+                    quit_asked = True
+                    return
             deadline = max(deadline + interval, time.monotonic())
             sample = sampler.take()
             view.update(sample)
@@ -234,14 +322,18 @@ def run_top(
             done += 1
 
         if console.is_terminal and iterations != 1:
-            with Live(
-                view.render(), console=console, auto_refresh=False, screen=iterations is None
-            ) as live:
-                while iterations is None or done < iterations:
-                    step()
-                    live.update(view.render(), refresh=True)
+            with (
+                _keys() as wait,
+                Live(
+                    view.render(), console=console, auto_refresh=False, screen=iterations is None
+                ) as live,
+            ):
+                while (iterations is None or done < iterations) and not quit_asked:
+                    step(wait)
+                    if not quit_asked:
+                        live.update(view.render(), refresh=True)
         else:
             while iterations is None or done < iterations:
-                step()
+                step(_sleep)
                 console.print(view.render())
     return view

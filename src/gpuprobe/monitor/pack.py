@@ -35,6 +35,7 @@ from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.host import usable_cores
+from gpuprobe.hardware.load import host_busy_finding, others_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.run import EXIT_NOT_FOUND, resolve_command
@@ -105,6 +106,7 @@ class PackLevel(Record):
     gpu_memory_peak: int | None = None  # bytes, the most used on any GPU
     samples: int = 0
     failed: int = 0
+    others_cores: float | None = None  # cores other processes kept busy during the level
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,20 @@ class PackReport(Record):
 
     def __str__(self) -> str:
         return render_text(self)
+
+    def __repr__(self) -> str:
+        from gpuprobe.report.reprs import status_counts
+
+        n = "none" if self.recommended is None else str(self.recommended)
+        return (
+            f"<PackReport {len(self.levels)} levels of {' '.join(self.command)[:60]}: run {n} "
+            f"at once; findings: {status_counts(self.findings)}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from gpuprobe.report.reprs import text_html
+
+        return text_html(render_text(self), css_class="gpuprobe-packreport")
 
 
 def parse_counts(text: str) -> list[int]:
@@ -297,7 +313,13 @@ def _level(
         g.sample.memory_used for s in samples for g in s.gpus if g.sample.memory_used is not None
     ]
     cpu_s = [c.cpu_s for c in copies if c.cpu_s is not None]
+    busy_cores = [sum(s.host.cpu_percent) / 100 for s in samples[1:] if s.host.cpu_percent]
+    others = others_cores(
+        statistics.fmean(busy_cores) if busy_cores else None,
+        sum(cpu_s) / wall if cpu_s and wall > 0 else None,
+    )
     return PackLevel(
+        others_cores=None if others is None else round(others, 2),
         n=n,
         copies=tuple(copies),
         cpu_percent=round(100 * sum(cpu_s) / wall, 1) if cpu_s and wall > 0 else None,
@@ -369,6 +391,11 @@ def pack(
             rate_rx = re.compile(rate)
         except re.error as exc:
             raise UsageError(f"--rate {rate!r} is not a regular expression: {exc}") from None
+        if rate_rx.groups < 1:
+            raise UsageError(
+                f"--rate {rate!r} has no group: put the number in parentheses, e.g. "
+                f"--rate '([0-9.]+) {rate.strip() or 'it/s'}'"
+            )
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     levels: list[PackLevel] = []
@@ -401,6 +428,14 @@ def pack(
         rate_regex=rate,
     )
     return replace(report, findings=tuple(judge(report)))
+
+
+def _change(ratio: float) -> str:
+    """1.12 -> 'add 12 %', 0.97 -> 'lose 3 %', 0.999 -> 'add nothing' (never "-0 %")."""
+    pct = round(100 * (ratio - 1))
+    if pct == 0:
+        return "add nothing"
+    return f"add {pct} %" if pct > 0 else f"lose {-pct} %"
 
 
 def _fmt(v: float | None) -> str:
@@ -448,7 +483,7 @@ def judge(r: PackReport) -> list[Finding]:
         gain = rec.throughput / first.throughput if first.throughput else None
         nxt = next((lv for lv in r.levels if lv.n > rec.n and lv.throughput), None)
         beyond = (
-            f"; {nxt.n} copies add {100 * (nxt.throughput / rec.throughput - 1):+.0f} %"
+            f"; {nxt.n} copies {_change(nxt.throughput / rec.throughput)}"
             if nxt is not None and nxt.throughput is not None
             else ""
         )
@@ -470,8 +505,12 @@ def judge(r: PackReport) -> list[Finding]:
             Finding(
                 id="pack-recommend",
                 status=Status.OK,
-                title=f"run {rec.n} at once: {_fmt(rec.throughput)} {r.unit} in total, "
-                f"{gain:.2f}x N={first.n}, each copy {rec.slowdown or 1:.2f}x slower{beyond}"
+                title=(
+                    f"run one copy at a time: {_fmt(rec.throughput)} {r.unit}{beyond}"
+                    if rec.n == 1
+                    else f"run {rec.n} at once: {_fmt(rec.throughput)} {r.unit} in total, "
+                    f"{gain:.2f}x N={first.n}, each copy {rec.slowdown or 1:.2f}x slower{beyond}"
+                )
                 if gain is not None
                 else f"run {rec.n} at once",
                 evidence=(
@@ -482,11 +521,35 @@ def judge(r: PackReport) -> list[Finding]:
                     Evidence("cores", r.cores),
                     Evidence("core_capacity", cap),
                 ),
-                fix=f"run {rec.n} copies at a time (e.g. xargs -P {rec.n}, or a job array "
+                fix="run one copy at a time: more copies did not raise the total"
+                if rec.n == 1
+                else f"run {rec.n} copies at a time (e.g. xargs -P {rec.n}, or a job array "
                 f"{rec.n} wide)",
                 group="pack",
             )
         )
+    busiest = max(
+        (lv for lv in r.levels if lv.others_cores is not None),
+        key=lambda lv: lv.others_cores or 0.0,
+        default=None,
+    )
+    if busiest is not None:
+        load = r.load_average[0] if r.load_average else None
+        busy = host_busy_finding(
+            "pack-host-busy",
+            f"N={busiest.n}",
+            busiest.others_cores,
+            r.cores,
+            effect="the copies competed with them for the cores, so the slowdowns, the CPU a "
+            "copy seems to need and the N recommended reflect that load, not the job alone",
+            fix="re-run 'gpuprobe pack' when the machine is idle (see 'gpuprobe top'), or plan "
+            "for the load it will have when the copies run",
+            group="pack",
+            subject=f"n={busiest.n}",
+            extra=(Evidence("load_average_1min", load),),
+        )
+        if busy is not None:
+            out.append(busy)
     s = r.sharing
     if s.gpus == 0:
         out.append(
@@ -575,24 +638,26 @@ def render_text(r: PackReport) -> str:
     )
     gpus = f"{r.sharing.gpus} GPU" + ("s" if r.sharing.gpus != 1 else "")
     lines = [f"gpuprobe pack: {shlex.join(r.command)}", f"  machine: {r.cores} cores, {gpus}{load}"]
+    gpu_col = r.sharing.gpus > 0  # no GPU: no GPU column, so the table fits 80 columns
     lines.append(
-        f"  {'N':>3}  {'wall':>8}  {'per copy':>9}  {'slowdown':>8}  {'throughput':>12}  "
-        f"{'copies CPU':>10}  {'host busy':>9}  {'GPU util':>8}"
+        f" {'N':>3}  {'wall':>7}  {'per copy':>8}  {'slowdown':>8}  {'throughput':>10}  "
+        f"{'copies CPU':>10}  {'host busy':>9}" + (f"  {'GPU util':>8}" if gpu_col else "")
     )
     for lv in r.levels:
-        mark = "  <- recommended" if lv.n == r.recommended else ""
+        mark = "*" if lv.n == r.recommended else " "
         failed = f"  ({lv.failed} failed)" if lv.failed else ""
         gpu = f"{lv.gpu_util_percent:.0f} %" if lv.gpu_util_percent is not None else "n/a"
         host = f"{lv.host_busy_percent:.0f} %" if lv.host_busy_percent is not None else "n/a"
         used = f"{lv.cpu_percent:.0f} %" if lv.cpu_percent is not None else "n/a"
         lines.append(
-            f"  {lv.n:>3}  {lv.wall_s:>7.2f}s  {lv.mean_copy_s:>8.2f}s  "
-            f"{(lv.slowdown or 1):>7.2f}x  {_fmt(lv.throughput):>12}  {used:>10}  {host:>9}  {gpu:>8}"
-            f"{failed}{mark}"
+            f"{mark}{lv.n:>3}  {lv.wall_s:>6.2f}s  {lv.mean_copy_s:>7.2f}s  "
+            f"{(lv.slowdown or 1):>7.2f}x  {_fmt(lv.throughput):>10}  {used:>10}  {host:>9}"
+            + (f"  {gpu:>8}" if gpu_col else "")
+            + failed
         )
     lines.append(
-        f"  throughput: {r.unit}; copies CPU: their CPU seconds over the wall time, % of one "
-        "core; host busy: all cores, whoever used them"
+        f"  * recommended; throughput: {r.unit}; copies CPU: their CPU seconds over the wall "
+        "time, % of one core; host busy: all cores, whoever used them"
     )
     lines += findings_lines(r.findings)
     return "\n".join(lines)

@@ -88,7 +88,37 @@ class Recording:
     def __repr__(self) -> str:
         state = "done" if self.done else "recording"
         n = self._sampler.samples
-        return f"<Recording {state}: {n} samples in {self.out}>"
+        if not self.done:
+            return f"<Recording {state}: {n} samples in {self.out}>"
+        from gpuprobe.report.reprs import status_counts
+
+        s = self.summary
+        return (
+            f"<Recording {state}: {s.duration_s:.1f} s, {n} samples in {self.out}; "
+            f"findings: {status_counts(s.findings)}>"
+        )
+
+    def __str__(self) -> str:
+        if not self.done:
+            return repr(self)
+        from gpuprobe.report.reprs import capture
+        from gpuprobe.report.run_terminal import render_summary
+
+        return capture(lambda con: con.print(render_summary(self.summary)))
+
+    def _repr_html_(self) -> str:
+        """The summary and findings; the charts are ``rec.plot()``."""
+        from html import escape
+
+        if not self.done:
+            return f"<pre>{escape(repr(self))}</pre>"
+        from gpuprobe.report.reprs import capture_html
+        from gpuprobe.report.run_terminal import render_summary
+
+        return capture_html(lambda con: con.print(render_summary(self.summary))) + (
+            "<p><small>charts: <code>rec.plot()</code>; the HTML report: "
+            "<code>rec.report()</code></small></p>"
+        )
 
 
 @contextmanager

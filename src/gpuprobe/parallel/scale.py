@@ -59,6 +59,7 @@ __all__ = [
     "ScaleResult",
     "ScaleRow",
     "plot_scale",
+    "scale_figure",
     "scale_lstsq",
     "synthetic_problem",
 ]
@@ -66,6 +67,9 @@ __all__ = [
 # Parallel efficiency below which adding workers is reported as a warning: gpuprobe's choice, a
 # third of each added worker's time lost to communication, waiting or imbalance.
 PARALLEL_EFFICIENCY_WARN = 0.67
+# Columns of the sweep's table left out, first to last, when it is wider than the terminal: the
+# comparisons with numpy and the CPU share matter least next to time, speedup and the error.
+TABLE_DROP_ORDER = ("speed vs numpy", "cpu/worker", "comm", "residual", "efficiency")
 # CPU each worker got during a run, in cores (process CPU seconds / wall seconds / workers), below
 # which other processes are taking the cores and the speedups say more about them than about the
 # method: gpuprobe's choice (a BLAS-bound worker on an idle core measures 0.9-1.0 here).
@@ -211,13 +215,27 @@ class ScaleResult(Record):
         return lines
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, width: int | None = None) -> str:
+        """The header, the table and the findings; with ``width``, the table leaves out its least
+        useful columns until it fits (and says which), never cutting a number."""
+        from gpuprobe.report.fit import columns_that_fit, left_out_note
+
         tab = self.table()
+        keep = list(range(len(tab[0])))
+        if width is not None:
+            keep = columns_that_fit(tab[0], tab[1:], width, drop_order=TABLE_DROP_ORDER, sep=2)
+        tab = [[row[i] for i in keep] for row in tab]
         widths = [max(len(row[i]) for row in tab) for i in range(len(tab[0]))]
         body = [
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in tab
         ]
+        note = left_out_note(self.table()[0], keep)
         notes = [f"[{f.status.value}] {f.title}" for f in self.findings]
-        return "\n".join([*self.header(), "", *body, "", *notes]).rstrip()
+        return "\n".join(
+            [*self.header(), "", *body, *([note] if note else []), "", *notes]
+        ).rstrip()
 
     def __repr__(self) -> str:
         best = {r.requested: r for r in self.results}
@@ -233,8 +251,11 @@ class ScaleResult(Record):
         )
         return f"{info}<table><tr>{head}</tr>{body}</table>"
 
-    def plot(self, path: str | Path) -> Path:
-        """See :func:`plot_scale`."""
+    def plot(self, path: str | Path | None = None) -> Any:
+        """The speedup and error charts as a matplotlib figure (Jupyter shows it inline); with
+        ``path``, written there and the path returned (see :func:`plot_scale`)."""
+        if path is None:
+            return scale_figure(self)
         return plot_scale(self, path)
 
 
@@ -650,19 +671,13 @@ def _findings(
 # -- the plot -----------------------------------------------------------------------------------
 
 
-def plot_scale(result: ScaleResult, path: str | Path) -> Path:
-    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"--plot {out}: give a .png or .svg file name")
-    try:
-        import matplotlib
+def scale_figure(result: ScaleResult) -> Any:
+    """Speedup and error against workers, one line per method, on a figure object (never pyplot,
+    so the user's matplotlib backend is left alone)."""
+    from gpuprobe.report.chart import new_chart
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("plots need matplotlib: pip install matplotlib") from None
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = new_chart(figsize=(10, 4), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
     sizes = sorted({r.workers for r in result.results})
     ax1.plot(sizes, [w / sizes[0] for w in sizes], "k:", label="ideal")
     for method in dict.fromkeys(r.requested for r in result.results):
@@ -691,8 +706,15 @@ def plot_scale(result: ScaleResult, path: str | Path) -> Path:
     if ax2.lines:
         ax2.legend()
     fig.suptitle(f"gpuprobe scale lstsq: {result.rows} × {result.cols} ({result.problem})")
-    fig.tight_layout()
+    return fig
+
+
+def plot_scale(result: ScaleResult, path: str | Path) -> Path:
+    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
+    out = Path(path)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {out}: give a .png or .svg file name")
+    fig = scale_figure(result)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
-    plt.close(fig)
     return out

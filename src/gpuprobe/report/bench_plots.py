@@ -1,5 +1,6 @@
-"""Charts of ``gpuprobe bench --plot FILE`` (PNG or SVG by the extension), with matplotlib's Agg
-backend imported only here and only when asked: the crossover curves (elementwise and matmul),
+"""Charts of ``gpuprobe bench --plot FILE`` (PNG or SVG by the extension) and of
+``BenchReport.plot()``, drawn on a figure object (never pyplot, so the user's backend is left
+alone), with matplotlib imported only when asked: the crossover curves (elementwise and matmul),
 bandwidth against copy size, and a roofline with each workload's point on it.
 
 The roofline's roofs are the spec peaks for a GPU (FP32 and memory bandwidth from ``info``) and,
@@ -15,22 +16,11 @@ from typing import Any
 from gpuprobe.bench.report import BenchReport, BenchResult
 from gpuprobe.errors import UsageError
 
-__all__ = ["plot_bench", "roofline_points"]
+__all__ = ["bench_figure", "plot_bench", "roofline_points"]
 
 # Copies at least this large stream from DRAM (past any CPU's last-level cache): only they set the
 # measured memory roof.
 DRAM_BYTES = 64 * 2**20
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _empty(ax: Any, what: str) -> None:
@@ -67,6 +57,14 @@ def _curves(ax: Any, results: list[BenchResult], kind: str) -> None:
             ls="--" if "copies" in label else "-",
             label=label,
         )
+    if kind == "matmul":  # the sizes run, as plain numbers: no crowded 2×10¹ 3×10¹ minor labels
+        from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+        sizes = sorted({p[0] for pts in series.values() for p in pts})
+        ax.xaxis.set_major_locator(FixedLocator(sizes))
+        ax.xaxis.set_major_formatter(lambda v, _pos: f"{v:.0f}")
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("n (n×n matrices)" if kind == "matmul" else "elements")
     ax.set_ylabel("seconds (median)")
     ax.set_title(f"crossover: {'matmul' if kind == 'matmul' else 'elementwise a + b'}")
@@ -80,7 +78,7 @@ def _curves(ax: Any, results: list[BenchResult], kind: str) -> None:
             fontsize=8,
             color="gray",
         )
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best")
     ax.grid(True, which="both", alpha=0.3)
 
 
@@ -100,7 +98,7 @@ def _bandwidth(ax: Any, results: list[BenchResult]) -> None:
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s (d2d and host: read + write)")
     ax.set_title("bandwidth vs size")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="best")
     ax.grid(True, which="both", alpha=0.3)
 
 
@@ -167,8 +165,30 @@ def _roofs(report: BenchReport, device: str) -> tuple[float | None, float | None
     return (max(mm) if mm else None), (max(bw) if bw else None), "measured"
 
 
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "8")
+
+
+def _dtype_roofs(report: BenchReport, device: str) -> dict[str, float]:
+    """Spec peaks (GFLOP/s) of each matmul dtype measured on ``device`` other than float32."""
+    out: dict[str, float] = {}
+    for r in report.results:
+        if (
+            f"{r.framework} {r.device}" == device
+            and r.workload == "matmul"
+            and r.case not in ("float32", "float64")
+            and r.values.get("peak")
+        ):
+            out[r.case] = max(out.get(r.case, 0.0), float(r.values["peak"] or 0) * 1e3)
+    return out
+
+
 def _roofline(ax: Any, report: BenchReport) -> None:
+    """Each device's roof and its points. A point is marked by its workload (the legend below
+    says which), not a text label beside it, so labels never overlap; no point sits above the
+    roofs drawn (a lower precision's own spec peak gets its own dashed roof, and a measured roof
+    is the best rate measured)."""
     import numpy as np
+    from matplotlib.lines import Line2D
 
     pts = roofline_points(report)
     if not pts:
@@ -176,44 +196,88 @@ def _roofline(ax: Any, report: BenchReport) -> None:
         return
     devices = sorted({p[0] for p in pts})
     colors = {d: f"C{i}" for i, d in enumerate(devices)}
+    labels = sorted({p[1] for p in pts})
+    markers = {lab: _MARKERS[i % len(_MARKERS)] for i, lab in enumerate(labels)}
     ais = [p[2] for p in pts]
     x = np.logspace(np.log10(min(ais) / 4), np.log10(max(ais) * 4), 100)
+    roof_handles = []
     for d in devices:
         peak, bw, source = _roofs(report, d)
+        best = max(gf for dev, _, _, gf in pts if dev == d)
+        if source == "measured" and peak is not None:
+            peak = max(peak, best)  # the best rate measured here is the measured roof
         if peak and bw:
-            ax.loglog(
+            (h,) = ax.loglog(
                 x,
                 np.minimum(peak, x * bw),
                 color=colors[d],
                 alpha=0.5,
                 label=f"{d} roof ({source}: {peak:.4g} GFLOP/s, {bw:.4g} GB/s)",
             )
+            roof_handles.append(h)
+            if source == "spec":
+                dtype_roofs = _dtype_roofs(report, d)
+                if best > max([peak, *dtype_roofs.values()]):  # past every spec: say so
+                    dtype_roofs["measured"] = best
+                for dtype, dpeak in sorted(dtype_roofs.items()):
+                    if dpeak > peak:
+                        (h2,) = ax.loglog(
+                            x,
+                            np.minimum(dpeak, x * bw),
+                            color=colors[d],
+                            alpha=0.4,
+                            ls="--",
+                            label=f"{d} {dtype} roof "
+                            + (
+                                f"({dpeak:.4g} GFLOP/s, past the spec)"
+                                if dtype == "measured"
+                                else f"(spec: {dpeak:.4g} GFLOP/s)"
+                            ),
+                        )
+                        roof_handles.append(h2)
     for d, label, ai, gf in pts:
-        ax.loglog([ai], [gf], "o", color=colors[d], ms=4)
-        ax.annotate(label, (ai, gf), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.loglog([ai], [gf], markers[label], color=colors[d], ms=5, ls="none")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of least DRAM traffic)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title("roofline")
-    ax.legend(fontsize=6, loc="lower right")
     ax.grid(True, which="both", alpha=0.3)
+    point_handles = [
+        Line2D([], [], marker=markers[lab], color="black", ls="none", ms=5, label=lab)
+        for lab in labels
+    ]
+    ax.legend(
+        handles=roof_handles + point_handles,
+        fontsize=6,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+        borderaxespad=0.0,
+    )
 
 
-def plot_bench(report: BenchReport, path: str) -> None:
-    """Write the four charts to ``path``; the format follows the extension (.png or .svg)."""
-    if not path.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {path}: give a .png or .svg file name")
-    plt = _pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+def bench_figure(report: BenchReport) -> Any:
+    """The four charts as one :class:`~gpuprobe.report.chart.Chart` (Jupyter shows it inline)."""
+    from gpuprobe.report.chart import new_chart
+
+    fig = new_chart(figsize=(13, 9), layout="constrained")
+    axes = fig.subplots(2, 2)
     results = list(report.results)
     _curves(axes[0][0], results, "elementwise")
     _curves(axes[0][1], results, "matmul")
     _bandwidth(axes[1][0], results)
     _roofline(axes[1][1], report)
     fig.suptitle(f"gpuprobe bench on {report.environment.hostname} ({report.created})", fontsize=10)
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise UsageError(f"--plot {path}: cannot write it ({exc})") from None
-    finally:
-        plt.close(fig)
+    return fig
+
+
+def plot_bench(report: BenchReport, path: str | None = None) -> Any:
+    """The four charts; written to ``path`` too when given (.png or .svg, by the extension)."""
+    if path is not None and not str(path).lower().endswith((".png", ".svg")):
+        raise UsageError(f"--plot {path}: give a .png or .svg file name")
+    fig = bench_figure(report)
+    if path is not None:
+        try:
+            fig.savefig(path)
+        except OSError as exc:
+            raise UsageError(f"--plot {path}: cannot write it ({exc})") from None
+    return fig

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.table import Table
 
@@ -17,7 +15,7 @@ __all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
 
 TITLES: dict[str, str] = {
     "expression": "expression: E1, (sin(x)**2 / cos(x)**2).sum() on n×n; GB/s = input bytes / time",
-    "scale": "scale: E8, 50 M float32 × 2, timed right and E8's way; GB/s = read + write",
+    "scale": "scale: E8, {size} float32 × 2, timed right and E8's way; GB/s = read + write",
     "matmul": "matmul: TFLOP/s = 2n³ / time (TOP/s for int8); error ‖C−C64‖/‖C64‖ (E4)",
     "transfer": "transfer: GB/s = bytes / time; d2d and host copies count read + write (2 × size)",
     "launch": "launch: one tiny op (1-element add), µs per operation",
@@ -40,6 +38,23 @@ def format_size(r: BenchResult) -> str:
     if r.size_unit == "elements" and r.size >= 100_000:
         return f"{r.size:.0e}".replace("e+0", "e")
     return str(r.size)
+
+
+def _count(n: int) -> str:
+    """50000000 -> '50 M', 5000000 -> '5 M', 2500 -> '2500'."""
+    if n >= 1_000_000 and n % 100_000 == 0:
+        return f"{n / 1e6:g} M"
+    return str(n)
+
+
+def _title(workload: str, results: list[BenchResult]) -> str:
+    """The workload's heading, with the size actually run where the heading names one (E8's
+    note ran 50 M; --quick runs 5 M)."""
+    title = TITLES.get(workload, workload)
+    if "{size}" in title:
+        sizes = sorted({r.size for r in results if r.size})
+        title = title.format(size=", ".join(_count(n) for n in sizes) or "n/a")
+    return title
 
 
 def _rate(r: BenchResult) -> str:
@@ -85,25 +100,26 @@ def _notes(r: BenchResult) -> str:
     return "; ".join(parts)
 
 
-def _table(workload: str, results: list[BenchResult]) -> Table:
-    t = Table(title=TITLES.get(workload, workload), title_justify="left", expand=False)
+# Columns left out, first to last, when a workload's table is wider than the terminal: the spread
+# and the count matter least next to the median and the rate.
+DROP_ORDER = ("p20–p80", "n", "median")
+
+
+def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple[Table, str | None]:
+    """The workload's table for a console ``width`` wide, and a note on columns left out."""
+    from gpuprobe.report.fit import columns_that_fit, left_out_note
+
     gpu = any(r.device != "cpu" for r in results)
     columns = ["backend", "case", "size", "median", "p20–p80", "n", "rate"]
     columns += ["% peak"] if gpu else []
-    for name in [*columns, "notes"]:
-        right = name not in ("backend", "case", "notes")
-        t.add_column(
-            name,
-            justify="right" if right else "left",
-            no_wrap=name != "notes",
-            overflow="fold" if name == "notes" else "ellipsis",
-        )
+    header = [*columns, "notes"]
+    rows: list[tuple[list[str], str | None]] = []
     for r in results:
         backend = f"{r.framework} {r.device}"
         blank = [""] * (len(columns) - 3)
         if not r.ok or r.measurement is None:
             style = "yellow" if r.status == "out-of-memory" else "dim"
-            t.add_row(backend, r.case, format_size(r), *blank, r.reason or r.status, style=style)
+            rows.append(([backend, r.case, format_size(r), *blank, r.reason or r.status], style))
             continue
         m = r.measurement
         pct = r.values.get("pct_peak")
@@ -118,8 +134,24 @@ def _table(workload: str, results: list[BenchResult]) -> Table:
         ]
         if gpu:
             row.append(f"{pct:.0f} %" if pct is not None else "n/a")
-        t.add_row(*row, _notes(r))
-    return t
+        rows.append(([*row, _notes(r)], None))
+    keep = columns_that_fit(
+        header, [c for c, _ in rows], width, drop_order=DROP_ORDER, wrap=("notes",)
+    )
+    t = Table(title=_title(workload, results), title_justify="left", expand=False)
+    for i in keep:
+        name = header[i]
+        right = name not in ("backend", "case", "notes")
+        # numbers are never cut: a cell too wide folds onto the next line instead of "40…"
+        t.add_column(
+            name,
+            justify="right" if right else "left",
+            no_wrap=name not in ("notes", "backend", "case"),
+            overflow="fold",
+        )
+    for cells, row_style in rows:
+        t.add_row(*[cells[i] for i in keep], style=row_style)
+    return t, left_out_note(header, keep)
 
 
 def _figure(x: float, unit: str) -> str:
@@ -132,7 +164,7 @@ def _comparison(c: Comparison) -> Table:
         title_justify="left",
     )
     for name in ("result", "old", "new", "new/old", ""):
-        t.add_column(name, justify="left" if name in ("result", "") else "right")
+        t.add_column(name, justify="left" if name in ("result", "") else "right", overflow="fold")
     for ch in c.changes:
         mark = {True: "[green]better[/]", False: "[red]worse[/]", None: "same"}[ch.better]
         t.add_row(
@@ -153,7 +185,10 @@ def render_bench(report: BenchReport, console: Console) -> None:
     for w in report.workloads:
         rs = [r for r in report.results if r.workload == w]
         if rs:
-            console.print(_table(w, rs))
+            table, note = _table(w, rs, console.width)
+            console.print(table)
+            if note:
+                console.print(f"[dim]{note}[/]")
     for wr in report.workers:
         if wr.error:
             console.print(f"[red]{wr.framework} {wr.device}: {wr.error}[/]")
@@ -175,17 +210,15 @@ def render_bench(report: BenchReport, console: Console) -> None:
     console.print(f"[dim]{tail}[/]")
 
 
-def _recorded(report: BenchReport, width: int) -> Console:
-    console = Console(record=True, width=width, file=io.StringIO(), highlight=False)
-    render_bench(report, console)
-    return console
-
-
 def bench_text(report: BenchReport, width: int = 140) -> str:
     """The report as plain text (``str(report)``)."""
-    return str(_recorded(report, width).export_text())
+    from gpuprobe.report.reprs import capture
+
+    return capture(lambda con: render_bench(report, con), width)
 
 
 def bench_html(report: BenchReport) -> str:
-    """The report as HTML for notebooks."""
-    return str(_recorded(report, 140).export_html(inline_styles=True))
+    """The report as HTML for notebooks (rendered once: nothing is displayed on the side)."""
+    from gpuprobe.report.reprs import capture_html
+
+    return capture_html(lambda con: render_bench(report, con), 140)

@@ -17,6 +17,7 @@ from gpuprobe.findings import Finding, Status
 from gpuprobe.monitor.judge import RunSummary, command_text
 from gpuprobe.monitor.timeline import TIMELINE_NAME, Timeline
 from gpuprobe.report.fields import size
+from gpuprobe.report.reprs import code_html, fix_html
 
 __all__ = ["render_run_html", "write_run_report"]
 
@@ -49,11 +50,11 @@ def _finding_rows(findings: Sequence[Finding]) -> str:
     rows = []
     for f in findings:
         ev = ", ".join(str(e) for e in f.evidence)
-        fix = f'<div class="fix">Fix: <code>{_e(f.fix)}</code></div>' if f.fix else ""
-        details = "".join(f'<div class="ev">{_e(d)}</div>' for d in f.details)
+        fix = f'<div class="fix">Fix: {fix_html(f.fix)}</div>' if f.fix else ""
+        details = "".join(f'<div class="ev">{code_html(d)}</div>' for d in f.details)
         rows.append(
             f'<tr><td><span class="st" style="background:{_STATUS_COLOR[f.status]}">'
-            f"{_e(f.status.value)}</span></td><td><b>{_e(f.title)}</b>"
+            f"{_e(f.status.value)}</span></td><td><b>{code_html(f.title)}</b>"
             f'<div class="ev">{_e(f.id)} · {_e(ev)}</div>{details}{fix}</td></tr>'
         )
     return "<table>" + "".join(rows) + "</table>"

@@ -14,14 +14,6 @@ from gpuprobe.report.fields import (
 
 __all__ = ["doctor_html", "inventory_html"]
 
-_COLORS = {
-    "ok": "#1a7f37",
-    "info": "#0969da",
-    "warn": "#9a6700",
-    "fail": "#cf222e",
-    "skipped": "#6e7781",
-}
-
 
 def _kv_table(rows: list[tuple[str, str]], title: str) -> str:
     body = "".join(
@@ -55,17 +47,11 @@ def doctor_html(report: object) -> str:
     from gpuprobe.doctor import DoctorReport
 
     assert isinstance(report, DoctorReport)
+    from gpuprobe.report.reprs import finding_html
+
     rows = []
     for group, findings in report.by_group().items():
         rows.append(f"<tr><th colspan='3' style='text-align:left'>{escape(group)}</th></tr>")
-        for f in findings:
-            color = _COLORS[f.status.value]
-            evidence = ", ".join(str(e) for e in f.evidence)
-            fix = f"<br><b>fix:</b> <code>{escape(f.fix)}</code>" if f.fix else ""
-            rows.append(
-                f"<tr><td style='color:{color};font-weight:bold'>{f.status.value}</td>"
-                f"<td><code>{escape(f.id)}</code></td><td style='text-align:left'>"
-                f"{escape(f.title)}<br><small>{escape(evidence)}</small>{fix}</td></tr>"
-            )
+        rows.extend(finding_html(f) for f in findings)
     verdict = f"<p><b>verdict:</b> {report.status.value}, exit code {report.exit_code}</p>"
     return f"<div class='gpuprobe-doctor'><table>{''.join(rows)}</table>{verdict}</div>"

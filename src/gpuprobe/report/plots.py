@@ -1,4 +1,5 @@
-"""Charts of a recorded timeline (matplotlib, imported lazily; no pyplot, so no GUI backend).
+"""Charts of a recorded timeline (matplotlib, imported lazily; no pyplot: the user's backend is
+left alone).
 
 Panels, on one shared time axis in seconds from the start:
 
@@ -14,11 +15,9 @@ utilization panel also shades each bucket's min-max).
 
 from __future__ import annotations
 
-import io
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from gpuprobe.errors import GpuprobeError
 from gpuprobe.monitor.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -35,6 +34,9 @@ __all__ = [
 ]
 
 MAX_POINTS = 1500  # columns per chart; more than a 15-inch figure shows at 100 dpi
+# The GPU's capacity line is drawn only when the memory used reaches this share of it; below, the
+# line would squash the used memory to a flat line at 0, so the capacity is named in the legend.
+MEMORY_CAPACITY_SHOWN_FRACTION = 0.05
 GPU_PANELS = ("gpu_util", "gpu_memory", "gpu_power", "gpu_clock")
 CPU_PANELS = ("cpu_heatmap", "cmd_cpu", "memory")
 _PANEL_HEIGHT = 1.9  # inches
@@ -49,14 +51,31 @@ _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 
 
 def _mpl() -> Any:
-    try:
-        import matplotlib
+    """The figure class (a :class:`~gpuprobe.report.chart.Chart`); the user's backend and
+    pyplot's state are left alone."""
+    from gpuprobe.report.chart import Chart
 
-        matplotlib.use("Agg", force=False)
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise GpuprobeError(f"charts need matplotlib: pip install matplotlib ({exc})") from None
-    return Figure
+    return Chart
+
+
+def _legend(ax: Axes, handles: Any = None, *, twin: bool = False) -> None:
+    """The legend beside the panel, off the data (past the right axis' labels with ``twin``)."""
+    kw: dict[str, Any] = {
+        "loc": "upper left",
+        "bbox_to_anchor": (1.075 if twin else 1.01, 1.0),
+        "fontsize": 7,
+        "frameon": False,
+        "borderaxespad": 0.0,
+    }
+    if handles is not None:
+        ax.legend(handles=handles, **kw)
+    else:
+        ax.legend(**kw)
+
+
+def _mem_unit(peak_bytes: float) -> tuple[float, str]:
+    """(scale, unit) so that a peak of ``peak_bytes`` reads well: MiB below 1 GiB."""
+    return (1 / 2**20, "MiB") if peak_bytes < 2**30 else (1 / 2**30, "GiB")
 
 
 def _bucket(t: np.ndarray, y: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
@@ -127,13 +146,29 @@ def _draw_gpu(ax: Axes, tl: Timeline, panel: str) -> None:
             ax.set_ylim(-2, 102)
             ax.set_ylabel("GPU util %")
         elif panel == "gpu_memory":
-            t, y = _series(tl, index, "memory_used", GiB)
-            tb, mean, _, hi = _bucket(t, y, MAX_POINTS)
-            ax.plot(tb, hi, color=color, lw=1.2, label=label)
+            t_raw, y_raw = _series(tl, index, "memory_used")
+            peaks = [
+                float(np.nanmax(_series(tl, i, "memory_used")[1]))
+                for i in tl.gpu_indices
+                if not np.all(np.isnan(_series(tl, i, "memory_used")[1]))
+            ]
+            scale, unit = _mem_unit(max(peaks, default=0.0))
+            tb, mean, _, hi = _bucket(t_raw, y_raw * scale, MAX_POINTS)
+            ax.plot(tb, hi, color=color, lw=1.2, label=f"{label} used")
             total = next((g.memory_total for g in tl.header.gpus if g.index == index), None)
-            if total:
-                ax.axhline(total * GiB, color=color, ls="--", lw=0.8)
-            ax.set_ylabel("GPU mem GiB")
+            peak = max(peaks, default=0.0)
+            # the capacity line only where it does not flatten the used memory to 0
+            if total and peak >= MEMORY_CAPACITY_SHOWN_FRACTION * total:
+                ax.axhline(
+                    total * scale,
+                    color=color,
+                    ls="--",
+                    lw=0.8,
+                    label=f"{label} capacity {total * scale:.0f} {unit}",
+                )
+            elif total:
+                ax.plot([], [], " ", label=f"capacity {total * GiB:.0f} GiB (off the scale)")
+            ax.set_ylabel(f"GPU mem {unit}")
             ax.set_ylim(bottom=0)
         elif panel == "gpu_power":
             t, y = _series(tl, index, "power_w")
@@ -141,7 +176,7 @@ def _draw_gpu(ax: Axes, tl: Timeline, panel: str) -> None:
             ax.plot(tb, mean, color=color, lw=1.2, label=f"{label} W")
             limit = next((g.power_limit_w for g in tl.header.gpus if g.index == index), None)
             if limit:
-                ax.axhline(limit, color=color, ls="--", lw=0.8)
+                ax.axhline(limit, color=color, ls="--", lw=0.8, label=f"{label} power limit")
             ax.set_ylabel("power W")
             t2, temp = _series(tl, index, "temperature_c")
             if not np.all(np.isnan(temp)):
@@ -161,24 +196,19 @@ def _draw_gpu(ax: Axes, tl: Timeline, panel: str) -> None:
                 for _, tk in ticks
             ]
             times = [rel for rel, _ in ticks]
-            for a, b in _spans(times, mask):
-                ax.axvspan(a, b, color="#d62728", alpha=0.15, lw=0)
+            for k_span, (a, b) in enumerate(_spans(times, mask)):
+                ax.axvspan(
+                    a,
+                    b,
+                    color="#d62728",
+                    alpha=0.15,
+                    lw=0,
+                    label="clocks held back (thermal / power / hw slowdown)"
+                    if k_span == 0 and k == 0
+                    else None,
+                )
     if tl.gpu_indices:
-        ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
-    if panel == "gpu_clock" and any(
-        set(tk.sample.clock_event_reasons or ()) & set(_WARN_REASONS)
-        for s in tl.samples
-        for tk in s.gpus
-    ):
-        ax.text(
-            0.01,
-            0.92,
-            "shaded: clocks held back (thermal / power / hw slowdown)",
-            transform=ax.transAxes,
-            fontsize=7,
-            color="#d62728",
-            va="top",
-        )
+        _legend(ax, twin=panel == "gpu_power")
 
 
 def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
@@ -234,25 +264,50 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
                 continue
             tb, mean, _, _ = _bucket(t, y, MAX_POINTS)
             ax.plot(tb, mean, lw=1.1, label=label, color=color, ls=":" if "wants" in label else "-")
-        ax.axhline(100, color="grey", ls="--", lw=0.8)
+        drawn = bool(ax.get_lines())
+        ax.axhline(100, color="grey", ls="--", lw=0.8, label="100 % = one core")
         ax.set_ylabel("CPU % of a core")
         ax.set_ylim(bottom=0)
-        if ax.get_lines()[:-1]:
-            ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
+        if drawn:
+            _legend(ax)
         else:
             ax.text(0.5, 0.5, "no process watched", ha="center", transform=ax.transAxes)
     elif panel == "memory":
+        # the command's RSS on the left axis in a unit that fits it (13 MiB on a GiB axis is a
+        # flat line at 0), the host's used memory on the right axis in GiB
         GiB = 1 / 2**30
-        rss = np.array([np.nan if s.tree is None else s.tree.rss * GiB for s in tl.samples])
+        rss_b = np.array([np.nan if s.tree is None else float(s.tree.rss) for s in tl.samples])
         used = np.array(
             [np.nan if s.host.memory_used is None else s.host.memory_used * GiB for s in tl.samples]
         )
-        for y, label, color in ((rss, "command RSS", "#9467bd"), (used, "host used", "grey")):
-            tb, mean, _, _ = _bucket(t, y, MAX_POINTS)
-            ax.plot(tb, mean, lw=1.1, label=label, color=color)
-        ax.set_ylabel("host mem GiB")
+        handles = []
+        if np.all(np.isnan(rss_b)) and np.all(np.isnan(used)):
+            ax.set_ylabel("memory")
+            ax.text(0.5, 0.5, "no host samples", ha="center", transform=ax.transAxes)
+            return
+        if not np.all(np.isnan(rss_b)):
+            scale, unit = _mem_unit(float(np.nanmax(rss_b)))
+            tb, mean, _, _ = _bucket(t, rss_b * scale, MAX_POINTS)
+            handles += ax.plot(
+                tb, mean, lw=1.3, label=f"command RSS ({unit}, left)", color="#9467bd"
+            )
+            ax.set_ylabel(f"command RSS {unit}")
+        else:
+            ax.set_ylabel("command RSS")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper right", fontsize=7, framealpha=0.6)
+        tw = ax.twinx()
+        tb, mean, _, _ = _bucket(t, used, MAX_POINTS)
+        handles += tw.plot(tb, mean, lw=1.0, label="host used (GiB, right)", color="grey", ls="-.")
+        tw.set_ylabel("host used GiB", fontsize=8)
+        tw.tick_params(labelsize=8)
+        tw.set_ylim(bottom=0)
+        total = tl.header.host.memory_total
+        if total:
+            tw.set_ylim(0, total * GiB * 1.02)
+            handles.append(
+                tw.axhline(total * GiB, color="grey", ls=":", lw=0.8, label="host total")
+            )
+        _legend(ax, handles, twin=True)
 
 
 def timeline_figure(
@@ -286,6 +341,6 @@ def timeline_figure(
 
 def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
     """The figure as PNG bytes."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
+    from gpuprobe.report.chart import figure_png as png
+
+    return png(fig, dpi=dpi)

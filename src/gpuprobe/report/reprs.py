@@ -1,0 +1,118 @@
+"""Short ``repr``s, readable ``str``s and HTML reprs for the results a user holds in a notebook.
+
+A result's ``repr`` is one line (what it is, the verdict, the few numbers that matter), never a
+dump of its fields; ``str`` is the same text the command prints; ``_repr_html_`` is what Jupyter
+shows. Rich renders text here with ``force_jupyter=False``: a rich console in a notebook otherwise
+displays what it renders as a side output, so the result would show twice.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Iterable
+from html import escape
+from typing import Any
+
+from gpuprobe.findings import Finding, Status, worst_first
+
+__all__ = [
+    "STATUS_COLORS",
+    "capture",
+    "capture_html",
+    "code_html",
+    "finding_html",
+    "findings_html",
+    "fix_html",
+    "status_counts",
+    "text_html",
+]
+
+STATUS_COLORS = {
+    "ok": "#1a7f37",
+    "info": "#0969da",
+    "warn": "#9a6700",
+    "fail": "#cf222e",
+    "skipped": "#6e7781",
+}
+TEXT_WIDTH = 100  # columns of str(result): wider than a terminal's 80, narrower than a notebook
+
+
+def _console(width: int) -> Any:
+    from rich.console import Console
+
+    return Console(
+        record=True,
+        width=width,
+        file=io.StringIO(),
+        highlight=False,
+        force_jupyter=False,
+        force_terminal=False,
+        color_system=None,
+    )
+
+
+def capture(render: Callable[[Any], None], width: int = TEXT_WIDTH) -> str:
+    """What ``render(console)`` prints, as plain text."""
+    con = _console(width)
+    render(con)
+    return "\n".join(line.rstrip() for line in con.export_text().splitlines())
+
+
+def capture_html(render: Callable[[Any], None], width: int = TEXT_WIDTH) -> str:
+    """What ``render(console)`` prints, as HTML (styles inline)."""
+    con = _console(width)
+    render(con)
+    return str(con.export_html(inline_styles=True, code_format="<pre>{code}</pre>"))
+
+
+def status_counts(findings: Iterable[Finding]) -> str:
+    """``"1 fail, 2 warn, 9 ok"`` (worst first, statuses with none left out)."""
+    fs = list(findings)
+    counts = [(s, sum(f.status is s for f in fs)) for s in sorted(Status, key=lambda s: -s.rank)]
+    return ", ".join(f"{n} {s.value}" for s, n in counts if n) or "no findings"
+
+
+_TICKS = re.compile(r"`([^`]+)`")
+
+
+def code_html(text: str) -> str:
+    """Escaped text where Markdown-style `code` spans become <code> elements."""
+    return _TICKS.sub(lambda m: f"<code>{m.group(1)}</code>", escape(text))
+
+
+def fix_html(fix: str) -> str:
+    """A fix: prose with `code` spans as <code> when it marks them, else all of it as code."""
+    if "`" in fix:
+        return code_html(fix)
+    return f"<code>{escape(fix)}</code>"
+
+
+def finding_html(f: Finding) -> str:
+    """One finding as a table row: status, id, title with evidence, details and fix."""
+    color = STATUS_COLORS[f.status.value]
+    evidence = ", ".join(str(e) for e in f.evidence)
+    details = "".join(f"<br><small>– {code_html(d)}</small>" for d in f.details)
+    fix = f"<br><b>fix:</b> {fix_html(f.fix)}" if f.fix else ""
+    ev = f"<br><small>{escape(evidence)}</small>" if evidence else ""
+    return (
+        f"<tr><td style='color:{color};font-weight:bold;vertical-align:top'>{f.status.value}"
+        f"</td><td style='vertical-align:top'><code>{escape(f.id)}</code></td>"
+        f"<td style='text-align:left'>{code_html(f.title)}{ev}{details}{fix}</td></tr>"
+    )
+
+
+def findings_html(findings: Iterable[Finding], title: str = "findings") -> str:
+    """The findings, worst first, as an HTML table (nothing when there are none)."""
+    fs = worst_first(findings)
+    if not fs:
+        return ""
+    rows = "".join(finding_html(f) for f in fs)
+    return f"<h4>{escape(title)}</h4><table>{rows}</table>"
+
+
+def text_html(text: str, findings: Iterable[Finding] = (), css_class: str = "gpuprobe") -> str:
+    """A result's text (its table) in a <pre>, then its findings as a table."""
+    return (
+        f"<div class='{escape(css_class)}'><pre>{escape(text)}</pre>{findings_html(findings)}</div>"
+    )

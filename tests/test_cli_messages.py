@@ -1,0 +1,132 @@
+"""Messages a person meets, each saying what was wrong and what to do: one line, the right exit
+code, no traceback (issue 15, item 7), and the set-up of item 6."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from _support import DATA
+from gpuprobe.cli import main
+from gpuprobe.findings import Evidence
+from gpuprobe.monitor.exporter import listen_error, url_host
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["doctor", "--from", ""], "--from needs a file name"),
+        (["info", "--from", ""], "--from needs a file name"),
+        (["bench", "--backend", ""], "--backend '' names nothing; choose from numpy"),
+        (["bench", "--device", " , "], "--device ' , ' names nothing"),
+        (["precision", "--budget", "0"], "give a time above 0 and at most 60 seconds"),
+        (["pack", "--rate", "it/s", "-n", "1", "--", "true"], "has no group: put the number in"),
+        (["diagnose", "t.json", "--html-step", "2"], "give --html FILE too"),
+        (["scale", "lstsq", "--workers", "1,99999", "--rows", "100"], "each local worker is a"),
+    ],
+)
+def test_bad_input_says_what_to_do(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code  # type: ignore[assignment]
+    assert code == 2
+    assert says in _one_line(capsys)
+
+
+def test_info_from_a_snapshot_shows_that_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "--from", str(DATA / "t4.json")]) == 0
+    out = capsys.readouterr().out
+    assert "Tesla T4" in out and "recorded snapshot" in out
+
+
+def test_an_unwritable_history_is_said_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("GPUPROBE_DATA_DIR", str(blocker / "history"))
+    assert main(["bench", "launch", "--backend", "numpy", "--quick"]) == 1
+    err = _one_line(capsys)
+    assert "cannot open the history" in err and "--no-save" in err
+
+
+def test_listen_errors_name_the_real_cause() -> None:
+    gai = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    msg = listen_error("nosuchhost.invalid", 9400, gai)
+    assert "'nosuchhost.invalid' is not a known name or address" in msg and "--port" not in msg
+    used = OSError(errno.EADDRINUSE, "Address already in use")
+    assert "pick another --port" in listen_error("127.0.0.1", 9400, used)
+    gone = OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address")
+    assert "not an address of this machine" in listen_error("10.1.2.3", 9400, gone)
+    assert listen_error("::1", 9400, used).startswith("cannot listen on [::1]:9400")
+    assert url_host("::1") == "[::1]" and url_host("127.0.0.1") == "127.0.0.1"
+
+
+def test_export_host_that_does_not_resolve(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--host", "nosuchhost.invalid", "--port", "0"]) == 2
+    err = _one_line(capsys)
+    assert "not a known name or address" in err and "pick another --port" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [
+        (12040.0, "ms", "t=12.04 s"),
+        (0.25, "ms", "t=250 µs"),
+        (3.0 * 2**30, "B", "t=3 GiB"),
+        (812, "B", "t=812 B"),
+        (12040.0, "", "t=12040"),
+        (2.5e-7, "", "t=2.5e-07"),
+        (None, "ms", "t=n/a"),
+    ],
+)
+def test_evidence_is_shown_in_the_unit_that_fits(value: object, unit: str, shown: str) -> None:
+    assert str(Evidence("t", value, unit)) == shown  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_reinstalls_when_torch_changes(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "pip.log"
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    python.chmod(0o755)
+
+    def make(*extra: str) -> str:
+        if log.exists():
+            log.unlink()
+        subprocess.run(
+            ["make", "-s", "-C", str(ROOT), f"VENV={venv}", *extra, "setup"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        return log.read_text() if log.exists() else ""
+
+    first = make()
+    assert "install -e . torch==2.13.0" in first
+    assert make() == ""  # nothing changed: nothing installed
+    again = make("TORCH=torch==2.12.0")
+    assert "install -e . torch==2.12.0" in again
+    assert make("TORCH=torch==2.12.0") == ""
+    assert "install -e . torch==2.13.0" in make()  # back to the default: installed again
+    without = make("TORCH=")
+    assert "install -e ." in without and "torch" not in without
