@@ -26,8 +26,16 @@ def check_driver(inv: Inventory) -> list[Finding]:
     """Findings about the driver, NVML and the cards on the PCI bus."""
     d = inv.driver
     cards = inv.pci_nvidia
+    lost: list[Finding] = []
+    if d.error and "GpuIsLost" in d.error:
+        from gpuprobe.doctor.gpu import lost_gpu_finding
+
+        lost = [lost_gpu_finding("a GPU", d.error)]
+        if d.status != "ok":
+            return lost
     if d.status == "ok":
         return [
+            *lost,
             Finding(
                 "driver-ok",
                 Status.OK,
@@ -40,7 +48,7 @@ def check_driver(inv: Inventory) -> list[Finding]:
                     Evidence("gpus", len(inv.gpus)),
                 ),
                 group=GROUP,
-            )
+            ),
         ]
     if d.status == "version-mismatch":
         return [

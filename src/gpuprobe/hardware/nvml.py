@@ -10,6 +10,7 @@ shows the same value.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -108,6 +109,7 @@ class NvmlSession:
         self._handles: dict[int, Any] = {}
         # GPU index -> pynvml error class name of the error that made it unreadable
         self.device_errors: dict[int, str] = {}
+        self.lost_any = False  # some call answered NVML_ERROR_GPU_IS_LOST
         self._errors: tuple[type[BaseException], ...] = tuple(
             e
             for e in (
@@ -130,13 +132,16 @@ class NvmlSession:
         try:
             return fn(*args)
         except self._errors as exc:
-            if type(exc).__name__ == "NVMLError_GpuIsLost" and args:
-                self._mark_lost(args[0])
+            if type(exc).__name__ == "NVMLError_GpuIsLost":
+                self.lost_any = True
+                if args:
+                    self._mark_lost(args[0])
             return default
         except (AttributeError, TypeError, ValueError, OSError):  # binding/driver skew
             return default
 
     def _mark_lost(self, handle: Any) -> None:
+        self.lost_any = True
         for index, h in self._handles.items():
             if h is handle:
                 self.device_errors[index] = "NVMLError_GpuIsLost"
@@ -150,6 +155,7 @@ class NvmlSession:
                 h = self.lib.nvmlDeviceGetHandleByIndex(index)
             except self._errors as exc:
                 self.device_errors[index] = type(exc).__name__
+                self.lost_any |= self.lost(index)
                 return None
             except (AttributeError, TypeError, ValueError, OSError) as exc:
                 self.device_errors[index] = type(exc).__name__
@@ -187,6 +193,7 @@ class NvmlSession:
         the current clocks, power, temperature and processes. Peaks and SM counts are added by
         :mod:`gpuprobe.inventory` from the CUDA driver and the spec tables."""
         lib, h, q = self.lib, self.handle(index), self.query
+        lost_before = self.lost_any
         if h is None or self.lost(index):
             return Gpu(index=index, nvml_error=self.device_errors.get(index, "unknown"))
         pci = q("nvmlDeviceGetPciInfo", h)
@@ -245,8 +252,15 @@ class NvmlSession:
             mig_instances=self.mig_instances(index) if mig is not None and mig[0] else (),
             processes=self.processes(index),
             clock_event_reasons=decode_clock_event_reasons(self._clock_event_mask(h)),
-            nvml_error=self.device_errors.get(index),
+            nvml_error=self._lost_during(index, lost_before),
         )
+
+    def _lost_during(self, index: int, lost_before: bool) -> str | None:
+        """GPU ``index``'s error, counting a 'GPU is lost' answered by any handle read for it
+        (a MIG device's included) since ``lost_before`` was taken."""
+        if self.lost_any and not lost_before:
+            self.device_errors[index] = "NVMLError_GpuIsLost"
+        return self.device_errors.get(index)
 
     def pcie(self, index: int) -> Pcie:
         """PCIe link (``nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.max,...``).
@@ -363,6 +377,7 @@ class NvmlSession:
         (``nvidia-smi dmon -s pucm``). ``pcie_throughput`` adds rx/tx KB/s, which costs 20 ms per
         counter (NVML measures over a 20 ms window)."""
         lib, h, q = self.lib, self.handle(index), self.query
+        lost_before = self.lost_any
         util = q("nvmlDeviceGetUtilizationRates", h)
         used = self._memory(h)[0]
         power = q("nvmlDeviceGetPowerUsage", h)
@@ -370,7 +385,7 @@ class NvmlSession:
         if pcie_throughput:
             rx = q("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_RX_BYTES)
             tx = q("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_TX_BYTES)
-        return GpuSample(
+        sample = GpuSample(
             index=index,
             time=time.time(),
             utilization_gpu=int(util.gpu) if util is not None else None,
@@ -386,11 +401,15 @@ class NvmlSession:
             pcie_rx_kbs=rx,
             pcie_tx_kbs=tx,
         )
+        self._lost_during(index, lost_before)
+        return sample
 
     def process_utilization(self, index: int, since_us: int) -> dict[int, int]:
         """SM utilization % per PID over samples newer than ``since_us`` (host µs timestamp),
         from ``nvmlDeviceGetProcessUtilization``; values over 100 (an NVML bug) are dropped."""
+        lost_before = self.lost_any
         samples = self.query("nvmlDeviceGetProcessUtilization", self.handle(index), since_us)
+        self._lost_during(index, lost_before)
         out: dict[int, int] = {}
         for s in samples or []:
             sm = int(getattr(s, "smUtil", 0))
@@ -483,16 +502,23 @@ def read_driver() -> tuple[Driver, list[Gpu]]:
         with nvml_session() as s:
             driver = s.driver()
             gpus = [s.gpu(i) for i in range(s.device_count())]
+            lost = s.lost_any
     except NvmlUnavailable as exc:
         return Driver(status=exc.status, error=str(exc)), []
     except Exception as exc:  # an NVML error outside every guard: say so, never a traceback
         if type(exc).__module__ != "pynvml" and not type(exc).__name__.startswith("NVML"):
             raise
         return Driver(status="error", error=f"{type(exc).__name__}: {exc}"), []
+    if lost and gpus and not any(g.lost for g in gpus):  # a system call answered "GPU is lost"
+        driver = dataclasses.replace(
+            driver, error="NVMLError_GpuIsLost: NVML answered 'GPU is lost' to a driver query"
+        )
     if not gpus:
         return Driver(
-            status="no-gpu",
-            error="NVML works but sees no GPU",
+            status="error" if lost else "no-gpu",
+            error="NVMLError_GpuIsLost: NVML answered 'GPU is lost' while counting the GPUs"
+            if lost
+            else "NVML works but sees no GPU",
             driver_version=driver.driver_version,
             cuda_driver_version=driver.cuda_driver_version,
             nvml_version=driver.nvml_version,

@@ -249,7 +249,7 @@ class GpuSample(Record):
     clock_event_reasons: tuple[str, ...] | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
-    pcie_rx_kbs: int | None = None  # KB/s, only on request: each reading takes 20 ms
+    pcie_rx_kbs: int | None = None  # KiB/s (NVML's "KB/s"), only on request: 20 ms a reading
     pcie_tx_kbs: int | None = None
 
 
