@@ -44,6 +44,7 @@ __all__ = [
     "SM_RATES",
     "ProductSpec",
     "SmRates",
+    "arch_supports",
     "architecture",
     "fp32_cores_per_sm",
     "markdown_table",
@@ -714,6 +715,28 @@ def markdown_table() -> str:
         )  # fmt: skip
         lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def arch_supports(arch_list: tuple[str, ...], cc: tuple[int, int]) -> bool:
+    """Whether a build with ``arch_list`` (``sm_80``, ``compute_90``, ``sm_90a``) has code for
+    compute capability ``cc``: machine code for the same major and a minor not above the card's,
+    or PTX for an older-or-equal architecture that the driver can compile. Arch-specific targets
+    (``sm_90a``, ``sm_100a``) run only on exactly that capability."""
+    major, minor = cc
+    for entry in arch_list:
+        m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", entry.strip())
+        if not m:
+            continue
+        kind, emaj, emin, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+        if suffix == "a" and (emaj, emin) != cc:
+            continue
+        if suffix == "f" and (emaj != major or emin > minor):
+            continue
+        if kind == "sm" and emaj == major and emin <= minor:
+            return True
+        if kind == "compute" and (emaj, emin) <= cc and not suffix:
+            return True
+    return False
 
 
 if __name__ == "__main__":  # python -m gpuprobe.hardware.specs: the table in docs/peaks.md
