@@ -779,11 +779,19 @@ def autocast(device: str, dtype_name: str) -> Any:
     return torch.autocast(device_type=device.partition(":")[0], dtype=dtype)
 
 
+# bfloat16 tensor-core math starts with Ampere, compute capability 8.0 (CUDA C++ Programming
+# Guide, "Arithmetic Instructions"; cuBLAS bf16 GEMM). torch.cuda.is_bf16_supported() also counts
+# emulation (True on T4 and V100) and looks at the current device, not the one asked.
+BF16_MIN_CC = (8, 0)
+
+
 def bf16_supported(device: str) -> bool:
-    """Whether ``device`` runs bfloat16 (CUDA: compute capability 8.0 or newer; CPU: yes)."""
+    """Whether ``device`` runs bfloat16 natively: for CUDA, the compute capability of that very
+    device is 8.0 or newer (emulated bf16 on older cards is not counted); the CPU: yes."""
     torch = require("bf16")
     if device.startswith("cuda"):
-        return bool(torch.cuda.is_bf16_supported())
+        cc = torch.cuda.get_device_capability(torch.device(device))
+        return bool(tuple(cc) >= BF16_MIN_CC)
     return True
 
 
