@@ -147,6 +147,22 @@ def _ecc(g: Gpu) -> list[Finding]:
     return out
 
 
+def _mig_fix(g: Gpu) -> str:
+    from gpuprobe.hardware.specs import mig_smallest_profile
+
+    profile = mig_smallest_profile(g.name, g.memory_total)
+    off = f"or turn MIG off ('sudo nvidia-smi -i {g.index} -mig 0' and reset the GPU)"
+    if profile is None:
+        return (
+            f"list this card's profiles ('nvidia-smi mig -i {g.index} -lgip') and create "
+            f"instances ('sudo nvidia-smi mig -i {g.index} -cgi PROFILE -C'), {off}"
+        )
+    return (
+        f"create instances, e.g. the smallest ('sudo nvidia-smi mig -i {g.index} -cgi {profile} "
+        f"-C'; 'nvidia-smi mig -i {g.index} -lgip' lists the others), {off}"
+    )
+
+
 def _mig(g: Gpu, inv: Inventory) -> list[Finding]:
     if not g.mig_mode:
         return []
@@ -157,9 +173,7 @@ def _mig(g: Gpu, inv: Inventory) -> list[Finding]:
                 Status.FAIL,
                 f"{g.label}: MIG mode is on but no MIG instance exists, so CUDA sees no device on it",
                 (Evidence("mig_mode", True), Evidence("mig_instances", 0)),
-                fix=f"create instances ('sudo nvidia-smi mig -i {g.index} -cgi 1g.18gb -C', see "
-                "'nvidia-smi mig -lgip' for profiles) or turn MIG off ('sudo nvidia-smi -i "
-                f"{g.index} -mig 0' and reset)",
+                fix=_mig_fix(g),
                 group=GROUP,
                 subject=g.label,
             )
