@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift ;;
         --wheels) WHEELS="$2"; shift ;;
         --python) PY="$2"; shift ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         *) echo "gpu_sweep.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.hardware.nvml import LOST_GPU_FIX
+from gpuprobe.hardware.nvml import lost_gpu_fix
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.inventory import Inventory
 
@@ -21,7 +21,7 @@ RETIRED_PAGES_WARN = 1  # any retired page is worth knowing; NVIDIA's RMA thresh
 MIB = 2**20
 
 
-def lost_gpu_finding(subject: str, error: str | None) -> Finding:
+def lost_gpu_finding(subject: str, error: str | None, index: int | None = None) -> Finding:
     """NVML_ERROR_GPU_IS_LOST: the card has fallen off the bus (the kernel logs Xid 79)."""
     return Finding(
         "gpu-lost",
@@ -29,7 +29,7 @@ def lost_gpu_finding(subject: str, error: str | None) -> Finding:
         f"{subject}: NVML says the GPU is lost (fallen off the bus or otherwise inaccessible); "
         "nothing can run on it until it is reset",
         (Evidence("nvml_error", error),),
-        fix=LOST_GPU_FIX,
+        fix=lost_gpu_fix(index),
         group=GROUP,
         subject=subject,
     )
@@ -37,7 +37,7 @@ def lost_gpu_finding(subject: str, error: str | None) -> Finding:
 
 def _unreadable(g: Gpu) -> list[Finding]:
     if g.lost:
-        return [lost_gpu_finding(g.label, g.nvml_error)]
+        return [lost_gpu_finding(g.label, g.nvml_error, g.index)]
     return [
         Finding(
             "gpu-unreadable",

@@ -27,7 +27,14 @@ from gpuprobe.hardware.types import (
     decode_clock_event_reasons,
 )
 
-__all__ = ["LOST_GPU_FIX", "NvmlSession", "NvmlUnavailable", "nvml_session", "read_driver"]
+__all__ = [
+    "LOST_GPU_FIX",
+    "NvmlSession",
+    "NvmlUnavailable",
+    "lost_gpu_fix",
+    "nvml_session",
+    "read_driver",
+]
 
 T = TypeVar("T")
 
@@ -48,6 +55,11 @@ LOST_GPU_FIX = (
     "seating), then reset the GPU ('sudo nvidia-smi -r -i INDEX' with nothing running on it) or "
     "reboot; if it recurs, have the card and its slot checked"
 )
+
+
+def lost_gpu_fix(index: int | None) -> str:
+    """:data:`LOST_GPU_FIX` for GPU ``index`` (NVML's index, as ``nvidia-smi -i`` takes)."""
+    return LOST_GPU_FIX if index is None else LOST_GPU_FIX.replace("INDEX", str(index))
 
 
 class _ProcessInfoV1(ctypes.Structure):

@@ -606,7 +606,9 @@ def summarize(tl: Timeline) -> RunSummary:
         if header_gpu.lost:
             from gpuprobe.doctor.gpu import lost_gpu_finding
 
-            findings.append(lost_gpu_finding(header_gpu.label, header_gpu.nvml_error))
+            findings.append(
+                lost_gpu_finding(header_gpu.label, header_gpu.nvml_error, header_gpu.index)
+            )
     if tl.end is None:
         findings.append(
             Finding(

@@ -125,9 +125,10 @@ class TopView:
             parts.append(Text(f"GPU {gs.index}  {(g.name if g else None) or ''}", style="bold"))
             session_lost = getattr(self.sampler.session, "lost", None)
             if (g is not None and g.lost) or (callable(session_lost) and session_lost(gs.index)):
-                from gpuprobe.hardware.nvml import LOST_GPU_FIX
+                from gpuprobe.hardware.nvml import lost_gpu_fix
 
-                parts.append(Text(f"  NVML: GPU is lost. {LOST_GPU_FIX}", style="bold red"))
+                fix = lost_gpu_fix(gs.index)
+                parts.append(Text(f"  NVML: GPU is lost. {fix}", style="bold red"))
             elif g is not None and g.nvml_error:
                 parts.append(Text(f"  NVML cannot read it: {g.nvml_error}", style="yellow"))
             parts.append(
