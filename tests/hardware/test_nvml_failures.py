@@ -171,6 +171,13 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
         out["bench"] = watch.window(0.0, time.perf_counter())
     finally:
         watch.close()
+    # doctor's kernel worker finds its card's NVML index by UUID (None when NVML cannot say)
+    from gpuprobe.doctor.worker import _nvml_index
+
+    session, index = _nvml_index(uuid)
+    out["worker_index"] = index
+    if session is not None:
+        session.lib.nvmlShutdown()
     # run, top and export share the sampler
     with Sampler(hz=10, pcie_throughput=True) as sampler:
         samples = [sampler.take(), sampler.take()]
@@ -237,6 +244,8 @@ def test_every_nvml_call_failing_every_way_gives_findings_not_tracebacks(
     if call in SAMPLER_ONLY_CALLS:
         assert "GPU is lost" in out["top"] and "Xid 79" in out["top"]
         return
+    if call == "nvmlDeviceGetHandleByIndex_v2":  # nothing else could be read: info says why
+        assert "cannot read GPU 0: NVMLError_GpuIsLost" in out["info"]
     lost = by_id.get("gpu-lost")
     assert lost is not None and lost.status is Status.FAIL, sorted(by_id)
     assert "Xid 79" in (lost.fix or "") and "reset" in (lost.fix or "")
@@ -263,6 +272,7 @@ def test_the_list_is_every_call_the_commands_make(
     gpu = {f.id for f in out["doctor"]}
     assert "gpu-mig" in gpu and "gpu-lost" not in gpu
     assert out["bench"] is not None and out["bench"].sm_clock_mhz_max == 345
+    assert out["worker_index"] == 0
 
 
 def test_coverage_numbers() -> None:

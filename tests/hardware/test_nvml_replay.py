@@ -148,6 +148,10 @@ def test_memory_v2_separates_the_driver_reserve_and_v1_includes_it(fake_nvml) ->
     assert (gpu.memory_used, gpu.memory_reserved) == (100 * 2**20, 512 * 2**20)
     assert gpu.memory_used + gpu.memory_reserved + gpu.memory_free == gpu.memory_total
     assert "nvmlDeviceGetMemoryInfo_v2" in lib.calls
+    from gpuprobe.report.fields import gpu_rows
+
+    memory = dict(gpu_rows(gpu))["memory"]
+    assert "0.10 GiB used" in memory and "0.50 GiB driver reserve" in memory, memory
     # a driver without the v2 entry point: v1, whose "used" includes the reserve
     fake_nvml(snap, missing={"nvmlDeviceGetMemoryInfo_v2"})
     gpu = read_driver()[1][0]
