@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -311,28 +312,23 @@ class NvmlSession:
         nvitop does; R450–R510 drivers have no ``_v3``). Empty when NVML cannot say."""
         if h is None:
             return []
-        lost = "NVMLError_GpuIsLost"
+        attempts: list[Callable[[], list[tuple[int, int | None]]]] = []
         v3 = getattr(self.lib, f"nvmlDeviceGet{kind}RunningProcesses_v3", None)
         if v3 is not None:
-            try:
-                return [(int(p.pid), _bytes_or_none(p.usedGpuMemory)) for p in v3(h) or []]
-            except self._errors as exc:
-                if type(exc).__name__ == lost:
-                    self._mark_lost(h)
-                if type(exc).__name__ != "NVMLError_FunctionNotFound":
-                    return []
-            except (AttributeError, TypeError, ValueError, OSError):
-                return []
+            attempts.append(
+                lambda: [(int(p.pid), _bytes_or_none(p.usedGpuMemory)) for p in v3(h) or []]
+            )
         for suffix, layout in (("_v2", _ProcessInfoV2), ("", _ProcessInfoV1)):
+            symbol = f"nvmlDeviceGet{kind}RunningProcesses{suffix}"
+            attempts.append(functools.partial(self._raw_processes, h, symbol, layout))
+        for attempt in attempts:
             try:
-                return self._raw_processes(
-                    h, f"nvmlDeviceGet{kind}RunningProcesses{suffix}", layout
-                )
+                return attempt()
             except self._errors as exc:
-                if type(exc).__name__ == lost:
+                if type(exc).__name__ == "NVMLError_GpuIsLost":
                     self._mark_lost(h)
                 if type(exc).__name__ != "NVMLError_FunctionNotFound":
-                    return []
+                    return []  # only a missing entry point is worth the older one
             except (AttributeError, TypeError, ValueError, OSError):
                 return []
         return []
