@@ -9,6 +9,7 @@ the commands are exercised in-process (fast); a few real CLI subprocesses close 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -176,8 +177,9 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
 
     session, index = _nvml_index(uuid)
     out["worker_index"] = index
-    if session is not None:
-        session.lib.nvmlShutdown()
+    if session is not None:  # the worker keeps its session for its life; close this one
+        with contextlib.suppress(session.lib.NVMLError):
+            session.lib.nvmlShutdown()
     # run, top and export share the sampler
     with Sampler(hz=10, pcie_throughput=True) as sampler:
         samples = [sampler.take(), sampler.take()]
