@@ -50,7 +50,10 @@ def test_blackwell_card_with_a_torch_lacking_sm_120() -> None:
     f = report.finding("torch-arch-missing")
     assert f is not None and f.status is Status.FAIL and report.exit_code == 1
     assert "no kernel image is available" in f.title and "sm_120" in f.title
-    assert "cu128" in f.fix and "torch>=2.7" in f.fix
+    # the newest release with an sm_120 build the card's CUDA 12.8 driver runs (2.12+ ship no
+    # cu128, and their cu130 needs a CUDA 13 driver)
+    assert "whl/cu128" in f.fix and "'torch==2.11.*'" in f.fix
+    assert "no torch 2.5 build has kernels for sm_120" in f.fix
 
 
 def test_cpu_only_torch_on_a_gpu_machine_gets_the_matching_cuda_build() -> None:

@@ -386,3 +386,40 @@ def test_module_has_no_heavy_imports() -> None:
     source = Path(specs.__file__).read_text(encoding="utf-8")
     for mod in ("pynvml", "torch", "numpy"):
         assert not re.search(rf"^\s*(import|from)\s+{mod}\b", source, re.MULTILINE)
+
+
+def test_mig_profiles_per_card() -> None:
+    from gpuprobe.hardware.specs import mig_smallest_profile
+
+    gib = 2**30
+    cases = {
+        ("NVIDIA A100-SXM4-40GB", 40 * gib): "1g.5gb",
+        ("NVIDIA A100-SXM4-80GB", 80 * gib): "1g.10gb",
+        ("NVIDIA A30", 24 * gib): "1g.6gb",
+        ("NVIDIA H100 80GB HBM3", 80 * gib): "1g.10gb",
+        ("NVIDIA H100 NVL", 94 * gib): "1g.12gb",
+        ("NVIDIA H200", 143771 * 2**20): "1g.18gb",
+        ("NVIDIA B200", 179 * gib): "1g.23gb",
+        ("Tesla T4", 15 * gib): None,  # no MIG
+        ("NVIDIA GB200", 186 * gib): None,  # not in the table: the fix lists the card's profiles
+    }
+    assert {k: mig_smallest_profile(*k) for k in cases} == cases
+
+
+def test_the_mig_fix_names_the_cards_own_profile() -> None:
+    import dataclasses
+
+    from _support import DATA
+    from gpuprobe.doctor import judge
+    from gpuprobe.inventory import load
+
+    inv = load(DATA / "h200.json")
+    for name, mem, want in (
+        ("NVIDIA A100-SXM4-80GB", 80 * 2**30, "-cgi 1g.10gb -C"),
+        ("NVIDIA H200", 143771 * 2**20, "-cgi 1g.18gb -C"),
+        ("NVIDIA GB200", 186 * 2**30, "-lgip') and create"),
+    ):
+        g = dataclasses.replace(inv.gpus[0], name=name, memory_total=mem, mig_mode=True)
+        f = {f.id: f for f in judge(dataclasses.replace(inv, gpus=(g,)))}["gpu-mig-no-instances"]
+        assert want in (f.fix or "")
+        assert name == "NVIDIA H200" or "1g.18gb" not in (f.fix or "")

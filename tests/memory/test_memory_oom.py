@@ -187,3 +187,21 @@ def test_hook_prints_the_report_after_the_traceback(capsys: pytest.CaptureFixtur
     finally:
         uninstall_oom_hook()
     assert sys.excepthook is before
+
+
+# The usual full-card message: torch prints sizes up to 1 KiB as "N bytes" (c10
+# CUDACachingAllocator format_size), so a card with nothing left says "0 bytes is free".
+TORCH_CUDA_FULL = (
+    "CUDA out of memory. Tried to allocate 512 bytes. GPU 0 has a total capacity of 79.10 GiB "
+    "of which 0 bytes is free. Including non-PyTorch memory, this process has 79.09 GiB memory "
+    "in use. Of the allocated memory 78.50 GiB is allocated by PyTorch, and 1024 bytes is reserved "
+    "by PyTorch but unallocated."
+)
+
+
+def test_sizes_torch_prints_in_bytes() -> None:
+    e = classify_oom(_typed("torch", TORCH_CUDA_FULL))
+    assert e is not None and e.kind == "cuda"
+    assert (e.requested, e.free) == (512, 0)
+    assert e.total == int(79.10 * 2**30) and e.allocated == int(78.50 * 2**30)
+    assert e.reserved == int(78.50 * 2**30) + 1024  # allocated + reserved-but-unallocated

@@ -80,13 +80,19 @@ class DoctorReport(Record):
 
 def judge(inv: Inventory, workers: list[WorkerResult] | None = None) -> list[Finding]:
     """Every finding for ``inv`` and, when given, the kernel checks' results. Pure: no I/O."""
-    from gpuprobe.doctor.driver import check_driver
+    from gpuprobe.doctor.driver import check_cuda_init, check_driver
     from gpuprobe.doctor.env import check_env
     from gpuprobe.doctor.frameworks import check_frameworks
     from gpuprobe.doctor.gpu import check_gpus
     from gpuprobe.doctor.kernels import judge_cpu, judge_gpu
 
-    findings = [*check_driver(inv), *check_env(inv), *check_frameworks(inv), *check_gpus(inv)]
+    findings = [
+        *check_driver(inv),
+        *check_cuda_init(inv),
+        *check_env(inv),
+        *check_frameworks(inv),
+        *check_gpus(inv),
+    ]
     if workers is not None:
         findings.extend(judge_cpu(workers))
         for r in workers:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.inventory import Inventory
 
-__all__ = ["check_driver"]
+__all__ = ["check_cuda_init", "check_driver"]
 
 GROUP = "driver"
 
@@ -26,8 +26,16 @@ def check_driver(inv: Inventory) -> list[Finding]:
     """Findings about the driver, NVML and the cards on the PCI bus."""
     d = inv.driver
     cards = inv.pci_nvidia
+    lost: list[Finding] = []
+    if d.error and "GpuIsLost" in d.error:
+        from gpuprobe.doctor.gpu import lost_gpu_finding
+
+        lost = [lost_gpu_finding("a GPU", d.error)]
+        if d.status != "ok":
+            return lost
     if d.status == "ok":
         return [
+            *lost,
             Finding(
                 "driver-ok",
                 Status.OK,
@@ -40,7 +48,7 @@ def check_driver(inv: Inventory) -> list[Finding]:
                     Evidence("gpus", len(inv.gpus)),
                 ),
                 group=GROUP,
-            )
+            ),
         ]
     if d.status == "version-mismatch":
         return [
@@ -111,6 +119,33 @@ def check_driver(inv: Inventory) -> list[Finding]:
             f"NVML could not be used: {d.error or d.status}",
             (Evidence("nvml", d.status),),
             fix="run 'nvidia-smi' to see the driver's own error; reinstall the driver if it fails",
+            group=GROUP,
+        )
+    ]
+
+
+def check_cuda_init(inv: Inventory) -> list[Finding]:
+    """A FAIL with its fix when the CUDA driver API failed to start for a reason gpuprobe knows
+    (the stub libcuda, a busy GPU, a fabric manager not running, a cuda-compat mismatch)."""
+    from gpuprobe.hardware.cudadrv import CUDA_ERROR_FIXES, CUDA_ERRORS, error_code
+
+    view = inv.cuda_all or inv.cuda
+    if view is None or view.status != "error":
+        return []
+    code = error_code(view.error)
+    if code not in CUDA_ERROR_FIXES:
+        return []
+    name = CUDA_ERRORS.get(code, f"CUDA error {code}")
+    return [
+        Finding(
+            "cuda-stub-library" if code == 34 else "cuda-init-failed",
+            Status.FAIL,
+            f"cuInit failed with {name} ({code}): no CUDA program can use the GPU",
+            (
+                Evidence("cuInit", view.error),
+                Evidence("libcuda_driver_version", view.driver_version),
+            ),
+            fix=CUDA_ERROR_FIXES[code],
             group=GROUP,
         )
     ]

@@ -7,6 +7,7 @@ import re
 
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.frameworks.base import FrameworkInfo
+from gpuprobe.hardware.specs import arch_supports
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.inventory import Inventory
 
@@ -42,34 +43,13 @@ def cuda_compat(runtime: str | None, driver: str | None) -> Status | None:
     return Status.OK
 
 
-def arch_supports(arch_list: tuple[str, ...], cc: tuple[int, int]) -> bool:
-    """Whether a build with ``arch_list`` (``sm_80``, ``compute_90``, ``sm_90a``) has code for
-    compute capability ``cc``: machine code for the same major and a minor not above the card's,
-    or PTX for an older-or-equal architecture that the driver can compile. Arch-specific targets
-    (``sm_90a``, ``sm_100a``) run only on exactly that capability."""
-    major, minor = cc
-    for entry in arch_list:
-        m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", entry.strip())
-        if not m:
-            continue
-        kind, emaj, emin, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-        if suffix == "a" and (emaj, emin) != cc:
-            continue
-        if suffix == "f" and (emaj != major or emin > minor):
-            continue
-        if kind == "sm" and emaj == major and emin <= minor:
-            return True
-        if kind == "compute" and (emaj, emin) <= cc and not suffix:
-            return True
-    return False
-
-
 def _install_fix(f: FrameworkInfo, inv: Inventory) -> str:
     drv = inv.driver.cuda_driver_version
     if f.name == "torch":
         from gpuprobe.frameworks.torch import install_command
 
-        return install_command(f.version, drv)
+        ccs = [g.cc for g in inv.gpus if g.cc is not None]
+        return install_command(f.version, drv, ccs=ccs)
     if f.name == "cupy":
         major = (_v(drv) or (12, 0))[0]
         return f"pip uninstall -y {f.distribution or 'cupy'} && pip install cupy-cuda{major}x"
@@ -222,11 +202,14 @@ def _check_one(f: FrameworkInfo, inv: Inventory) -> list[Finding]:
 
 
 def _arch_fix(f: FrameworkInfo, g: Gpu, inv: Inventory) -> str:
-    if f.name == "torch" and g.cc is not None and g.cc >= (12, 0):
+    if f.name == "torch" and g.cc is not None:
+        # The newest build with kernels for this card that the driver runs: the same release's
+        # other build (Pascal/Volta on a cu128/cu130 wheel: cu126), or a newer release (a
+        # Blackwell B200 sm_100 or RTX 50 sm_120 needs torch >= 2.7 with CUDA >= 12.8).
         from gpuprobe.frameworks.torch import install_command
 
-        cmd = install_command("2.7", inv.driver.cuda_driver_version, requirement="torch>=2.7")
-        return f"{cmd}   (Blackwell sm_120 needs torch >= 2.7 built with CUDA >= 12.8)"
+        ccs = [x.cc for x in inv.gpus if x.cc is not None] or [g.cc]
+        return install_command(f.version, inv.driver.cuda_driver_version, ccs=ccs)
     return (
         f"{_install_fix(f, inv)}   (a build whose arch list includes sm_{g.cc[0]}{g.cc[1]})"
         if g.cc

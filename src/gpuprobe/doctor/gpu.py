@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.nvml import lost_gpu_fix
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.inventory import Inventory
 
-__all__ = ["check_gpus"]
+__all__ = ["check_gpus", "lost_gpu_finding"]
 
 GROUP = "gpu"
 
@@ -18,6 +19,39 @@ OTHER_PROCESS_MEMORY_WARN_FRACTION = 0.10  # of the card's memory held by other 
 RETIRED_PAGES_WARN = 1  # any retired page is worth knowing; NVIDIA's RMA threshold is 60
 # (NVIDIA "Dynamic Page Retirement" doc, DA-08347) and DCGM warns on pending retirement.
 MIB = 2**20
+
+
+def lost_gpu_finding(subject: str, error: str | None, index: int | None = None) -> Finding:
+    """NVML_ERROR_GPU_IS_LOST: the card has fallen off the bus (the kernel logs Xid 79)."""
+    return Finding(
+        "gpu-lost",
+        Status.FAIL,
+        f"{subject}: NVML says the GPU is lost (fallen off the bus or otherwise inaccessible); "
+        "nothing can run on it until it is reset",
+        (Evidence("nvml_error", error),),
+        fix=lost_gpu_fix(index),
+        group=GROUP,
+        subject=subject,
+    )
+
+
+def _unreadable(g: Gpu) -> list[Finding]:
+    if g.lost:
+        return [lost_gpu_finding(g.label, g.nvml_error, g.index)]
+    return [
+        Finding(
+            "gpu-unreadable",
+            Status.WARN,
+            f"{g.label}: NVML could not open this GPU ({g.nvml_error}); its values show as n/a",
+            (Evidence("nvml_error", g.nvml_error),),
+            fix="run 'nvidia-smi -q -i INDEX' to see the driver's own error (NoPermission: check "
+            "/dev/nvidia* access; Timeout or Unknown: check 'sudo dmesg | grep -i xid')".replace(
+                "INDEX", str(g.index)
+            ),
+            group=GROUP,
+            subject=g.label,
+        )
+    ]
 
 
 def _gib(b: int | None) -> float | None:
@@ -113,6 +147,22 @@ def _ecc(g: Gpu) -> list[Finding]:
     return out
 
 
+def _mig_fix(g: Gpu) -> str:
+    from gpuprobe.hardware.specs import mig_smallest_profile
+
+    profile = mig_smallest_profile(g.name, g.memory_total)
+    off = f"or turn MIG off ('sudo nvidia-smi -i {g.index} -mig 0' and reset the GPU)"
+    if profile is None:
+        return (
+            f"list this card's profiles ('nvidia-smi mig -i {g.index} -lgip') and create "
+            f"instances ('sudo nvidia-smi mig -i {g.index} -cgi PROFILE -C'), {off}"
+        )
+    return (
+        f"create instances, e.g. the smallest ('sudo nvidia-smi mig -i {g.index} -cgi {profile} "
+        f"-C'; 'nvidia-smi mig -i {g.index} -lgip' lists the others), {off}"
+    )
+
+
 def _mig(g: Gpu, inv: Inventory) -> list[Finding]:
     if not g.mig_mode:
         return []
@@ -123,9 +173,7 @@ def _mig(g: Gpu, inv: Inventory) -> list[Finding]:
                 Status.FAIL,
                 f"{g.label}: MIG mode is on but no MIG instance exists, so CUDA sees no device on it",
                 (Evidence("mig_mode", True), Evidence("mig_instances", 0)),
-                fix=f"create instances ('sudo nvidia-smi mig -i {g.index} -cgi 1g.18gb -C', see "
-                "'nvidia-smi mig -lgip' for profiles) or turn MIG off ('sudo nvidia-smi -i "
-                f"{g.index} -mig 0' and reset)",
+                fix=_mig_fix(g),
                 group=GROUP,
                 subject=g.label,
             )
@@ -151,6 +199,9 @@ def check_gpus(inv: Inventory, system: str | None = None) -> list[Finding]:
     system = system or platform.system()
     out: list[Finding] = []
     for g in inv.gpus:
+        if g.nvml_error is not None:
+            out.extend(_unreadable(g))
+            continue
         found = [*_processes(g), *_ecc(g), *_mig(g, inv)]
         if g.persistence_mode is False and system == "Linux":
             found.append(

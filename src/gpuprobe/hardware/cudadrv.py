@@ -11,26 +11,29 @@ from __future__ import annotations
 
 import ctypes
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Mapping
 
 from gpuprobe.hardware.types import CudaDevice, CudaView
 
-__all__ = ["CUDA_ERRORS", "read_cuda_view", "view_in_child"]
+__all__ = ["CUDA_ERRORS", "CUDA_ERROR_FIXES", "error_code", "read_cuda_view", "view_in_child"]
 
 CHILD_TIMEOUT_S = 60.0  # cuInit can take seconds without persistence mode (system76-power #492)
 
-# CUresult values gpuprobe explains (cuda.h).
+# CUresult values gpuprobe names (cuda.h, enum cudaError_enum; checked in tests against the
+# header's values).
 CUDA_ERRORS: dict[int, str] = {
     2: "CUDA_ERROR_OUT_OF_MEMORY",
     3: "CUDA_ERROR_NOT_INITIALIZED",
+    34: "CUDA_ERROR_STUB_LIBRARY",
     35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
-    46: "CUDA_ERROR_DEVICES_UNAVAILABLE",
+    46: "CUDA_ERROR_DEVICE_UNAVAILABLE",
     100: "CUDA_ERROR_NO_DEVICE",
     101: "CUDA_ERROR_INVALID_DEVICE",
     209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
-    217: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+    217: "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
     222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
     304: "CUDA_ERROR_OPERATING_SYSTEM",
     802: "CUDA_ERROR_SYSTEM_NOT_READY",
@@ -38,6 +41,31 @@ CUDA_ERRORS: dict[int, str] = {
     804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
     999: "CUDA_ERROR_UNKNOWN",
 }
+
+# What a person does when cuInit fails with these (the doctor's fix).
+CUDA_ERROR_FIXES: dict[int, str] = {
+    34: "the process loaded the CUDA toolkit's stub libcuda.so (lib64/stubs, for linking only) "
+    "instead of the driver's: take the stubs folder out of LD_LIBRARY_PATH (and any "
+    "/etc/ld.so.conf.d entry); in a container, run it with the NVIDIA container toolkit "
+    "('docker run --gpus all', or the nvidia runtime) so the host's libcuda.so.1 is mounted",
+    35: "the NVIDIA driver is older than this CUDA needs: update the driver",
+    46: "the GPU is busy or unavailable: compute mode EXCLUSIVE_PROCESS with another process on "
+    "it, or it is being reset ('nvidia-smi -q -d COMPUTE'; 'sudo nvidia-smi -c DEFAULT')",
+    802: "the system is not ready: on NVSwitch systems (HGX) start the fabric manager "
+    "('sudo systemctl enable --now nvidia-fabricmanager') with the driver's exact version",
+    803: "the CUDA forward-compatibility package (cuda-compat) does not match the kernel driver: "
+    "remove it from LD_LIBRARY_PATH or install the one for this driver",
+    804: "this GPU does not support CUDA forward compatibility (a consumer card): remove the "
+    "cuda-compat libraries from LD_LIBRARY_PATH and update the driver instead",
+    999: "run 'nvidia-smi' and 'sudo dmesg | grep -i -e nvrm -e xid' for the driver's own error",
+}
+
+
+def error_code(text: str | None) -> int | None:
+    """The CUresult in a :class:`CudaView` error such as ``"CUDA_ERROR_STUB_LIBRARY (34)"``."""
+    m = re.search(r"\((\d+)\)\s*$", text or "")
+    return int(m.group(1)) if m else None
+
 
 # CUdevice_attribute values (cuda.h).
 _ATTR_SM_COUNT = 16

@@ -39,14 +39,17 @@ __all__ = [
     "ARCHITECTURES",
     "FP32_CORES_PER_SM",
     "MEMORY_TRANSFERS_PER_CLOCK",
+    "MIG_SMALLEST_PROFILES",
     "PRODUCTS",
     "RATE_LIMITED_PARTS",
     "SM_RATES",
     "ProductSpec",
     "SmRates",
+    "arch_supports",
     "architecture",
     "fp32_cores_per_sm",
     "markdown_table",
+    "mig_smallest_profile",
     "parse_compute_capability",
     "peaks",
     "spec_for",
@@ -714,6 +717,57 @@ def markdown_table() -> str:
         )  # fmt: skip
         lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def arch_supports(arch_list: tuple[str, ...], cc: tuple[int, int]) -> bool:
+    """Whether a build with ``arch_list`` (``sm_80``, ``compute_90``, ``sm_90a``) has code for
+    compute capability ``cc``: machine code for the same major and a minor not above the card's,
+    or PTX for an older-or-equal architecture that the driver can compile. Arch-specific targets
+    (``sm_90a``, ``sm_100a``) run only on exactly that capability."""
+    major, minor = cc
+    for entry in arch_list:
+        m = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", entry.strip())
+        if not m:
+            continue
+        kind, emaj, emin, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+        if suffix == "a" and (emaj, emin) != cc:
+            continue
+        if suffix == "f" and (emaj != major or emin > minor):
+            continue
+        if kind == "sm" and emaj == major and emin <= minor:
+            return True
+        if kind == "compute" and (emaj, emin) <= cc and not suffix:
+            return True
+    return False
+
+
+# The smallest MIG GPU-instance profile of each MIG-capable product (``nvidia-smi mig -lgip``
+# lists them on the card). Source: NVIDIA Multi-Instance GPU User Guide, "Supported MIG Profiles"
+# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), one table per product. Matched on
+# the NVML name and the memory size (the 40 GB and 80 GB A100 share a name stem). A card not
+# listed gets the command that lists its profiles instead of a guess.
+MIG_SMALLEST_PROFILES: tuple[tuple[str, float, float, str], ...] = (
+    # (NVML name pattern, memory from GiB, to GiB, profile)
+    (r"A30\b", 20, 26, "1g.6gb"),
+    (r"A100", 35, 45, "1g.5gb"),
+    (r"A100", 70, 85, "1g.10gb"),
+    (r"H100", 70, 85, "1g.10gb"),  # H100 SXM5 / PCIe 80 GB
+    (r"H100", 88, 100, "1g.12gb"),  # H100 NVL 94 GB, H100 96 GB
+    (r"H200", 130, 150, "1g.18gb"),  # H200 SXM and NVL 141 GB
+    (r"\bB200", 170, 190, "1g.23gb"),  # B200 180 GB
+)
+
+
+def mig_smallest_profile(name: str | None, memory_total: int | None) -> str | None:
+    """The smallest MIG profile of the card named ``name`` with ``memory_total`` bytes, or None
+    when this table does not know the card."""
+    if not name or not memory_total:
+        return None
+    gib = memory_total / 2**30
+    for pattern, lo, hi, profile in MIG_SMALLEST_PROFILES:
+        if re.search(pattern, name) and lo <= gib <= hi:
+            return profile
+    return None
 
 
 if __name__ == "__main__":  # python -m gpuprobe.hardware.specs: the table in docs/peaks.md

@@ -7,6 +7,7 @@ is unknown or unsupported here and shows as ``n/a``.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "Pcie",
     "Peaks",
     "decode_clock_event_reasons",
+    "encode_clock_event_reasons",
 ]
 
 DriverStatus = Literal[
@@ -45,14 +47,37 @@ CLOCK_EVENT_REASONS: dict[int, str] = {
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
+    # nvml.h R570+ (go-nvml ClocksEventReasonBoardLimit / ClocksEventReasonReliability)
+    0x200: "board_limit",
+    0x400: "reliability",
 }
+_UNKNOWN_BIT_PREFIX = "bit_0x"  # a bit nvml.h did not name when this table was written
+_CLOCK_EVENT_BITS = {name: bit for bit, name in CLOCK_EVENT_REASONS.items()}
 
 
 def decode_clock_event_reasons(mask: int | None) -> tuple[str, ...] | None:
-    """Names of the bits set in an NVML clock-event-reasons mask, lowest bit first."""
+    """Names of the bits set in an NVML clock-event-reasons mask, lowest bit first. A bit with
+    no name here is kept as ``bit_0x800`` so that no bit of the mask is lost."""
     if mask is None:
         return None
-    return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
+    out = []
+    for i in range(64):
+        bit = 1 << i
+        if mask & bit:
+            out.append(CLOCK_EVENT_REASONS.get(bit, f"{_UNKNOWN_BIT_PREFIX}{bit:x}"))
+    return tuple(out)
+
+
+def encode_clock_event_reasons(names: tuple[str, ...] | list[str]) -> int:
+    """The NVML bitmask of reason names (the inverse of :func:`decode_clock_event_reasons`)."""
+    mask = 0
+    for name in names:
+        if name in _CLOCK_EVENT_BITS:
+            mask |= _CLOCK_EVENT_BITS[name]
+        elif name.startswith(_UNKNOWN_BIT_PREFIX):
+            with suppress(ValueError):
+                mask |= int(name[len(_UNKNOWN_BIT_PREFIX) :], 16)
+    return mask
 
 
 @dataclass(frozen=True)
@@ -156,8 +181,9 @@ class Gpu(Record):
     architecture: str | None = None
     compute_capability: str | None = None  # "9.0"
     memory_total: int | None = None  # bytes
-    memory_used: int | None = None
+    memory_used: int | None = None  # nvmlMemory_v2 "used" where the driver has it (no reserve)
     memory_free: int | None = None
+    memory_reserved: int | None = None  # the driver's reserve (nvmlMemory_v2); None on v1
     sm_count: int | None = None
     fp32_cores_per_sm: int | None = None
     fp32_cores: int | None = None
@@ -185,6 +211,13 @@ class Gpu(Record):
     mig_instances: tuple[MigInstance, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     clock_event_reasons: tuple[str, ...] | None = None
+    # The NVML error that made this GPU unreadable (e.g. "NVMLError_GpuIsLost"); None when read.
+    nvml_error: str | None = None
+
+    @property
+    def lost(self) -> bool:
+        """True when NVML says the GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)."""
+        return self.nvml_error == "NVMLError_GpuIsLost"
 
     @property
     def cc(self) -> tuple[int, int] | None:
@@ -216,7 +249,7 @@ class GpuSample(Record):
     clock_event_reasons: tuple[str, ...] | None = None
     pcie_gen: int | None = None
     pcie_width: int | None = None
-    pcie_rx_kbs: int | None = None  # KB/s, only on request: each reading takes 20 ms
+    pcie_rx_kbs: int | None = None  # KiB/s (NVML's "KB/s"), only on request: 20 ms a reading
     pcie_tx_kbs: int | None = None
 
 

@@ -112,21 +112,24 @@ OOM_PATTERNS: tuple[_Pattern, ...] = (
 )
 
 # What torch's CUDA message says, in its current (2.1+) and older (1.x-2.0) wordings.
+# A size as torch prints it (c10 CUDACachingAllocator format_size): "0 bytes" up to 1 KiB, then
+# "12.00 KiB", "1.50 GiB"; older messages also wrote "MB"-style units.
+_SZ = r"[\d.]+ (?:[KMGT]i?B|bytes|B)"
+
+
+def _torch_field(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern.replace("SIZE", _SZ))
+
+
 _TORCH_FIELDS: dict[str, re.Pattern[str]] = {
-    "requested": re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)"),
+    "requested": _torch_field(r"Tried to allocate (SIZE)"),
     "device": re.compile(r"GPU (\d+)"),
-    "total": re.compile(
-        r"total capacit?y of ([\d.]+ [KMGT]?i?B)|\(GPU \d+; ([\d.]+ [KMGT]?i?B) total"
-    ),
-    "free": re.compile(r"of which ([\d.]+ [KMGT]?i?B) is free|([\d.]+ [KMGT]?i?B) free;"),
-    "process_in_use": re.compile(r"this process has ([\d.]+ [KMGT]?i?B) memory in use"),
-    "allocated": re.compile(
-        r"([\d.]+ [KMGT]?i?B) is allocated by PyTorch|([\d.]+ [KMGT]?i?B) already allocated"
-    ),
-    "reserved_unallocated": re.compile(
-        r"([\d.]+ [KMGT]?i?B) is reserved by PyTorch but unallocated"
-    ),
-    "reserved": re.compile(r"([\d.]+ [KMGT]?i?B) reserved in total by PyTorch"),
+    "total": _torch_field(r"total capacit?y of (SIZE)|\(GPU \d+; (SIZE) total"),
+    "free": _torch_field(r"of which (SIZE) is free|(SIZE) free;"),
+    "process_in_use": _torch_field(r"this process has (SIZE) memory in use"),
+    "allocated": _torch_field(r"(SIZE) is allocated by PyTorch|(SIZE) already allocated"),
+    "reserved_unallocated": _torch_field(r"(SIZE) is reserved by PyTorch but unallocated"),
+    "reserved": _torch_field(r"(SIZE) reserved in total by PyTorch"),
 }
 _CPU_REQUEST = re.compile(r"you tried to allocate (\d+) bytes")
 _CUPY_REQUEST = re.compile(

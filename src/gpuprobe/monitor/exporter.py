@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from gpuprobe.hardware.types import CLOCK_EVENT_REASONS, Gpu
+from gpuprobe.hardware.types import CLOCK_EVENT_REASONS, Gpu, encode_clock_event_reasons
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.sampler import NvmlFactory, Sampler
 
@@ -38,7 +38,6 @@ DCGM_FIELDS: dict[str, tuple[str, float, str]] = {
     "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_width", 1.0, "PCIe current link width."),
 }
 _GPU_LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"]
-_REASON_BITS = {name: bit for bit, name in CLOCK_EVENT_REASONS.items()}
 
 
 def _labels(g: Gpu | None, index: int, hostname: str) -> list[str]:
@@ -115,12 +114,12 @@ class GpuprobeCollector:
         )
         pcie_rx = GaugeMetricFamily(
             "gpuprobe_gpu_pcie_rx_kilobytes_per_second",
-            "PCIe receive throughput (KB/s; only with --pcie).",
+            "PCIe receive throughput (KiB/s as NVML counts it; only with --pcie).",
             labels=_GPU_LABELS,
         )
         pcie_tx = GaugeMetricFamily(
             "gpuprobe_gpu_pcie_tx_kilobytes_per_second",
-            "PCIe transmit throughput (KB/s; only with --pcie).",
+            "PCIe transmit throughput (KiB/s as NVML counts it; only with --pcie).",
             labels=_GPU_LABELS,
         )
         pmem = GaugeMetricFamily(
@@ -145,9 +144,12 @@ class GpuprobeCollector:
                 total.add_metric(labels, (g.memory_total - gs.memory_used) / MiB)
                 fb_total.add_metric(labels, float(g.memory_total))
             if gs.clock_event_reasons is not None:
-                mask = sum(_REASON_BITS.get(r, 0) for r in gs.clock_event_reasons)
-                reasons.add_metric(labels, float(mask))
-                for name in CLOCK_EVENT_REASONS.values():
+                # the whole NVML mask, bits this table does not name included
+                reasons.add_metric(
+                    labels, float(encode_clock_event_reasons(gs.clock_event_reasons))
+                )
+                names = dict.fromkeys([*CLOCK_EVENT_REASONS.values(), *gs.clock_event_reasons])
+                for name in names:
                     reason_on.add_metric(
                         [*labels, name], 1.0 if name in gs.clock_event_reasons else 0.0
                     )

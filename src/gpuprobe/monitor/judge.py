@@ -662,6 +662,13 @@ def summarize(tl: Timeline) -> RunSummary:
     cost = 100.0 * tl.sampler_cpu_s / wall if wall > 0 else None
     cmd = command_text(tl.header.command)
 
+    for header_gpu in tl.header.gpus:
+        if header_gpu.lost:
+            from gpuprobe.doctor.gpu import lost_gpu_finding
+
+            findings.append(
+                lost_gpu_finding(header_gpu.label, header_gpu.nvml_error, header_gpu.index)
+            )
     if tl.end is None:
         findings.append(
             Finding(

@@ -168,6 +168,14 @@ class TopView:
                 else None
             )
             parts.append(Text(f"GPU {gs.index}  {(g.name if g else None) or ''}", style="bold"))
+            session_lost = getattr(self.sampler.session, "lost", None)
+            if (g is not None and g.lost) or (callable(session_lost) and session_lost(gs.index)):
+                from gpuprobe.hardware.nvml import lost_gpu_fix
+
+                fix = lost_gpu_fix(gs.index)
+                parts.append(Text(f"  NVML: GPU is lost. {fix}", style="bold red"))
+            elif g is not None and g.nvml_error:
+                parts.append(Text(f"  NVML cannot read it: {g.nvml_error}", style="yellow"))
             parts.append(
                 Text.assemble("  util ", bar(gs.utilization_gpu), "  ", (sparkline(hist), "cyan"))
             )
@@ -188,7 +196,8 @@ class TopView:
                     f"mem {_na(gs.mem_clock_mhz, ' MHz')}  PCIe gen{_na(gs.pcie_gen)} "
                     f"x{_na(gs.pcie_width)}"
                     + (
-                        f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MB/s"
+                        # NVML counts PCIe throughput in KiB/s (nvml.h "KB/s", 1024 bytes)
+                        f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MiB/s"
                         if gs.pcie_rx_kbs is not None and gs.pcie_tx_kbs is not None
                         else ""
                     )

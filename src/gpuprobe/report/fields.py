@@ -115,6 +115,9 @@ def gpu_rows(g: Gpu) -> list[tuple[str, str]]:
         ", ".join(f"{x.name or '?'}[{x.pid}] {gib(x.used_memory)}" for x in g.processes) or "none"
     )
     migs = ", ".join(f"{m.name or '?'} {m.uuid}" for m in g.mig_instances) or "none"
+    if g.nvml_error is not None:  # NVML could not open the card: say so, not a page of n/a
+        return [("NVML", f"cannot read GPU {g.index}: {g.nvml_error}")]
+    reserved = f", {gib(g.memory_reserved)} driver reserve" if g.memory_reserved else ""
     return [
         ("name", na(g.name)),
         ("UUID", na(g.uuid)),
@@ -123,7 +126,7 @@ def gpu_rows(g: Gpu) -> list[tuple[str, str]]:
         (
             "memory",
             f"{gib(g.memory_total)} total, {gib(g.memory_used)} used, "
-            f"{gib(g.memory_free)} free; bus {na(g.memory_bus_width, 'bit')}",
+            f"{gib(g.memory_free)} free{reserved}; bus {na(g.memory_bus_width, 'bit')}",
         ),
         (
             "SMs",
