@@ -62,7 +62,7 @@ def _plain(x: Any, depth: int = 0) -> Any:
     if hasattr(x, "to_dict"):
         try:
             return _plain(x.to_dict(), depth + 1)
-        except Exception:  # noqa: BLE001 — fall through to the generic forms
+        except Exception:
             pass
     if isinstance(x, dict):
         return {str(k): _plain(v, depth + 1) for k, v in x.items()}
@@ -93,13 +93,23 @@ def describe(d: Any) -> dict[str, Any]:
     out: dict[str, Any] = {f: _plain(getattr(s, f, None)) for f in SUMMARY_FIELDS}
     out["steps"] = len(getattr(s, "steps", ()) or ())
     out["devices"] = len(getattr(s, "devices", ()) or ())
-    out["findings"] = [
-        {"id": f.id, "status": _plain(f.status)} for f in getattr(d, "findings", ())
-    ]
+    out["findings"] = [{"id": f.id, "status": _plain(f.status)} for f in getattr(d, "findings", ())]
     extras = {**_extras(s), **_extras(d)}
     if extras:
         out["extras"] = extras
     return out
+
+
+def vmhwm_mib() -> float | None:
+    """This process's own peak RSS (VmHWM; wait4's ru_maxrss also counts the parent at fork)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def main() -> int:
@@ -114,7 +124,7 @@ def main() -> int:
         if os.path.isdir(path):
             try:
                 out["folder"] = describe(gpuprobe.diagnose(path))
-            except Exception as e:  # noqa: BLE001 — this gpuprobe reads one file at a time
+            except Exception as e:
                 out["folder_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 out["ranks"] = {}
                 for name in sorted(os.listdir(path)):
@@ -122,14 +132,15 @@ def main() -> int:
                         continue
                     try:
                         out["ranks"][name] = describe(gpuprobe.diagnose(os.path.join(path, name)))
-                    except Exception as e2:  # noqa: BLE001
+                    except Exception as e2:
                         out["ranks"][name] = {"error": f"{type(e2).__name__}: {str(e2)[:300]}"}
         else:
             out.update(describe(gpuprobe.diagnose(path)))
         out["seconds"]["diagnose"] = round(time.perf_counter() - t, 4)
-    except Exception as e:  # noqa: BLE001 — a refused trace is a result too
+    except Exception as e:
         out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
     out["worker_seconds"] = round(time.perf_counter() - T_START, 4)
+    out["vmhwm_mib"] = vmhwm_mib()
     with open(out_path, "w") as fh:
         json.dump(out, fh, indent=1)
     return 0

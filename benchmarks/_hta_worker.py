@@ -56,7 +56,7 @@ def _timed(out: dict, key: str, fn: Any) -> Any:
     t = time.perf_counter()
     try:
         value = fn()
-    except Exception as e:  # noqa: BLE001 — every HTA failure is recorded, not raised
+    except Exception as e:
         out[key] = _err(e)
         value = None
     out.setdefault("seconds", {})[key] = round(time.perf_counter() - t, 4)
@@ -69,7 +69,7 @@ def _set_rounding(disable: bool) -> None:
         from hta.configs.env_options import HTAEnvOptions
 
         HTAEnvOptions.instance().set_disable_ns_rounding(disable)
-    except Exception:  # noqa: BLE001, S110 — absent in 0.5.0
+    except Exception:
         pass
 
 
@@ -149,7 +149,7 @@ def launch_stats(ta: Any, ranks: list[int]) -> dict[str, Any]:
             out[str(rank)] = {"launches": 0}
             continue
         out[str(rank)] = {
-            "launches": int(len(df)),
+            "launches": len(df),
             "short_kernels": int((df["gpu_duration"] < df["cpu_duration"]).sum()),
             "runtime_outliers_gt_50us": int((df["cpu_duration"] > 50).sum()),
             "launch_delay_outliers_gt_100us": int((df["launch_delay"] > 100).sum()),
@@ -212,6 +212,18 @@ def variants_mode(trace_dir: str, out: dict) -> None:
                 v[key] = value
 
 
+def vmhwm_mib() -> float | None:
+    """This process's own peak RSS (VmHWM; wait4's ru_maxrss also counts the parent at fork)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def main() -> int:
     flags = [a for a in sys.argv[1:] if a.startswith("--")]
     trace_dir, out_path = [a for a in sys.argv[1:] if not a.startswith("--")][:2]
@@ -229,9 +241,10 @@ def main() -> int:
             variants_mode(trace_dir, out)
         else:
             default_mode(trace_dir, out)
-    except Exception as e:  # noqa: BLE001 — e.g. HTA not importable
+    except Exception as e:
         out["fatal"] = _err(e)
     out["worker_seconds"] = round(time.perf_counter() - T_START, 4)
+    out["vmhwm_mib"] = vmhwm_mib()
     with open(out_path, "w") as fh:
         json.dump(out, fh, indent=1, default=_num)
     return 0

@@ -13,8 +13,11 @@ multi-rank DLRM folders, run in separate processes, alternating which goes first
   and with the last profiler step kept (``include_last_profiler_step=True``), so each difference
   can be split into what HTA's rounding, HTA's dropping of the last step, and the rest cause.
 
-Wall time and peak RSS of each process come from ``os.wait4``; ``tree_peak_mib`` also sums the RSS
-of the process's children (HTA parses several ranks in a multiprocessing pool), sampled.
+Wall and CPU time of each process come from ``os.wait4``. Peak memory is the process's own
+high-water RSS (``VmHWM``), which the worker reads as it ends: wait4's ``ru_maxrss`` on Linux also
+counts the parent's RSS at fork, so it is kept only as ``wait4_maxrss_mib`` (and used when a worker
+died). ``tree_peak_mib`` sums the RSS of the process and its children (HTA parses several ranks
+in a multiprocessing pool), sampled every 50 ms.
 
 HTA lives in its own virtualenv, outside the repo (it pins pandas, plotly, jupyter)::
 
@@ -38,6 +41,7 @@ Output: benchmarks/results/diagnose_vs_hta_corpus.{md,json}.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -65,7 +69,21 @@ CORPUS_DLRM_PREFIX = "param_dlrm_worker"  # the corpus's DLRM ranks, also run as
 IDLE_KEYS = ("host_wait", "kernel_wait", "other")
 
 # What inspecting the traces showed (see the differences section); keyed by trace name.
-NOTES: dict[str, str] = {}
+NOTES: dict[str, str] = {
+    "hta_ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": (
+        "Checked by hand: gpuprobe's own gaps with times taken relative to the first GPU event "
+        "give host/kernel wait 17.04/82.96 %, exactly HTA's; with absolute times (as gpuprobe "
+        "reads them) 16.64/83.36 %"
+    ),
+    "hta_trace_compare__base__base.json.gz": (
+        "A test fixture where 16 of 18 GPU events have no launch: HTA keeps 2 kernels (1 with "
+        "the last step dropped), so its span is one or two kernels long"
+    ),
+    "hta_trace_compare__test__test.json.gz": (
+        "A test fixture where 16 of 17 GPU events have no launch: HTA keeps 1 kernel (span 4 µs,"
+        " busy 100 %)"
+    ),
+}
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -107,10 +125,8 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, log: Path) 
                 done.wait(SAMPLE_S)
 
         def kill() -> None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
         sampler = threading.Thread(target=sample, daemon=True) if psutil else None
         if sampler:
@@ -127,7 +143,10 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, log: Path) 
     out = {
         "wall_s": round(wall, 3),
         "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
-        "peak_mib": round(ru.ru_maxrss / 1024, 1),  # KiB on Linux
+        # KiB on Linux; includes the parent's RSS at fork, so replaced by the worker's VmHWM
+        "peak_mib": round(ru.ru_maxrss / 1024, 1),
+        "wait4_maxrss_mib": round(ru.ru_maxrss / 1024, 1),
+        "peak_source": "wait4",
         "rc": proc.returncode,
     }
     if psutil:
@@ -135,8 +154,10 @@ def run_process(cmd: list[str], env: dict[str, str], timeout: float, log: Path) 
     if proc.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
         out["process_error"] = (
-            f"exit {proc.returncode}" + (f" (killed after {timeout:.0f} s)" if wall >= timeout else "")
-            + ": " + " | ".join(tail)[-400:]
+            f"exit {proc.returncode}"
+            + (f" (killed after {timeout:.0f} s)" if wall >= timeout else "")
+            + ": "
+            + " | ".join(tail)[-400:]
         )
     return out
 
@@ -146,6 +167,9 @@ def run_worker(cmd: list[str], env: dict[str, str], timeout: float, work: Path, 
     res = run_process([*cmd, str(out_json)], env, timeout, work / f"{tag}.log")
     if out_json.is_file():
         res["result"] = json.loads(out_json.read_text())
+        if res["result"].get("vmhwm_mib"):
+            res["peak_mib"] = res["result"]["vmhwm_mib"]
+            res["peak_source"] = "VmHWM"
     return res
 
 
@@ -189,7 +213,13 @@ def cases(args: argparse.Namespace, work: Path) -> list[dict]:
         folder.mkdir(parents=True)
         (folder / f.name).symlink_to(f)
         out.append(
-            {"name": f.name, "kind": kinds.get(f.name, "?"), "path": f, "folder": folder}
+            {
+                "name": f.name,
+                "kind": kinds.get(f.name, "?"),
+                "path": f,
+                "folder": folder,
+                "facts": trace_facts(f),
+            }
         )
     dlrm = [f for f in files if f.name.startswith(CORPUS_DLRM_PREFIX)]
     if len(dlrm) > 1:
@@ -217,6 +247,7 @@ def _rank_folder(work: Path, name: str, files: list[Path], kind: str) -> dict:
         "multirank": True,
         "rank_files": [f.name for f in files],
         "rank_of": {f.name: trace_rank(f) for f in files},
+        "rank_facts": {f.name: trace_facts(f) for f in files},
     }
 
 
@@ -319,6 +350,52 @@ def compare_single(case: dict) -> dict:
     return c
 
 
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
+
+
+def trace_facts(path: Path) -> dict[str, Any]:
+    """What the explanations need from the trace itself (read here with the json module)."""
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError, EOFError) as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        return {"error": "no traceEvents"}
+    launch_corr = set()
+    gpu, steps, on_stream, devices = [], 0, {}, set()
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        a = e.get("args") if isinstance(e.get("args"), dict) else {}
+        cat = e.get("cat")
+        if cat in GPU_CATS:
+            gpu.append(e)
+            devices.add(a.get("device"))
+        elif "stream" in a:
+            on_stream[str(cat)] = on_stream.get(str(cat), 0) + 1
+        elif "correlation" in a:
+            launch_corr.add(a["correlation"])
+        if str(e.get("name", "")).startswith("ProfilerStep"):
+            steps += 1
+    first = events[0] if events and isinstance(events[0], dict) else {}
+    unlaunched = [e for e in gpu if (e.get("args") or {}).get("correlation") not in launch_corr]
+    return {
+        "gpu_events": len(gpu),
+        "gpu_events_without_launch": len(unlaunched),
+        # HTA joins a GPU event with no launch to trace event #0 (index_correlation 0)
+        "unlaunched_before_event0": sum(
+            1 for e in unlaunched if float(e.get("ts", 0)) < float(first.get("ts", 0) or 0)
+        ),
+        "other_events_on_a_stream": on_stream,
+        "profiler_steps": steps,
+        "fractional_ts": any(float(e.get("ts", 0)) % 1 for e in gpu),
+        "gpu_devices": len(devices),
+    }
+
+
 def trace_rank(path: Path) -> str:
     """``distributedInfo.rank`` from the start of a trace file, as HTA finds it ("0" if absent)."""
     opener = gzip.open if path.name.endswith(".gz") else open
@@ -356,6 +433,7 @@ def compare_multirank(case: dict) -> dict:
                 if isinstance(h.get("comm_comp_overlap_pct"), dict)
                 else None,
                 "gpuprobe_extras": g.get("extras"),
+                "facts": (case.get("rank_facts") or {}).get(name),
             }
         )
     return {
@@ -377,8 +455,8 @@ def finish(case: dict) -> None:
 
 
 def explain(case: dict) -> list[str]:
-    """Where a busy difference comes from, as far as the variants and event counts tell."""
-    c = case["compare"]
+    """Where a busy or idle-split difference comes from: HTA's variants and the trace's facts."""
+    c, facts = case["compare"], case.get("facts") or {}
     out = []
     if case["name"] in NOTES:
         out.append(NOTES[case["name"]])
@@ -388,28 +466,58 @@ def explain(case: dict) -> list[str]:
         c.get("residual_pp"),
     )
     if r is not None and abs(r) > DIFF_PP / 2:
-        out.append(f"HTA's ns rounding moves its busy % by {r:+.2f} pp")
+        out.append(
+            f"HTA's ns rounding (start up, end down to whole µs) moves its busy % by {r:+.2f} pp"
+        )
     if ls is not None and abs(ls) > DIFF_PP / 2:
         out.append(f"HTA dropping the last profiler step moves it by {ls:+.2f} pp")
     if res is not None and abs(res) > DIFF_PP / 2:
-        extra = [
-            k
-            for k in (c.get("hta_gpu_event_categories") or {})
-            if k not in ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")
-        ]
-        bits = [f"left with rounding off and all steps: gpuprobe {res:+.2f} pp"]
+        bits = [f"left like for like: {res:+.2f} pp"]
+        n_un, steps = facts.get("gpu_events_without_launch", 0), facts.get("profiler_steps", 0)
+        if n_un and steps >= 2:
+            bits.append(
+                f"HTA drops the {n_un} of {facts['gpu_events']} GPU events whose launch (CPU "
+                "event with the same correlation) is not in the trace: with ≥ 2 ProfilerSteps it "
+                "keeps only GPU events joined to a kept CPU event; gpuprobe keeps them, in the "
+                "step of their GPU time"
+            )
+        extra = {
+            k: v for k, v in (c.get("hta_gpu_event_categories") or {}).items() if k not in GPU_CATS
+        }
         if extra:
-            cats = c["hta_gpu_event_categories"]
-            bits.append("HTA also counts " + ", ".join(f"{k} ({cats[k]})" for k in extra))
+            bits.append(
+                "HTA counts as GPU time its other events that have a stream: "
+                + ", ".join(f"{k} ({v})" for k, v in extra.items())
+            )
         gs, hs = c.get("gpuprobe_gpu_span_us"), c.get("hta_exact_all_steps_span_us")
         if gs and hs and abs(gs - hs) > 0.001 * max(gs, hs):
-            bits.append(f"GPU span gpuprobe {gs:,.0f} µs vs HTA {hs:,.0f} µs")
-        if (c.get("gpuprobe_devices") or 0) > 1:
+            bits.append(f"GPU span gpuprobe {gs:,.3f} µs vs HTA {hs:,.3f} µs")
+        if facts.get("gpu_devices", 0) > 1:
             bits.append(
-                f"{c['gpuprobe_devices']} GPUs in one file: HTA merges them into one timeline, "
+                f"{facts['gpu_devices']} GPUs in one file: HTA merges them into one timeline, "
                 "gpuprobe sums span and busy per device"
             )
         out.append("; ".join(bits))
+    ds = c.get("delta_split_max_pp")
+    if ds is not None and ds > DIFF_PP:
+        n_un = facts.get("gpu_events_without_launch", 0)
+        why = [f"idle split differs by up to {ds:.2f} pp"]
+        if facts.get("unlaunched_before_event0"):
+            why.append(
+                f"{facts['unlaunched_before_event0']} GPU events have no launch in the trace: "
+                "HTA's fallback joins them to trace event #0 (index_correlation 0), which starts "
+                "after them, so their gaps count as host wait; gpuprobe counts a gap with no "
+                "launch as kernel wait or other"
+            )
+        elif n_un and facts.get("profiler_steps", 0) >= 2:
+            why.append("HTA's idle breakdown runs on its filtered events (see above)")
+        elif facts.get("fractional_ts"):
+            why.append(
+                "sub-µs timestamps: gpuprobe adds durations to absolute µs times (~1.7e15, where "
+                "float64 steps by 0.25 µs), HTA to times relative to the trace start, so a gap "
+                "near zero can fall on the other side of 'launch after the previous end'"
+            )
+        out.append("; ".join(why))
     return out
 
 
@@ -454,8 +562,8 @@ def markdown(result: dict) -> str:
         f"({result['hta_python']}). gpuprobe: {result['gpuprobe_version']}.",
         "",
         "Each tool runs in its own process per trace (which goes first alternates); wall time "
-        "includes starting Python and importing the tool. Peak = peak RSS of the process "
-        "(wait4). Busy % = union of GPU activity over the GPU span (HTA "
+        "includes starting Python and importing the tool. Peak = the process's own high-water RSS "
+        "(VmHWM). Busy % = union of GPU activity over the GPU span (HTA "
         "`get_temporal_breakdown`: 100 − idle %). HTA columns: **default** = "
         "`TraceAnalysis(trace_dir)` as a user runs it (ns rounding on: each event's start rounded "
         "up and end down to whole µs; last profiler step dropped); **exact** = "
@@ -478,8 +586,7 @@ def markdown(result: dict) -> str:
         g, h = case.get("gpuprobe"), case.get("hta")
         gbusy = _f(c["gpuprobe_busy_pct"]) if not c.get("gpuprobe_error") else "refused"
         hb = " / ".join(
-            _f(c[k])
-            for k in ("hta_busy_pct", "hta_exact_busy_pct", "hta_exact_all_steps_busy_pct")
+            _f(c[k]) for k in ("hta_busy_pct", "hta_exact_busy_pct", "hta_exact_all_steps_busy_pct")
         )
         if c["hta_busy_pct"] is None and c["hta_errors"]:
             hb = "error"
@@ -544,6 +651,29 @@ def markdown(result: dict) -> str:
                 f"| {_split(r['gpuprobe_split_pct'])} | {_split(r['hta_split_pct'])} "
                 f"| {_f(r['hta_comm_comp_overlap_pct'])} |"
             )
+        odd = [
+            r
+            for r in m["ranks"]
+            if r["gpuprobe_split_pct"]
+            and r["hta_split_pct"]
+            and max(
+                abs(r["gpuprobe_split_pct"][k] - (r["hta_split_pct"].get(k) or 0))
+                for k in IDLE_KEYS
+            )
+            > DIFF_PP
+        ]
+        if odd:
+            L += [
+                "",
+                "Idle split differs by more than 0.1 pp on rank "
+                + ", ".join(
+                    f"{r['rank']} ({(r.get('facts') or {}).get('unlaunched_before_event0', 0)} "
+                    "GPU events with no launch, before trace event #0)"
+                    for r in odd
+                )
+                + ": HTA joins a GPU event with no launch to trace event #0 and so counts its gap"
+                " as host wait.",
+            ]
         kb = m.get("hta_kernel_breakdown")
         if isinstance(kb, dict) and "error" not in kb:
             L += [
@@ -556,7 +686,8 @@ def markdown(result: dict) -> str:
             L += ["", "HTA errors: " + "; ".join(f"{k}: {v}" for k, v in m["hta_errors"].items())]
     L += [
         "",
-        f"## Differences (|Δ busy| > {DIFF_PP} pp against HTA default or exact)",
+        f"## Differences (|Δ busy| > {DIFF_PP} pp against HTA default or exact, or Δ split > "
+        f"{DIFF_PP} pp)",
         "",
         "Split into: HTA's ns rounding (default − exact), HTA dropping the last profiler step "
         "(exact − exact, all steps), and what is left (gpuprobe − HTA exact, all steps).",
@@ -567,20 +698,31 @@ def markdown(result: dict) -> str:
             continue
         c = case["compare"]
         d = [c.get("delta_hta_busy_pp"), c.get("delta_hta_exact_busy_pp")]
-        if not any(x is not None and abs(x) > DIFF_PP for x in d):
+        split_diff = (c.get("delta_split_max_pp") or 0) > DIFF_PP
+        if not split_diff and not any(x is not None and abs(x) > DIFF_PP for x in d):
             continue
         why = case.get("why") or ["(no cause found by the variants)"]
         L.append(
             f"- **{case['name']}**: Δ default {_f(d[0])} pp, Δ exact {_f(d[1])} pp. "
             + " ".join(w.rstrip(".") + "." for w in why)
         )
-    L += ["", "## HTA failures", ""]
+    L += [
+        "",
+        "## HTA failures",
+        "",
+        "Which analysis failed (`load` = `TraceAnalysis(...)`; `exact.`, `exact_all_steps.`, "
+        "`rounded_all_steps.` = the variant runs) and HTA's exception.",
+        "",
+    ]
     for case in cs:
         errs = case["compare"].get("hta_errors") or {}
         if errs:
+            by_msg: dict[str, list[str]] = {}
+            for k, v in errs.items():
+                by_msg.setdefault(v, []).append(k)
             L.append(
                 f"- **{case['name']}** ({case['kind']}): "
-                + "; ".join(f"`{k}`: {_short(v, 160)}" for k, v in errs.items())
+                + "; ".join(f"{', '.join(ks)}: `{_short(m, 160)}`" for m, ks in by_msg.items())
             )
     L += ["", "## gpuprobe refusals and findings", ""]
     for case in cs:
@@ -671,11 +813,16 @@ def main() -> int:
     ver = "not run"
     if have_hta:
         v = subprocess.run(
-            [args.hta_python, "-c", "import importlib.metadata as m, sys\n"
-             "for d in ('HolisticTraceAnalysis', 'traceinsight'):\n"
-             "    try: print(d, m.version(d)); sys.exit()\n"
-             "    except m.PackageNotFoundError: pass"],
-            capture_output=True, text=True,
+            [
+                args.hta_python,
+                "-c",
+                "import importlib.metadata as m, sys\n"
+                "for d in ('HolisticTraceAnalysis', 'traceinsight'):\n"
+                "    try: print(d, m.version(d)); sys.exit()\n"
+                "    except m.PackageNotFoundError: pass",
+            ],
+            capture_output=True,
+            text=True,
         )
         ver = v.stdout.strip() or v.stderr.strip()[-200:]
     rev = subprocess.run(
