@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Any
 
+from _worker_common import vmhwm_mib  # benchmarks/, next to this script
+
 T_START = time.perf_counter()
 
 SUMMARY_FIELDS = (
@@ -98,18 +100,6 @@ def describe(d: Any) -> dict[str, Any]:
     if extras:
         out["extras"] = extras
     return out
-
-
-def vmhwm_mib() -> float | None:
-    """This process's own peak RSS (VmHWM; wait4's ru_maxrss also counts the parent at fork)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
 
 
 def main() -> int:

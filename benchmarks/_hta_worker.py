@@ -23,6 +23,8 @@ import time
 import traceback
 from typing import Any
 
+from _worker_common import vmhwm_mib  # benchmarks/, next to this script
+
 T_START = time.perf_counter()
 logging.disable(logging.CRITICAL)
 
@@ -210,18 +212,6 @@ def variants_mode(trace_dir: str, out: dict) -> None:
             value = _timed(v, key, fn)
             if value is not None:
                 v[key] = value
-
-
-def vmhwm_mib() -> float | None:
-    """This process's own peak RSS (VmHWM; wait4's ru_maxrss also counts the parent at fork)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
 
 
 def main() -> int:
