@@ -565,6 +565,11 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "–" if not a or not b else f"{a / b:.1f}×"
 
 
+def _refusal(error: str) -> str:
+    """gpuprobe's InputError is a refusal by design; any other exception is a crash."""
+    return "refused" if error.startswith("InputError") else "crashed"
+
+
 def _short(text: str, n: int = 90) -> str:
     text = text.replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -579,6 +584,11 @@ def markdown(result: dict) -> str:
         "",
         f"Machine: {result['machine']}. Run: {result['when']}. HTA: {result['hta_version']} "
         f"({result['hta_python']}). gpuprobe: {result['gpuprobe_version']}.",
+        "",
+        "Re-run: `python3 -m venv /work/hta-venv && /work/hta-venv/bin/pip install "
+        '"HolisticTraceAnalysis==0.5.0" "pandas<3"`, then `.venv/bin/python '
+        "benchmarks/diagnose_vs_hta_corpus.py [--multirank DIR] [--hta-python PATH]` "
+        "(`--render` this JSON to redo only the tables).",
         "",
         "Each tool runs in its own process per trace (which goes first alternates); wall time "
         "includes starting Python and importing the tool. Peak = the process's own high-water RSS "
@@ -601,7 +611,8 @@ def markdown(result: dict) -> str:
     for case in singles:
         c = case["compare"]
         g, h = case.get("gpuprobe"), case.get("hta")
-        gbusy = _f(c["gpuprobe_busy_pct"]) if not c.get("gpuprobe_error") else "refused"
+        gerr = c.get("gpuprobe_error") or ""
+        gbusy = _f(c["gpuprobe_busy_pct"]) if not gerr else _refusal(gerr)
         hb = " / ".join(
             _f(c[k]) for k in ("hta_busy_pct", "hta_exact_busy_pct", "hta_exact_all_steps_busy_pct")
         )
@@ -762,7 +773,10 @@ def markdown(result: dict) -> str:
     for case in singles:
         c = case["compare"]
         if c.get("gpuprobe_error"):
-            L.append(f"- {case['name']}: refused: {_short(c['gpuprobe_error'], 160)}")
+            L.append(
+                f"- {case['name']}: {_refusal(c['gpuprobe_error'])}: "
+                f"{_short(c['gpuprobe_error'], 160)}"
+            )
         elif c.get("findings"):
             fs = [f"{f['id']}={f['status']}" for f in c["findings"] if f["status"] != "pass"]
             L.append(f"- {case['name']}: " + (", ".join(fs) if fs else "all pass"))
