@@ -202,3 +202,19 @@ def test_one_step_gives_the_same_causes_as_the_whole_trace():
             assert one.finding(fid).status is whole.finding(fid).status, (n, fid)
         top = max(one.steps[0].idle_cause_us, key=one.steps[0].idle_cause_us.get)
         assert top == "input"
+
+
+def test_times_keep_their_nanoseconds():
+    # Kineto's absolute µs timestamps (~1.6e15) leave float64 a 0.25 µs grid: ends computed as
+    # ts + dur on absolute times round. Stored relative to the first event, a kernel's end minus
+    # its start is its duration to the ns.
+    from gpuprobe.diagnose.kineto import read_trace
+
+    raw = read_trace(DLRM0)
+    assert raw.time_base > 1e15
+    evs = [e for e in _events(DLRM0) if e.get("cat") == "kernel"]
+    first = min(evs, key=lambda e: e["ts"])
+    assert raw.gpu_ts[0] + raw.time_base == pytest.approx(evs[0]["ts"], abs=0.5)
+    assert min(raw.gpu_ts) == pytest.approx(first["ts"] - raw.time_base, abs=0.25)
+    d = diagnose(DLRM0)
+    assert d.steps[0].start_us > 1e15  # absolute again where a person reads it

@@ -402,7 +402,7 @@ class TraceContext:
         for i, st in enumerate(self.steps):
             common = dict(
                 step=st.number,
-                start_us=st.start,
+                start_us=st.start + self.raw.time_base,
                 duration_us=float(dur[i]),
                 dataloader_us=float(dl_per[i]),
                 syncs=int(sync_per[i]),

@@ -155,6 +155,9 @@ class RawTrace:
     # [memory] instants: (device type, device id) -> peak (total allocated, total reserved) bytes
     memory_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     memory_events: int = 0
+    # every time column holds ``ts - time_base`` (µs): Kineto's absolute µs timestamps (~1.7e15)
+    # leave float64 a 0.25 µs grid, so ts + dur would round; relative times keep the ns digits
+    time_base: float = 0.0
     # old [memory] events carry only the change ("Bytes"): (device type, id) -> (running total,
     # its peak), relative to what was allocated when profiling started (unknown)
     memory_delta_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
@@ -455,6 +458,7 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
     memory_peak = tr.memory_peak
     n = 0
     skipped = 0
+    base: float | None = None
     for ev in events:
         n += 1
         try:
@@ -466,6 +470,9 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
                 dur = _num(ev.get("dur", 0.0))
                 if dur < 0:
                     raise ValueError("negative duration")
+                if base is None:
+                    base = tr.time_base = float(math.floor(ts))
+                ts -= base
                 if cat == "cpu_op" or cat == "Operator":
                     name = ev["name"]
                     if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):

@@ -321,7 +321,7 @@ def _read_rank(
         steps=len(numbered) if numbered else len(ctx.steps),
         step_median_us=float(np.median(durations)) if durations.size else None,
         step_total_us=float(durations.sum()),
-        first_step_start_us=float(ctx.step_starts[0]) if numbered else None,
+        first_step_start_us=float(ctx.step_starts[0]) + ctx.raw.time_base if numbered else None,
         gpu_busy_fraction=summary.gpu_busy_fraction,
         gpu_span_us=summary.gpu_span_us,
         gpu_busy_in_steps_us=float(busy_steps),
