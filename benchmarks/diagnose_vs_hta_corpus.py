@@ -71,9 +71,9 @@ IDLE_KEYS = ("host_wait", "kernel_wait", "other")
 # What inspecting the traces showed (see the differences section); keyed by trace name.
 NOTES: dict[str, str] = {
     "hta_ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz": (
-        "Checked by hand: gpuprobe's own gaps with times taken relative to the first GPU event "
-        "give host/kernel wait 17.04/82.96 %, exactly HTA's; with absolute times (as gpuprobe "
-        "reads them) 16.64/83.36 %"
+        "Sub-µs timestamps: gpuprobe keeps times relative to the trace's first event, so "
+        "ts + dur keeps its nanoseconds and the idle split is HTA's exactly (17.04/82.96 %); "
+        "before that, absolute µs times (~1.7e15, a 0.25 µs float grid) gave 16.64/83.36 %"
     ),
     "hta_trace_compare__base__base.json.gz": (
         "A test fixture where 16 of 18 GPU events have no launch: HTA keeps 2 kernels (1 with "
