@@ -163,6 +163,24 @@ def _default_workers() -> list[int]:
     return sizes
 
 
+def _clamp_workers(counts: list[int]) -> list[int]:
+    """Worker counts above the cores here become the core count, with a warning on stderr: more
+    worker processes than cores only wait for each other (an existing --scheduler is not
+    clamped: its workers may be on other machines)."""
+    from gpuprobe.parallel.engine import available_cores
+
+    cores = available_cores()
+    over = [w for w in counts if w > cores]
+    if not over:
+        return counts
+    print(
+        f"gpuprobe: warning: --workers {','.join(map(str, over))} is more than the {cores} "
+        f"core(s) here; using {cores} (give --scheduler for a cluster with more)",
+        file=sys.stderr,
+    )
+    return sorted({min(w, cores) for w in counts})
+
+
 def run_lstsq(args: argparse.Namespace) -> int:
     """``gpuprobe scale lstsq``: run the sweep, print it (or JSON), plot it; exit 1 on a failed
     accuracy check."""
@@ -176,6 +194,9 @@ def run_lstsq(args: argparse.Namespace) -> int:
     from gpuprobe.parallel.scale import scale_lstsq
 
     sgd = SgdSettings(epochs=args.epochs) if args.epochs else None
+    workers = args.workers or _default_workers()
+    if args.scheduler is None:
+        workers = _clamp_workers(workers)
     status = _progress()
     try:
         result = scale_lstsq(
@@ -183,7 +204,7 @@ def run_lstsq(args: argparse.Namespace) -> int:
             cols=args.cols or 500,
             input=args.input,
             target=args.target,
-            workers=args.workers or _default_workers(),
+            workers=workers,
             methods=args.method,
             problem=args.problem,
             cond=args.cond,

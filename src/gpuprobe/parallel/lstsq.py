@@ -378,7 +378,8 @@ class _Session:
         import distributed
 
         try:
-            distributed.wait(fut, timeout=self.timeout)
+            with self.client.as_current():  # the client may not be the default one
+                distributed.wait(fut, timeout=self.timeout)
         except (TimeoutError, asyncio.TimeoutError):
             self.client.cancel(fut)
             raise GpuprobeError(
