@@ -78,11 +78,12 @@ METHODS = ("auto", "normal", "tsqr", "local-sgd")
 ENGINES = ("auto", "in-process", "dask")
 
 EPS64 = float(np.finfo(np.float64).eps)  # 2.22e-16, float64 machine epsilon
-# κ(A)²·eps above which the normal equations are unsafe: their forward error is of order
-# κ(A)²·eps whatever the residual (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
-# §20.4; Golub & Van Loan, Matrix Computations, 4th ed., §5.3.7), and fixed-precision refinement
-# does not lower that floor. 1e-6 keeps six correct digits guaranteed: κ(A) ≤ 6.7e4.
-NORMAL_MAX_KAPPA2_EPS = 1e-6
+# κ(AD)²·eps (columns scaled) above which the normal equations are not used: their first solve is
+# off by about κ²·eps (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §20.4;
+# Golub & Van Loan, Matrix Computations, 4th ed., §5.3.7), and each refinement pass shrinks that
+# by κ²·eps again (Higham §20.5), so at 1e-5 the REFINE_MAX_STEPS passes reach float64's limit.
+# κ comes from LAPACK's condition estimator, measured at 1-2× the true κ₂ (tests).
+NORMAL_MAX_KAPPA2_EPS = 1e-5
 # Refinement steps at most after the first solve; research/benchmarks-and-lstsq.md §4 ("fp64 plus
 # 1-2 refinement steps"), one more for the extended-precision passes. Each pass costs 4mn flops
 # and one n-vector reduction; a pass that cannot change x is not made (see _refine).
@@ -609,32 +610,51 @@ def _refine(
         return z, math.sqrt(max(rr_new, 0.0)), steps, ext
 
 
+def _kappa_from_cholesky(lower: np.ndarray, gs: np.ndarray) -> tuple[float, float, str] | None:
+    """(κ(AD), a lower bound of σ_max(AD), source) from the Cholesky factor of DAᵀAD with LAPACK's
+    condition estimator (xPOCON, O(n²): κ₁(DAᵀAD) ≈ κ₂(AD)², Higham 2002 §15.3); None without
+    SciPy."""
+    try:
+        from scipy.linalg.lapack import dpocon
+    except ImportError:
+        return None
+    anorm = float(np.abs(gs).sum(axis=0).max())
+    rcond, info = dpocon(lower, anorm, uplo="L")
+    if info != 0 or not rcond > 0:
+        return math.inf, math.sqrt(anorm), "dpocon(DAᵀAD)"
+    # ‖G‖₂ ≥ ‖G‖₁/√n: a lower bound keeps the predicted error (_predicted_error) on the safe side
+    return math.sqrt(1.0 / rcond), math.sqrt(anorm / math.sqrt(len(gs))), "dpocon(DAᵀAD)"
+
+
 def _normal(s: Any, max_refine: int) -> _Outcome | _Unsafe:
     tot = s.reduce(_gram_block, _sum_parts)
     g, c = tot["G"], tot["c"]
 
-    def prepare() -> tuple[np.ndarray, np.ndarray, float, float]:
+    def prepare() -> tuple[np.ndarray, np.ndarray]:
         d = _column_scale(np.diagonal(g).copy())
-        gs = g * d[:, None] * d[None, :]
-        kappa, smax = _kappa_from_gram(gs)
-        return d, gs, kappa, smax
+        return d, g * d[:, None] * d[None, :]
 
-    d, gs, kappa, smax = s.timed(prepare)
+    d, gs = s.timed(prepare)
+    try:
+        chol = s.timed(lambda: _Cholesky(gs))
+    except np.linalg.LinAlgError:
+        kappa = s.timed(lambda: _kappa_from_gram(gs)[0])
+        return _Unsafe("Cholesky of AᵀA failed (A is rank-deficient or nearly so)", kappa)
+    est = s.timed(lambda: _kappa_from_cholesky(chol.lower, gs))
+    if est is None:  # no SciPy: the eigenvalues (O(n³), several times a Cholesky)
+        kappa, smax = s.timed(lambda: _kappa_from_gram(gs))
+        source = "eigvalsh(DAᵀAD)"
+    else:
+        kappa, smax, source = est
     if kappa * kappa * EPS64 > NORMAL_MAX_KAPPA2_EPS:
         return _Unsafe(
             f"κ(AD) ≈ {kappa:.3g} with columns scaled, so κ²·eps = {kappa * kappa * EPS64:.2g} > "
             f"{NORMAL_MAX_KAPPA2_EPS:g}",
             kappa,
         )
-    try:
-        chol = s.timed(lambda: _Cholesky(gs))
-    except np.linalg.LinAlgError:
-        return _Unsafe("Cholesky of AᵀA failed (A is rank-deficient or nearly so)", kappa)
     z = s.timed(lambda: chol.solve(c * d))
     z, resid, steps, ext = _refine(s, chol.solve, d, z, kappa, smax, max_refine, gs, None)
-    return _Outcome(
-        "normal", z * d, resid, kappa, "eigvalsh(DAᵀAD), columns scaled", s.n, steps, [], ext
-    )
+    return _Outcome("normal", z * d, resid, kappa, source + ", columns scaled", s.n, steps, [], ext)
 
 
 def _triangular_solver(r: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
