@@ -113,13 +113,13 @@ def test_rank_threshold_does_not_grow_with_rows():
     v, _ = np.linalg.qr(rng.standard_normal((n, n)))
     s = np.geomspace(1.0, 3e-14, n)
     ranks = []
-    for m in (2_000, 200_000):
+    for m in (2_000, 50_000):
         u, _ = np.linalg.qr(rng.standard_normal((m, n)))
         a = (u * s) @ v.T
         _, rep = lstsq(a, a @ np.ones(n), "tsqr")
         ranks.append(rep.rank)
     assert ranks == [n, n]
-    assert L.RANK_RTOL_FACTOR * n * L.EPS64 < 3e-14 < L.EPS64 * 200_000
+    assert L.RANK_RTOL_FACTOR * n * L.EPS64 < 3e-14 < L.EPS64 * 50_000
 
 
 def test_bad_input_in_process():
