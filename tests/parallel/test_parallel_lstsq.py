@@ -438,3 +438,16 @@ def test_in_process_workers_share_numpy_input(client):
 
     p = as_dask_problem(np.ones((100, 2)), np.ones(100))
     assert L._held_by_workers(client, p, None) is p  # inproc: nothing to send
+
+
+def test_blocks_held_by_worker_processes_are_aligned():
+    raw = np.zeros(800 + 128, dtype=np.uint8)
+    start = 8 if raw.ctypes.data % 64 == 0 else (-raw.ctypes.data + 8) % 64
+    odd = raw[start : start + 800].view(np.float64).reshape(20, 5)  # 8- but not 64-byte aligned
+    odd[...] = np.arange(100.0).reshape(20, 5)
+    assert odd.ctypes.data % 64 != 0
+    out = L._aligned(odd)
+    assert out.ctypes.data % L.BLOCK_ALIGN_BYTES == 0
+    np.testing.assert_array_equal(out, odd)
+    good = np.ones((64, 8))
+    assert good.ctypes.data % 64 != 0 or L._aligned(good) is good
