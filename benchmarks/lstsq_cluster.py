@@ -3,13 +3,13 @@
 
 1. `gpuprobe scale lstsq --scheduler ADDR --workers 1,2`: speedup, parallel efficiency and
    communication share on 1 and 2 workers.
-2. Out of core: an .npy A larger than the workers' total memory limit (default 4 GB on disk, 2
-   workers of 1 GiB each), solved with each worker's peak RSS sampled, and whether any worker
-   paused or died.
+2. Out of core: an .npy A larger than the workers' total memory limit (default 2,000,000 × 250:
+   4 GB on disk, 2 workers of 1 GiB each), solved with each worker's peak RSS sampled, and
+   whether any worker paused or died.
 
 Results: benchmarks/results/lstsq_cluster.{json,md}.
 
-    python benchmarks/lstsq_cluster.py [--sweep 200000x200] [--ooc 500000x1000] [--limit 1GiB]
+    python benchmarks/lstsq_cluster.py [--sweep 100000x200] [--ooc 2000000x250] [--limit 1GiB]
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def sweep(address: str, path: Path) -> dict:
             "--method",
             "normal,tsqr",
             "--repeats",
-            "3",
+            "2",
             "--json",
         ],
         capture_output=True,
@@ -193,8 +193,8 @@ def out_of_core(address: str, path: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sweep", default="200000x200")
-    ap.add_argument("--ooc", default="500000x1000")
+    ap.add_argument("--sweep", default="100000x200")
+    ap.add_argument("--ooc", default="2000000x250")
     ap.add_argument("--limit", default="1GiB")
     args = ap.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
@@ -221,7 +221,7 @@ def markdown(res: dict, args: argparse.Namespace) -> str:
         "# lstsq on a CLI-started Dask cluster",
         "",
         f"`dask scheduler` and two `dask worker --nthreads 1 --memory-limit {args.limit}` on "
-        "127.0.0.1; the workers read the .npy from its path. Best of 3 per point.",
+        "127.0.0.1; the workers read the .npy from its path. Best of 2 per point.",
         "",
         f"## 1 vs 2 workers: {s['rows']} × {s['cols']} ({s['problem']})",
         "",

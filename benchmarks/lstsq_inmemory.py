@@ -131,8 +131,9 @@ def main() -> None:
     ap.add_argument("--child", nargs=3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", default="200000x500,400000x1000")
-    ap.add_argument("--baselines-at", default="200000x500")
+    ap.add_argument("--baselines-at", default="200000x500", help="'none' for the pair only")
     ap.add_argument("--timeout", type=float, default=420)
+    ap.add_argument("--tag", default="", help="suffix of the results' file names")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(*args.child)))
@@ -156,10 +157,9 @@ def main() -> None:
     summary = summarize(results)
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    (out / "lstsq_inmemory.json").write_text(
-        json.dumps({"sizes": results, "summary": summary}, indent=2)
-    )
-    (out / "lstsq_inmemory.md").write_text(markdown(summary, args.rounds))
+    stem = "lstsq_inmemory" + (f"_{args.tag}" if args.tag else "")
+    (out / f"{stem}.json").write_text(json.dumps({"sizes": results, "summary": summary}, indent=2))
+    (out / f"{stem}.md").write_text(markdown(summary, args.rounds))
     print(markdown(summary, args.rounds))
 
 
