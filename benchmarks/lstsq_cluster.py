@@ -96,6 +96,10 @@ class Cluster:
                 )
             )
         self.address = json.loads(self.file.read_text())["address"]
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as c:
+            c.wait_for_workers(workers, timeout=120)
 
     def close(self) -> None:
         for p in self.procs:
