@@ -112,25 +112,9 @@ class Cluster:
 
 
 def sweep(address: str, path: Path) -> dict:
+    argv = f"scale lstsq --workers 1,2 --method normal,tsqr --repeats 2 --json --input {path}"
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuprobe",
-            "scale",
-            "lstsq",
-            "--scheduler",
-            address,
-            "--input",
-            str(path),
-            "--workers",
-            "1,2",
-            "--method",
-            "normal,tsqr",
-            "--repeats",
-            "2",
-            "--json",
-        ],
+        [sys.executable, "-m", "gpuprobe", *argv.split(), "--scheduler", address],
         capture_output=True,
         text=True,
         timeout=1800,

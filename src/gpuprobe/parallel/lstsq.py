@@ -102,10 +102,11 @@ EXTENDED_AVAILABLE = bool(np.finfo(np.longdouble).eps < np.finfo(np.float64).eps
 # as zero. It does not grow with the number of rows, unlike numpy's eps·max(m, n) (LAPACK's
 # xGELSD documentation; Golub & Van Loan §5.5.8 use n·eps·‖A‖ for the numerical rank of R).
 RANK_RTOL_FACTOR = 1.0
-# A with at most this many elements (128 MiB of float64) is "cheap": a residual pass costs
-# milliseconds, so refinement runs until no component of x changes (NIST StRD's small
-# coefficients, like Norris's intercept, need that), in extended precision where there is one.
-REFINE_CHEAP_ELEMENTS = 2**24
+# A with at most this many elements (8 MiB of float64) is "cheap": an extended-precision residual
+# pass costs milliseconds (numpy.longdouble has no BLAS: about 10× a float64 pass, measured 2-3 s
+# at 10⁷ elements on this loaded machine), so refinement runs until no component of x changes
+# (NIST StRD's small coefficients, like Norris's intercept, need that), in extended precision.
+REFINE_CHEAP_ELEMENTS = 2**20
 # Rows per block for in-process solves: large blocks keep BLAS efficient and the per-block
 # n × n work small; a block is the most this process copies at once (float64 conversion, [Aᵢ bᵢ]).
 LOCAL_BLOCK_BYTES = 256 * 2**20
@@ -327,7 +328,33 @@ class _Cholesky:
         return np.linalg.solve(self.lower.T, np.linalg.solve(self.lower, v))
 
 
-class _Session:
+class _Passes:
+    """What both sessions share: counting passes over A, refusing non-finite data by the rows of
+    its first bad block, and timing the client's n × n work."""
+
+    passes: int
+    dense_s: float
+
+    def block_counts(self, start: int) -> dict[str, float]:
+        """_nonfinite_counts of the row block starting at ``start``."""
+        raise NotImplementedError
+
+    def counted(self, out: dict[str, Any]) -> dict[str, Any]:
+        self.passes += 1
+        if out["bad"]:
+            start, stop = sorted(out["bad"])[0]
+            _raise_nonfinite(self.block_counts(start), start, stop, len(out["bad"]))
+        return out
+
+    def timed(self, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.dense_s += time.perf_counter() - t0
+
+
+class _Session(_Passes):
     """One problem on one cluster: builds blockwise graphs, reduces them, counts passes and
     client-side time."""
 
@@ -400,21 +427,17 @@ class _Session:
                 delayed(combine, pure=True)(*items[k : k + REDUCE_FAN_IN])
                 for k in range(0, len(items), REDUCE_FAN_IN)
             ]
-        out = self.compute(items[0])
-        self.passes += 1
-        if out["bad"]:
-            self.raise_bad(out["bad"])
-        return out
+        return self.counted(self.compute(items[0]))
 
-    def raise_bad(self, bad: list[tuple[int, int]]) -> None:
+    def block_counts(self, start: int) -> dict[str, float]:
         from dask import delayed
 
-        start, stop = sorted(bad)[0]
         i = self.starts.index(start)
-        counts = self.compute(
-            delayed(_nonfinite_counts)(self.to_gpu, self.b_blocks[i], *self.a_blocks[i])
+        return dict(
+            self.compute(
+                delayed(_nonfinite_counts)(self.to_gpu, self.b_blocks[i], *self.a_blocks[i])
+            )
         )
-        _raise_nonfinite(counts, start, stop, len(bad))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         a, b = self.compute([self.problem.A, self.problem.b])
@@ -423,15 +446,8 @@ class _Session:
             np.asarray(_host(b), dtype=np.float64),
         )
 
-    def timed(self, fn: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.dense_s += time.perf_counter() - t0
 
-
-class _LocalSession:
+class _LocalSession(_Passes):
     """One in-memory (or memory-mapped .npy) problem solved in this process: the same blockwise
     functions as on a cluster, run over row-block views of A (no copy of A: a block is converted
     to float64 or made contiguous only when it is not already), with this process's threaded
@@ -464,26 +480,14 @@ class _LocalSession:
             del a, b
             if len(held) == REDUCE_FAN_IN:
                 held = [combine(*held)]
-        out = combine(*held) if len(held) > 1 else held[0]
-        self.passes += 1
-        if out["bad"]:
-            self.raise_bad(out["bad"])
-        return out
+        return self.counted(combine(*held) if len(held) > 1 else held[0])
 
-    def raise_bad(self, bad: list[tuple[int, int]]) -> None:
-        start, stop = sorted(bad)[0]
+    def block_counts(self, start: int) -> dict[str, float]:
         a, b = self.block(self.starts.index(start))
-        _raise_nonfinite(_nonfinite_counts(False, b, a), start, stop, len(bad))
+        return _nonfinite_counts(False, b, a)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         return np.asarray(self.a, dtype=np.float64), np.asarray(self.b, dtype=np.float64)
-
-    def timed(self, fn: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.dense_s += time.perf_counter() - t0
 
 
 def _raise_nonfinite(counts: dict[str, float], start: int, stop: int, nbad: int) -> None:
@@ -1332,10 +1336,7 @@ def _solve_local(
         workers_used=1,
         engine=info,
         setup_s=setup_s,
-        reference=ref[0],
-        error_vs_reference=ref[1],
-        reference_residual_norm=ref[2],
-        reference_s=ref[3],
+        **ref,
         findings=tuple(findings),
         cpu_per_worker=cpu / solve_s if solve_s > 0 else None,
         engine_reason=why,
@@ -1347,10 +1348,10 @@ def _solve_local(
 
 def _compare_reference(
     opts: _Options, out: _Outcome, s: Any, findings: list[Finding]
-) -> tuple[str | None, float | None, float | None, float | None]:
-    """(name, relative error, its residual, its seconds) against opts.reference, untimed."""
+) -> dict[str, Any]:
+    """The report's reference fields against opts.reference (computed untimed)."""
     if opts.reference is None:
-        return None, None, None, None
+        return {}
     ref_s = None
     if isinstance(opts.reference, str):
         x_ref, ref_s, why = _numpy_reference(s)
@@ -1365,7 +1366,7 @@ def _compare_reference(
                     group="lstsq",
                 )
             )
-            return ref_name, None, None, None
+            return {"reference": ref_name}
     else:
         x_ref = np.asarray(_host(opts.reference), dtype=np.float64).reshape(-1)
         ref_name = "given"
@@ -1376,7 +1377,12 @@ def _compare_reference(
     s.passes -= 1  # the comparison's pass is not the solver's
     if out.method != "local-sgd":
         findings.append(_agreement_finding(err, out.cond, ref_name))
-    return ref_name, err, ref_resid, ref_s
+    return {
+        "reference": ref_name,
+        "error_vs_reference": err,
+        "reference_residual_norm": ref_resid,
+        "reference_s": ref_s,
+    }
 
 
 @dataclass(frozen=True)
@@ -1464,10 +1470,7 @@ def _solve(
         workers_used=int(times["workers_used"]),
         engine=info,
         setup_s=setup_s,
-        reference=ref[0],
-        error_vs_reference=ref[1],
-        reference_residual_norm=ref[2],
-        reference_s=ref[3],
+        **ref,
         exact_residual_norm=exact_resid,
         distance_from_exact=dist,
         findings=tuple(findings),
