@@ -889,7 +889,10 @@ class LstsqReport(Record):
             ("rank", "n/a" if self.rank is None else str(self.rank)),
             (
                 "time",
-                f"{self.wall_s:.3f} s, the whole call: set-up {self.setup_s:.3f} s, compute "
+                f"{self.wall_s:.3f} s, the whole call: set-up {self.setup_s:.3f} s, solve "
+                f"{self.solve_s:.3f} s"
+                if e.cluster == "in-process"
+                else f"{self.wall_s:.3f} s, the whole call: set-up {self.setup_s:.3f} s, compute "
                 f"{self.compute_s:.3f} s, communication {self.communication_s:.3f} s "
                 f"({self.communication_share:.0%}; transfers {self.transfer_s:.3f} s)",
             ),
@@ -956,8 +959,13 @@ class LstsqReport(Record):
             else f", off the exact solution by {self.distance_from_exact:.2g}"
         )
         return (
-            f"LstsqReport({self.method}, {self.rows}×{self.cols} on {self.workers_used} "
-            f"worker(s): residual {self.residual_norm:.6g}, κ≈{_fmt(self.cond_estimate, '.3g')}, "
+            f"LstsqReport({self.method}, {self.rows}×{self.cols} "
+            + (
+                "in process"
+                if self.engine.cluster == "in-process"
+                else f"on {self.workers_used} worker(s)"
+            )
+            + f": residual {self.residual_norm:.6g}, κ≈{_fmt(self.cond_estimate, '.3g')}, "
             f"{self.wall_s:.3f} s (compute {self.compute_s:.3f} s, communication "
             f"{self.communication_s:.3f} s){err}{off})"
         )
