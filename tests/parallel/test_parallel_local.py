@@ -133,3 +133,16 @@ def test_bad_input_in_process():
         lstsq(np.ones((0, 3)), np.ones(0))
     with pytest.raises(InputError, match="no such file"):
         lstsq("missing.npy")
+
+
+def test_whole_a_passes_still_name_the_bad_rows(monkeypatch):
+    monkeypatch.setattr(L, "LOCAL_BLOCK_BYTES", 8 * 4 * 100)  # blocks of 100 rows
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((1_000, 4))
+    b = a @ np.ones(4) + rng.standard_normal(1_000)
+    x, rep = lstsq(a, b)  # C-contiguous float64: Gram and residual in one call each
+    assert rep.row_blocks == 10 and rep.passes >= 2
+    assert rel(x, np.linalg.lstsq(a, b, rcond=None)[0]) <= 1e-12
+    a[321, 2] = np.inf
+    with pytest.raises(InputError, match=r"0 NaN and 1 Inf.*rows 300-399"):
+        lstsq(a, b)

@@ -455,10 +455,20 @@ class _LocalSession(_Passes):
 
     warn_level = 4
 
-    def __init__(self, a: Any, b: Any, block_rows: int) -> None:
+    def __init__(self, a: Any, b: Any, block_rows: int, whole: bool = True) -> None:
         self.a, self.b = a, b
         self.m, self.n = (int(v) for v in a.shape)
         self.block_rows = max(1, block_rows)
+        # A already float64 and C-contiguous: the Gram and float64 residual passes take all of
+        # it in one BLAS call, exactly as a hand-written A.T @ A (no copy either way); passes that
+        # copy (TSQR's [Aᵢ bᵢ], extended precision, conversions) go block by block
+        self.whole = (
+            whole
+            and isinstance(a, np.ndarray)
+            and a.dtype == np.float64
+            and a.flags.c_contiguous
+            and self.m > self.block_rows
+        )
         self.starts = list(range(0, self.m, self.block_rows))
         self.passes = 0
         self.dense_s = 0.0
@@ -473,6 +483,11 @@ class _LocalSession(_Passes):
     def reduce(self, func: Callable[..., Any], combine: Callable[..., Any], *extra: Any) -> Any:
         """One pass over A: ``func`` on every row block, ``combine`` in groups of
         :data:`REDUCE_FAN_IN` as they come (at most that many partial results held)."""
+        if self.whole and (func is _gram_block or (func is _residual_block and not extra[-1])):
+            out = func(0, False, *extra, np.asarray(self.b, dtype=np.float64), self.a)
+            if not out["bad"]:
+                return self.counted(out)
+            # non-finite values: find their rows block by block (raises)
         held: list[Any] = []
         for i, start in enumerate(self.starts):
             a, b = self.block(i)
@@ -1291,7 +1306,7 @@ def _solve_local(
 
     m, n = (int(v) for v in a.shape)
     rows = chunk_rows or max(n + 1, LOCAL_BLOCK_BYTES // (8 * n))
-    s = _LocalSession(a, b, min(m, rows))
+    s = _LocalSession(a, b, min(m, rows), whole=chunk_rows is None)
     blas = blas_info()
     info = EngineInfo(
         kind="cpu",
