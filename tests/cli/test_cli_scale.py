@@ -94,3 +94,64 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def _bad_files(tmp_path):
+    rng = np.random.default_rng(1)
+    good = rng.standard_normal((400, 4))
+    nan = good.copy()
+    nan[123, 2] = np.nan
+    inf = good.copy()
+    inf[7, 4 - 1] = np.inf
+    np.save(tmp_path / "nan.npy", nan)
+    np.save(tmp_path / "inf.npy", inf)
+    np.save(tmp_path / "empty.npy", np.empty((0, 4)))
+    np.save(tmp_path / "vector.npy", np.ones(10))
+    (tmp_path / "text.npy").write_text("not an array\n")
+    np.save(tmp_path / "A.npy", good[:, :3])
+    np.save(tmp_path / "b.npy", np.ones(399))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--input", "nan.npy"], "NaN"),
+        (["--input", "inf.npy"], "Inf"),
+        (["--input", "empty.npy"], "empty"),
+        (["--input", "vector.npy"], "last column is b"),
+        (["--input", "text.npy"], "not a readable .npy"),
+        (["--input", "A.npy", "--target", "b.npy"], "400 rows but b has 399"),
+    ],
+)
+def test_bad_input_files_are_one_line_and_exit_2(capsys, tmp_path, argv, message):
+    d = _bad_files(tmp_path)
+    argv = [str(d / v) if v.endswith(".npy") else v for v in argv]
+    rc = cli.main(["scale", "lstsq", *argv, "--workers", "1", "--threads"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert message in err and "Traceback" not in err and "DLASCL" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_input_files_raise_input_error_from_the_api(tmp_path):
+    from gpuprobe.errors import InputError
+    from gpuprobe.parallel.lstsq import lstsq
+
+    d = _bad_files(tmp_path)
+    for name, message in (("nan.npy", "NaN"), ("empty.npy", "empty"), ("text.npy", "not a")):
+        with pytest.raises(InputError, match=message):
+            lstsq(str(d / name))
+
+
+def test_workers_above_the_cores_are_clamped_with_a_warning(capsys):
+    from gpuprobe.parallel.engine import available_cores
+
+    cores = available_cores()
+    argv = ["--rows", "600", "--cols", "4", "--threads", "--json", "--method", "normal"]
+    rc = cli.main(["scale", "lstsq", *argv, "--workers", f"1,{cores + 62}"])
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert rc == 0
+    assert f"more than the {cores} core(s)" in err and len(err.strip().splitlines()) == 1
+    assert sorted({r["workers"] for r in data["results"]}) == sorted({1, cores})

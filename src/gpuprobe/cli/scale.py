@@ -160,7 +160,8 @@ LOCAL_WORKERS_PER_CORE_MAX = 2
 
 
 def _check_workers(workers: list[int], scheduler: str | None) -> None:
-    """Refuse more local workers than the cores can run; warn above one per core."""
+    """Refuse more local workers than the cores can run at all (above one per core they are
+    clamped, with a warning, by :func:`_clamp_workers`)."""
     if scheduler:  # a cluster's own workers: its size is checked against the cluster
         return
     from gpuprobe.parallel.engine import available_cores
@@ -172,12 +173,6 @@ def _check_workers(workers: list[int], scheduler: str | None) -> None:
             f"--workers {most}: this machine has {cores} core(s), and each local worker is a "
             f"process that wants a core; give at most {LOCAL_WORKERS_PER_CORE_MAX * cores} "
             "(one per core measures scaling), or --scheduler ADDRESS for a cluster's workers"
-        )
-    if most > cores:
-        print(
-            f"gpuprobe: warning: --workers {most} on {cores} core(s): beyond {cores} the "
-            "workers time-share the cores, so speedups there measure oversubscription",
-            file=sys.stderr,
         )
 
 
@@ -191,6 +186,24 @@ def _default_workers() -> list[int]:
     if sizes[-1] != cores:
         sizes.append(cores)
     return sizes
+
+
+def _clamp_workers(counts: list[int]) -> list[int]:
+    """Worker counts above the cores here become the core count, with a warning on stderr: more
+    worker processes than cores only wait for each other (an existing --scheduler is not
+    clamped: its workers may be on other machines)."""
+    from gpuprobe.parallel.engine import available_cores
+
+    cores = available_cores()
+    over = [w for w in counts if w > cores]
+    if not over:
+        return counts
+    print(
+        f"gpuprobe: warning: --workers {','.join(map(str, over))} is more than the {cores} "
+        f"core(s) here; using {cores} (give --scheduler for a cluster with more)",
+        file=sys.stderr,
+    )
+    return sorted({min(w, cores) for w in counts})
 
 
 def run_lstsq(args: argparse.Namespace) -> int:
@@ -209,6 +222,9 @@ def run_lstsq(args: argparse.Namespace) -> int:
         _check_workers(args.workers, args.scheduler)
 
     sgd = SgdSettings(epochs=args.epochs) if args.epochs else None
+    workers = args.workers or _default_workers()
+    if args.scheduler is None:
+        workers = _clamp_workers(workers)
     status = _progress()
     try:
         result = scale_lstsq(
@@ -216,7 +232,7 @@ def run_lstsq(args: argparse.Namespace) -> int:
             cols=args.cols or 500,
             input=args.input,
             target=args.target,
-            workers=args.workers or _default_workers(),
+            workers=workers,
             methods=args.method,
             problem=args.problem,
             cond=args.cond,

@@ -38,15 +38,18 @@ __all__ = [
     "DASK_INSTALL_HINT",
     "DEVICE_MEMORY_LIMIT_FRACTION",
     "RMM_RELEASE_THRESHOLD_FRACTION",
+    "WORKER_MEMORY_FRACTION",
     "Engine",
     "EngineInfo",
     "available_cores",
     "blas_info",
     "open_engine",
+    "paused_workers",
     "process_cpu_seconds",
     "release_memory",
     "require_dask",
     "workers_cpu_seconds",
+    "workers_state",
 ]
 
 DASK_INSTALL_HINT = 'pip install "gpuprobe[dask]"'
@@ -58,6 +61,9 @@ DEVICE_MEMORY_LIMIT_FRACTION = 0.8
 # driver, so a failed solve does not keep the card full; research/benchmarks-and-lstsq.md §5
 # (rmm_async with rmm_release_threshold; dask-cuda#859, #1075).
 RMM_RELEASE_THRESHOLD_FRACTION = 0.5
+# Fraction of the memory available when a process cluster starts that its workers share equally
+# as their memory limits (Dask's default is the machine's total, whatever else runs on it).
+WORKER_MEMORY_FRACTION = 0.8
 
 
 def require_dask() -> None:
@@ -105,6 +111,48 @@ def workers_cpu_seconds(client: Any, workers: Sequence[str] | None = None) -> fl
     except Exception:
         return math.nan
     return float(sum(dict(per.values()).values()))
+
+
+def paused_workers(client: Any) -> list[dict[str, Any]]:
+    """The workers whose status is not ``running`` (paused over their memory limit, closing…),
+    with their memory and limit in bytes; empty when the scheduler cannot be asked."""
+    try:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+    except Exception:
+        return []
+    out = []
+    for addr, w in sorted(info.items()):
+        status = str(w.get("status", "running")).split(".")[-1].lower()
+        if status != "running":
+            out.append(
+                {
+                    "address": addr,
+                    "status": status,
+                    "memory": (w.get("metrics") or {}).get("memory"),
+                    "memory_limit": w.get("memory_limit"),
+                }
+            )
+    return out
+
+
+def workers_state(client: Any) -> str:
+    """One line on the cluster's workers: how many, and which are not running and why."""
+    try:
+        n = len(client.scheduler_info(n_workers=-1)["workers"])
+    except Exception as exc:
+        return f"the scheduler cannot be asked ({type(exc).__name__}: {exc})"
+    bad = paused_workers(client)
+    if not bad:
+        return f"{n} worker(s), all running"
+
+    def gib(v: Any) -> str:
+        return "n/a" if not v else f"{v / 2**30:.1f} GiB"
+
+    parts = [
+        f"{w['address']} {w['status']} (memory {gib(w['memory'])} of limit {gib(w['memory_limit'])})"
+        for w in bad
+    ]
+    return f"{n} worker(s); " + "; ".join(parts)
 
 
 def _limit_blas(threads: int) -> Any:
@@ -359,12 +407,20 @@ def open_engine(
     else:
         n = max(1, workers or max(1, cores // tpw))
         blas = max(1, blas_threads or cores // (n * tpw))
+        import psutil
         from distributed import LocalCluster
 
+        # Threads of this process share its memory, which a per-worker limit would count whole
+        # (each worker pausing at its share of what the whole process holds): no limit then.
+        # Processes get an equal share of the memory available now, not of the machine's total.
+        limit: int | str = (
+            int(psutil.virtual_memory().available * WORKER_MEMORY_FRACTION / n) if processes else 0
+        )
         cluster = LocalCluster(
             n_workers=n,
             threads_per_worker=tpw,
             processes=processes,
+            memory_limit=limit,
             host="127.0.0.1" if processes else None,
             dashboard_address="127.0.0.1:0",  # a free port, this machine only
             silence_logs=40,  # logging.ERROR: a restarted worker is reported in the result

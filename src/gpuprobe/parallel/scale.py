@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe._data import Record
-from gpuprobe.errors import UsageError
+from gpuprobe.errors import InputError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.parallel.engine import (
     Engine,
@@ -341,6 +341,13 @@ def _numpy_baseline(
     a_np, b_np = client.gather(client.compute([a, b]))
     a_np = np.asarray(a_np, dtype=np.float64)
     b_np = np.asarray(b_np, dtype=np.float64)
+    bad_a, bad_b = int((~np.isfinite(a_np)).sum()), int((~np.isfinite(b_np)).sum())
+    if bad_a or bad_b:  # LAPACK would fail on them with its own message
+        rows = np.flatnonzero(~np.isfinite(a_np).all(axis=1) | ~np.isfinite(b_np))
+        raise InputError(
+            f"A has {bad_a} and b has {bad_b} NaN or Inf value(s), first in row {int(rows[0])}; "
+            "drop or fill them before solving"
+        )
     # numpy at its best here: every core, and one thread (on a busy machine a multithreaded
     # gelsd can be several times slower than a single thread), each the best of `repeats` runs
     by_threads: dict[str, float] = {}

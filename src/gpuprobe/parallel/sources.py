@@ -34,6 +34,7 @@ __all__ = [
     "as_dask_problem",
     "default_chunk_rows",
     "is_path",
+    "local_problem",
     "read_array",
     "read_npy",
     "read_parquet",
@@ -337,6 +338,94 @@ def _check_dtype(x: Any, what: str) -> None:
         raise InputError(f"{what} has dtype {x.dtype}; give numbers (float64 is used inside)")
 
 
+def _check_pair(A: Any, b: Any) -> Any:
+    """Check dtypes and shapes of A (m × n) and b (m or m × 1); return b as a vector."""
+    for x, what in ((A, "A"), (b, "b")):
+        if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+            raise InputError(f"{what} is a {type(x).__name__}, not an array")
+        _check_dtype(x, what)
+    if A.ndim != 2:
+        raise InputError(f"A must be a matrix (m × n); it has shape {tuple(A.shape)}")
+    if b.ndim == 2 and b.shape[1] == 1:
+        b = b[:, 0]
+    if b.ndim != 1:
+        raise InputError(f"b must be a vector of length m; it has shape {tuple(b.shape)}")
+    if any(isinstance(s, float) and math.isnan(s) for s in (*A.shape, *b.shape)):
+        raise InputError("A or b has unknown chunk sizes: call .compute_chunk_sizes() on it first")
+    m, n = (int(s) for s in A.shape)
+    if m == 0 or n == 0:
+        raise InputError(f"A is empty ({m} × {n}); give at least one row and one column")
+    if int(b.shape[0]) != m:
+        raise InputError(f"A has {m} rows but b has {int(b.shape[0])}; they must match")
+    return b
+
+
+def _open_npy(path: str | os.PathLike[str]) -> np.ndarray:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file or directory")
+    return _NpyFile(os.fspath(p))._open()
+
+
+def local_problem(
+    A: Any, b: Any, memory_fraction: float = 0.5
+) -> tuple[np.ndarray, np.ndarray, str, str] | None:
+    """``(A, b, source, why)`` for a solve in this process, or None when the input belongs on a
+    Dask cluster: a dask or GPU array, Zarr or Parquet data, or a ``.npy`` file larger than
+    ``memory_fraction`` of the memory available now. NumPy input is returned as it is (no copy);
+    a ``.npy`` file as a read-only memory map; torch CPU tensors through DLPack."""
+    files = [x for x in (A, b) if is_path(x)]
+    for f in files:
+        if not Path(f).exists():
+            raise InputError(f"{f}: no such file or directory")
+        if _kind(Path(f)) != "npy":
+            return None
+    if files:
+        import psutil
+
+        size = sum(os.path.getsize(f) for f in files)
+        avail = psutil.virtual_memory().available
+        if size > memory_fraction * avail:
+            return None
+        why = (
+            f".npy data of {size / 2**30:.2f} GiB, within {memory_fraction:.0%} of the "
+            f"{avail / 2**30:.1f} GiB available: read block by block in this process"
+        )
+    else:
+        why = "in-memory array: solved in this process with threaded BLAS, no copy of A"
+    if is_path(A):
+        whole = _open_npy(A)
+        if b is None:
+            if whole.ndim != 2 or whole.shape[1] < 2:
+                raise InputError(
+                    f"{A}: one array of shape {whole.shape}; give a matrix whose last column is "
+                    "b, or b as a separate file (--target)"
+                )
+            A, b = whole[:, :-1], whole[:, -1]
+        else:
+            A = whole
+        source = "npy"
+    else:
+        if _module(A) == "cupy" or (_module(A) == "torch" and A.device.type == "cuda"):
+            return None
+        if type(A).__module__.split(".")[0] == "dask":
+            return None
+        source = "torch" if _module(A) == "torch" else "numpy"
+        A = _in_memory(A, "A")
+    if b is None:
+        raise InputError("b is missing: give b, or a file whose last column is b")
+    if is_path(b):
+        b = _open_npy(b)
+    elif type(b).__module__.split(".")[0] == "dask":
+        return None
+    else:
+        if _module(b) == "cupy" or (_module(b) == "torch" and b.device.type == "cuda"):
+            return None
+        b = _in_memory(b, "b")
+    b = _check_pair(A, b)
+    return A, b, source, why
+
+
 def as_dask_problem(
     A: Any,
     b: Any,
@@ -367,23 +456,8 @@ def as_dask_problem(
         A = _in_memory(A, "A")
     if not isinstance(b, da.Array):
         b = _in_memory(b, "b")
-    for x, what in ((A, "A"), (b, "b")):
-        if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-            raise InputError(f"{what} is a {type(x).__name__}, not an array")
-        _check_dtype(x, what)
-    if A.ndim != 2:
-        raise InputError(f"A must be a matrix (m × n); it has shape {tuple(A.shape)}")
-    if b.ndim == 2 and b.shape[1] == 1:
-        b = b[:, 0]
-    if b.ndim != 1:
-        raise InputError(f"b must be a vector of length m; it has shape {tuple(b.shape)}")
-    if any(isinstance(s, float) and math.isnan(s) for s in (*A.shape, *b.shape)):
-        raise InputError("A or b has unknown chunk sizes: call .compute_chunk_sizes() on it first")
+    b = _check_pair(A, b)
     m, n = (int(s) for s in A.shape)
-    if m == 0 or n == 0:
-        raise InputError(f"A is empty ({m} × {n}); give at least one row and one column")
-    if int(b.shape[0]) != m:
-        raise InputError(f"A has {m} rows but b has {int(b.shape[0])}; they must match")
     on_gpu = _module(A) == "cupy" or (
         isinstance(A, da.Array) and _module(getattr(A, "_meta", None)) == "cupy"
     )
@@ -392,11 +466,12 @@ def as_dask_problem(
         if gpu_memory_bytes:
             target = min(target, int(gpu_memory_bytes * GPU_CHUNK_FRACTION))
         rows = chunk_rows or default_chunk_rows(m, n, np.dtype(A.dtype).itemsize, workers, target)
-        A = da.from_array(A, chunks=(rows, n), asarray=False)
+        # name=False: a random name instead of a hash of all of A (seconds per GB)
+        A = da.from_array(A, chunks=(rows, n), asarray=False, name=False)
     elif chunk_rows is not None:
         A = A.rechunk({0: chunk_rows})
     if not isinstance(b, da.Array):
-        b = da.from_array(b, chunks=(A.chunks[0],), asarray=False)
+        b = da.from_array(b, chunks=(A.chunks[0],), asarray=False, name=False)
     elif b.chunks[0] != A.chunks[0]:
         b = b.rechunk({0: A.chunks[0]})
     return Problem(A=A, b=b, source=source, on_gpu=on_gpu)
