@@ -69,5 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError:  # `gpuprobe ... | head`: the reader went away
+        from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
+
+        stdout_gone()
+        say("gpuprobe: broken pipe: the reader of the output went away before it was written")
+        return EXIT_BROKEN_PIPE

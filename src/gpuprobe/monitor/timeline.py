@@ -20,14 +20,17 @@ Times are seconds since the epoch.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gpuprobe.errors import InputError
 from gpuprobe.hardware.types import GpuSample
@@ -68,12 +71,18 @@ def _dumps(obj: dict[str, Any]) -> str:
 
 class TimelineWriter:
     """Appends lines to a new timeline file; safe to call from the sampler thread and the main
-    thread at once (one lock)."""
+    thread at once (one lock).
+
+    A write that fails (a full disk, a quota, a file size limit) never raises: the writer keeps
+    every whole line that fitted, cuts off a line it could only half write, stops writing, says so
+    once on stderr and keeps the reason in :attr:`error` (the watched command keeps running)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self._f: IO[str] | None = open(self.path, "x", encoding="utf-8")  # noqa: SIM115
+            self._fd: int | None = os.open(
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o666
+            )
         except FileExistsError:
             raise InputError(
                 f"{self.path} already holds a recording; give another --out directory"
@@ -83,18 +92,21 @@ class TimelineWriter:
                 f"cannot write {self.path}: {exc.strerror or exc}; give a writable --out"
             ) from None
         self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._size = 0  # bytes of whole lines on disk
         self._last_flush = time.monotonic()
         self._last_fsync = self._last_flush
         self.lines = 0
+        self.error: str | None = None  # why writing stopped, when it did
 
     @classmethod
     def create(cls, out_dir: str | Path) -> TimelineWriter:
         """Make ``out_dir`` (and parents) and a new timeline in it; refuse clearly if either is
         not possible, before anything is started."""
         out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out {out} is a file, not a directory; give a directory")
         try:
+            if out.exists() and not out.is_dir():
+                raise InputError(f"--out {out} is a file, not a directory; give a directory")
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(
@@ -102,20 +114,52 @@ class TimelineWriter:
             ) from None
         return cls(out / TIMELINE_NAME)
 
+    def _flush_locked(self, *, sync: bool) -> None:
+        if self._fd is None or not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        base, done = self._size, 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+            self._size = base + done
+            if sync:
+                os.fsync(self._fd)
+                self._last_fsync = time.monotonic()
+        except OSError as exc:
+            self._stop_writing(exc, whole=base + data.rfind(b"\n", 0, done) + 1)
+
+    def _stop_writing(self, exc: OSError, *, whole: int) -> None:
+        """Keep the whole lines on disk (``whole`` bytes), close, remember and say why."""
+        assert self._fd is not None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, whole)  # no half line: the reader would count it as damaged
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = None
+        self._size = whole
+        why = exc.strerror or str(exc)
+        self.error = f"cannot write {self.path}: {why}"
+        hint = " (the disk is full)" if exc.errno == errno.ENOSPC else ""
+        with contextlib.suppress(OSError, ValueError):  # stderr may be gone too
+            sys.stderr.write(
+                f"gpuprobe: {self.error}{hint}; recording stopped with {whole} bytes kept, "
+                "the command keeps running\n"
+            )
+            sys.stderr.flush()
+
     def _write(self, obj: dict[str, Any], *, force_flush: bool = False) -> None:
-        line = _dumps(obj) + "\n"
+        line = (_dumps(obj) + "\n").encode("utf-8", "surrogateescape")
         with self._lock:
-            if self._f is None:
+            if self._fd is None:
                 return
-            self._f.write(line)
+            self._pending.append(line)
             self.lines += 1
             now = time.monotonic()
             if force_flush or now - self._last_flush >= FLUSH_INTERVAL_S:
-                self._f.flush()
                 self._last_flush = now
-                if force_flush or now - self._last_fsync >= FSYNC_INTERVAL_S:
-                    os.fsync(self._f.fileno())
-                    self._last_fsync = now
+                self._flush_locked(sync=force_flush or now - self._last_fsync >= FSYNC_INTERVAL_S)
 
     def write_header(self, header: TimelineHeader) -> None:
         """The first line; flushed and synced at once so that even a run killed at once leaves a
@@ -140,12 +184,13 @@ class TimelineWriter:
     def close(self) -> None:
         """Flush, sync and close."""
         with self._lock:
-            if self._f is None:
+            if self._fd is None:
                 return
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
-            self._f = None
+            self._flush_locked(sync=True)
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> TimelineWriter:
         return self

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from gpuprobe._text import plain_text
 from gpuprobe.bench.report import BenchReport, BenchResult
 from gpuprobe.errors import UsageError
 
@@ -209,7 +210,8 @@ def plot_bench(report: BenchReport, path: str) -> None:
     _curves(axes[0][1], results, "matmul")
     _bandwidth(axes[1][0], results)
     _roofline(axes[1][1], report)
-    fig.suptitle(f"gpuprobe bench on {report.environment.hostname} ({report.created})", fontsize=10)
+    title = f"gpuprobe bench on {report.environment.hostname} ({report.created})"
+    fig.suptitle(plain_text(title), fontsize=10)
     fig.tight_layout()
     try:
         fig.savefig(path)
