@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import resource
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,6 +21,7 @@ from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
+from gpuprobe._proc import child_env, python_module
 from gpuprobe.bench.report import BenchReport, BenchResult, Environment, WorkerRun
 from gpuprobe.bench.workloads import WORKLOADS, Settings
 from gpuprobe.errors import UsageError
@@ -211,16 +210,14 @@ def _run_child(
     collect: _Collector,
     timeout_s: float,
 ) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
+    cmd = python_module(
         "gpuprobe.bench.worker",
         framework,
         device,
         ",".join(workloads),
         json.dumps(settings.to_dict()),
-    ]
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    )
+    env = child_env(XLA_PYTHON_CLIENT_PREALLOCATE="false")
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         timer = threading.Timer(timeout_s, proc.kill)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpuprobe.cli._args import positive_int
+from gpuprobe.cli._args import float_in, int_in
+
+MAX_PRECISION_BATCH = 4096  # sequences; the demo encoder's activations reach ~2 GiB there
 
 __all__ = ["register", "run"]
 
@@ -24,16 +26,6 @@ def _dtypes(text: str) -> tuple[str, ...]:
     return names
 
 
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= 60:
-        raise argparse.ArgumentTypeError(f"{text}: give between 0 and 60 seconds")
-    return value
-
-
 def register(sub: Any) -> None:
     """Add ``gpuprobe precision``."""
     p = sub.add_parser(
@@ -44,7 +36,12 @@ def register(sub: Any) -> None:
         "gpuprobe.precision_sweep(model, inputs).",
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")
-    p.add_argument("--batch", type=positive_int, default=8, help="sequences per batch (default 8)")
+    p.add_argument(
+        "--batch",
+        type=int_in(1, MAX_PRECISION_BATCH),
+        default=8,
+        help=f"sequences per batch (default 8, at most {MAX_PRECISION_BATCH})",
+    )
     p.add_argument(
         "--dtypes",
         type=_dtypes,
@@ -52,7 +49,10 @@ def register(sub: Any) -> None:
         help="comma-separated subset of fp32,tf32,bf16,fp16,int8 (default all)",
     )
     p.add_argument(
-        "--budget", type=_budget, default=0.5, help="seconds of timing per dtype (default 0.5)"
+        "--budget",
+        type=float_in(0, 60, "seconds"),
+        default=0.5,
+        help="seconds of timing per dtype (default 0.5)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=run)
