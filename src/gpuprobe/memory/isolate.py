@@ -34,13 +34,15 @@ __all__ = [
 
 CHILD_TIMEOUT_S = 600.0  # s a child may run before it is killed; a stuck trial must not hang fit
 
-# gpuprobe modules every trial needs, imported once by the fork server (not by each child)
+# Modules imported once by the fork server (not by each child): the first makes the fork server
+# die with gpuprobe; then what every trial needs (psutil: each trial reads its RSS, and its C
+# extension cannot be mapped in a child already under a small cap).
 PRELOAD = (
+    "gpuprobe._die_with_parent",
     "gpuprobe.memory.fit",
     "gpuprobe.memory.demo",
     "psutil",
-)  # psutil: each trial reads its RSS,
-# and its C extension cannot be mapped in a child already under a small cap
+)
 _context: Any = None
 _own_tracker = False  # the resource tracker was started for our fork server, not by the user
 
@@ -78,7 +80,7 @@ def _mp_context() -> Any:
 
         if "forkserver" in multiprocessing.get_all_start_methods():
             _context = multiprocessing.get_context("forkserver")
-            _context.set_forkserver_preload([*ft.preload_modules(), *PRELOAD])
+            _context.set_forkserver_preload([PRELOAD[0], *ft.preload_modules(), *PRELOAD[1:]])
         else:
             _context = multiprocessing.get_context("spawn")
     return _context
