@@ -59,8 +59,21 @@ def test_a_full_disk_keeps_every_whole_sample_and_the_exit_code(tmp_path: Path) 
     out = tmp_path / "r"
     limit = 12_000  # bytes: the header and a few samples fit, the charts do not
     r = subprocess.run(
-        [PY, "-c", FSIZE_BOOT, str(limit), "run", "--hz", "20", "--out", str(out), "--"]
-        + ["sh", "-c", "sleep 1.5; exit 7"],
+        [
+            PY,
+            "-c",
+            FSIZE_BOOT,
+            str(limit),
+            "run",
+            "--hz",
+            "20",
+            "--out",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            "sleep 1.5; exit 7",
+        ],
         capture_output=True,
         text=True,
         env=env(),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import sys
 import threading
@@ -202,79 +203,123 @@ class TimelineWriter:
 # -- reading ------------------------------------------------------------------------------------
 
 
+MAX_CORES = 4096  # host cores one sample may carry (the largest machines have ~2,000 threads)
+MAX_CHILDREN = 4096  # processes in the watched tree one sample may carry
+MAX_GPUS = 64  # GPUs one sample may carry; a sample past any bound is damaged
+
+
+def _num(v: Any) -> float:
+    """A finite float; ValueError otherwise (NaN, inf, a string, a bool)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{v!r} is not a number")
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError(f"{v!r} is not a finite number")
+    return f
+
+
+def _opt(v: Any) -> Any:
+    """``None``, or a finite number (kept as read)."""
+    if v is None:
+        return None
+    _num(v)
+    return v
+
+
+def _seq(v: Any, limit: int, what: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"{what} is not a list")
+    if len(v) > limit:
+        raise ValueError(f"{what} has {len(v)} entries, more than {limit}")
+    return v
+
+
+def _obj(v: Any, what: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise ValueError(f"{what} is not an object")
+    return v
+
+
 def _gpu_sample(d: dict[str, Any]) -> GpuSample:
+    d = _obj(d, "a GPU sample")
     reasons = d.get("clock_event_reasons")
     return GpuSample(
-        index=int(d["index"]),
-        time=float(d.get("time", 0.0)),
-        utilization_gpu=d.get("utilization_gpu"),
-        utilization_memory=d.get("utilization_memory"),
-        memory_used=d.get("memory_used"),
-        power_w=d.get("power_w"),
-        temperature_c=d.get("temperature_c"),
-        sm_clock_mhz=d.get("sm_clock_mhz"),
-        mem_clock_mhz=d.get("mem_clock_mhz"),
-        clock_event_reasons=tuple(reasons) if reasons is not None else None,
-        pcie_gen=d.get("pcie_gen"),
-        pcie_width=d.get("pcie_width"),
-        pcie_rx_kbs=d.get("pcie_rx_kbs"),
-        pcie_tx_kbs=d.get("pcie_tx_kbs"),
+        index=int(_num(d["index"])),
+        time=_num(d.get("time", 0.0)),
+        utilization_gpu=_opt(d.get("utilization_gpu")),
+        utilization_memory=_opt(d.get("utilization_memory")),
+        memory_used=_opt(d.get("memory_used")),
+        power_w=_opt(d.get("power_w")),
+        temperature_c=_opt(d.get("temperature_c")),
+        sm_clock_mhz=_opt(d.get("sm_clock_mhz")),
+        mem_clock_mhz=_opt(d.get("mem_clock_mhz")),
+        clock_event_reasons=tuple(str(r) for r in _seq(reasons, 64, "clock_event_reasons"))
+        if reasons is not None
+        else None,
+        pcie_gen=_opt(d.get("pcie_gen")),
+        pcie_width=_opt(d.get("pcie_width")),
+        pcie_rx_kbs=_opt(d.get("pcie_rx_kbs")),
+        pcie_tx_kbs=_opt(d.get("pcie_tx_kbs")),
     )
 
 
 def sample_from_dict(d: dict[str, Any]) -> Sample:
     """A :class:`Sample` from its JSON form (a hand-written decoder: ~10x faster than
-    ``Record.from_dict`` on long recordings)."""
-    h = d.get("host") or {}
+    ``Record.from_dict`` on long recordings). A damaged sample (a wrong type, a number that is
+    not finite, more than :data:`MAX_CORES` cores...) raises ValueError: the reader skips it."""
+    h = _obj(d.get("host") or {}, "host")
     host = HostSample(
-        cpu_percent=tuple(h.get("cpu_percent") or ()),
-        memory_used=h.get("memory_used"),
-        memory_available=h.get("memory_available"),
-        swap_used=h.get("swap_used"),
+        cpu_percent=tuple(_num(x) for x in _seq(h.get("cpu_percent"), MAX_CORES, "cpu_percent")),
+        memory_used=_opt(h.get("memory_used")),
+        memory_available=_opt(h.get("memory_available")),
+        swap_used=_opt(h.get("swap_used")),
     )
     tr = d.get("tree")
     tree = None
     if tr is not None:
+        tr = _obj(tr, "tree")
         tree = TreeSample(
-            cpu_percent=float(tr.get("cpu_percent", 0.0)),
-            rss=int(tr.get("rss", 0)),
-            threads=int(tr.get("threads", 0)),
-            processes=int(tr.get("processes", 0)),
-            read_bps=tr.get("read_bps"),
-            write_bps=tr.get("write_bps"),
-            main_cpu_percent=float(tr.get("main_cpu_percent", 0.0)),
-            main_thread_max_percent=tr.get("main_thread_max_percent"),
-            main_thread_runnable_percent=tr.get("main_thread_runnable_percent"),
+            cpu_percent=_num(tr.get("cpu_percent", 0.0)),
+            rss=int(_num(tr.get("rss", 0))),
+            threads=int(_num(tr.get("threads", 0))),
+            processes=int(_num(tr.get("processes", 0))),
+            read_bps=_opt(tr.get("read_bps")),
+            write_bps=_opt(tr.get("write_bps")),
+            main_cpu_percent=_num(tr.get("main_cpu_percent", 0.0)),
+            main_thread_max_percent=_opt(tr.get("main_thread_max_percent")),
+            main_thread_runnable_percent=_opt(tr.get("main_thread_runnable_percent")),
             children=tuple(
                 ProcSample(
-                    pid=int(c["pid"]),
-                    cpu_percent=float(c.get("cpu_percent", 0.0)),
-                    rss=c.get("rss"),
-                    threads=c.get("threads"),
+                    pid=int(_num(_obj(c, "a child")["pid"])),
+                    cpu_percent=_num(c.get("cpu_percent", 0.0)),
+                    rss=_opt(c.get("rss")),
+                    threads=_opt(c.get("threads")),
                 )
-                for c in tr.get("children") or ()
+                for c in _seq(tr.get("children"), MAX_CHILDREN, "children")
             ),
         )
     gpus = tuple(
         GpuTick(
-            sample=_gpu_sample(g["sample"]),
+            sample=_gpu_sample(_obj(g, "a GPU")["sample"]),
             processes=tuple(
                 GpuProcSample(
-                    pid=int(p["pid"]),
-                    used_memory=p.get("used_memory"),
-                    sm_percent=p.get("sm_percent"),
+                    pid=int(_num(_obj(p, "a GPU process")["pid"])),
+                    used_memory=_opt(p.get("used_memory")),
+                    sm_percent=_opt(p.get("sm_percent")),
                 )
-                for p in g.get("processes") or ()
+                for p in _seq(g.get("processes"), MAX_CHILDREN, "GPU processes")
             ),
         )
-        for g in d.get("gpus") or ()
+        for g in _seq(d.get("gpus"), MAX_GPUS, "gpus")
     )
     return Sample(
-        t=float(d["t"]),
+        t=_num(d["t"]),
         host=host,
         tree=tree,
         gpus=gpus,
-        sampler_cpu_s=float(d.get("sampler_cpu_s", 0.0)),
+        sampler_cpu_s=_num(d.get("sampler_cpu_s", 0.0)),
     )
 
 
@@ -409,7 +454,11 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
                 )
             try:
                 header = TimelineHeader.from_dict(obj)
-            except (TypeError, ValueError, KeyError) as exc:
+                if not isinstance(header.started, int | float) or not math.isfinite(header.started):
+                    raise ValueError(f"started {header.started!r} is not a time")
+                if not _num(header.hz) > 0:
+                    raise ValueError(f"hz {header.hz!r} is not a rate")
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
                 raise InputError(f"{name}: damaged header: {exc}") from None
             tl = Timeline(header=header, path=path)
             continue
@@ -418,11 +467,13 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
             if kind == "sample":
                 tl.samples.append(sample_from_dict(obj))
             elif kind == "event":
+                _num(obj.get("t"))
                 tl.events.append(obj)
             elif kind == "end":
+                _num(obj.get("t"))
                 tl.end = obj
             # unknown types are skipped: newer writers may add some
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
             dropped.append((number, len(raw) + 1, f"line {number}: {exc}"))
     if tail.strip():
         if tl is None:
