@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuprobe._data import Record
+from gpuprobe._text import strip_control
 from gpuprobe.findings import Evidence, Finding, Status, worst_first
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import TreeSample
@@ -168,7 +169,7 @@ def command_text(cmd: Sequence[str] | None, limit: int = 120) -> str:
     ``limit`` characters); "the block" for a Python block recorded with ``gpuprobe.record``."""
     if not cmd:
         return "the block"
-    text = shlex.join(cmd).replace("\n", "\\n")
+    text = strip_control(shlex.join(str(c) for c in cmd).replace("\n", "\\n"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
