@@ -402,12 +402,16 @@ def run_bench(
         elapsed_s=time.perf_counter() - t0,
     )
     if save or compare:
-        from gpuprobe.store import Store
+        from gpuprobe.store import Store, StoreError
 
-        with closing(Store()) as store:
-            previous = store.last_run(report.environment.hostname) if compare else None
-            if save:
-                report = replace(report, run_id=store.save(report))
-            if compare:
-                report = replace(report, comparison=store.compare(report, previous))
+        try:  # the measured report comes first: a history that cannot be used is a note
+            with closing(Store()) as store:
+                previous = store.last_run(report.environment.hostname) if compare else None
+                if save:
+                    report = replace(report, run_id=store.save(report))
+                if compare:
+                    report = replace(report, comparison=store.compare(report, previous))
+        except StoreError as exc:
+            what = "saved" if save else "read"
+            report = replace(report, history_note=f"the history could not be {what}: {exc.message}")
     return report

@@ -120,4 +120,6 @@ def run(args: argparse.Namespace) -> int:
         render_bench(report, out)
         if args.plot:
             out.print(f"charts: {args.plot}")
+    if report.history_note:  # after the report, which is never thrown away for it
+        print(f"gpuprobe: {report.history_note}", file=sys.stderr)
     return report.exit_code
