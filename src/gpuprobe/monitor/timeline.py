@@ -218,6 +218,20 @@ def _num(v: Any) -> float:
     return f
 
 
+_END_NUMBERS = (
+    "exit_code",
+    "duration_s",
+    "samples",
+    "missed_ticks",
+    "sampler_cpu_s",
+    "sampler_wall_s",
+)
+
+
+def _is_num(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
 def _opt(v: Any) -> Any:
     """``None``, or a finite number (kept as read)."""
     if v is None:
@@ -351,7 +365,8 @@ class Timeline:
     @property
     def exit_code(self) -> int | None:
         """The watched command's exit code, when the recording ended cleanly with one."""
-        return self.end.get("exit_code") if self.end else None
+        code = self.end.get("exit_code") if self.end else None
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
 
     @property
     def gpu_indices(self) -> list[int]:
@@ -471,6 +486,9 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
                 tl.events.append(obj)
             elif kind == "end":
                 _num(obj.get("t"))
+                for key in _END_NUMBERS:  # a damaged figure is dropped (n/a), the line kept
+                    if key in obj and not _is_num(obj[key]):
+                        del obj[key]
                 tl.end = obj
             # unknown types are skipped: newer writers may add some
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
