@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import signal
 import sys
@@ -58,6 +59,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# errno values that mean "this path cannot be used": bad input, exit 2, not a traceback
+_PATH_ERRORS = frozenset(
+    {
+        errno.ENAMETOOLONG,
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.EEXIST,
+        errno.ELOOP,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+    }
+)
+
+
 class _Stopped(BaseException):
     """SIGTERM or SIGHUP arrived: unwind (so that helper processes are stopped), then exit."""
 
@@ -101,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError) or exc.errno not in _PATH_ERRORS:
+            raise
+        # a path the user gave that cannot be used (a 300-character --out, a read-only folder)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"gpuprobe: {where}{exc.strerror or exc}; give another path", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:  # `gpuprobe ... | head`: the reader went away
         from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
 

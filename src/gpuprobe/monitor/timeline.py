@@ -462,7 +462,10 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
                     f"{name} is not a gpuprobe timeline (its first line is not a "
                     f"{TIMELINE_SCHEMA} header)"
                 )
-            if int(obj.get("version", 0)) > TIMELINE_VERSION:
+            version = obj.get("version", 0)
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise InputError(f"{name}: damaged header: version {version!r} is not a number")
+            if version > TIMELINE_VERSION:
                 raise InputError(
                     f"{name} is timeline version {obj.get('version')}; this gpuprobe reads up "
                     f"to {TIMELINE_VERSION}: upgrade gpuprobe"
