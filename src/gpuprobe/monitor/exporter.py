@@ -241,7 +241,7 @@ class MetricsServer:
         self.server_address = self._sock.getsockname()
         self.server_port: int = self.server_address[1]
         self._handler = MetricsHandler.factory(registry)
-        self._handler.timeout = REQUEST_TIMEOUT_S  # StreamRequestHandler sets it on the socket
+        self._handler.timeout = REQUEST_TIMEOUT_S  # type: ignore[attr-defined]  # set on the socket
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._sock, selectors.EVENT_READ)
         self._waiting: dict[socket.socket, tuple[float, Any]] = {}
