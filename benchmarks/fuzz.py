@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fuzzing import mutate_bytes, mutate_json  # noqa: E402
 from gpuprobe.diagnose import diagnose  # noqa: E402
 from gpuprobe.errors import InputError  # noqa: E402
 from gpuprobe.monitor.judge import summarize  # noqa: E402
@@ -34,50 +35,6 @@ from gpuprobe.monitor.timeline import parse_timeline  # noqa: E402
 
 TRACES = Path(os.environ.get("GPUPROBE_FUZZ_TRACES", "/work/shared/traces"))
 TIMELINES = ROOT / "tests" / "data" / "monitor"
-WEIRD: list[Any] = ["x", [0], None, 1e400, -1, 2**70, "", {}, "\x1b]0;t\x07\x1b[31m", True, []]
-
-
-def _paths(doc: Any, prefix: tuple[Any, ...], out: list[Any]) -> list[Any]:
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            out.append((*prefix, k))
-            _paths(v, (*prefix, k), out)
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc[:60]):
-            out.append((*prefix, i))
-            _paths(v, (*prefix, i), out)
-    return out
-
-
-def mutate_doc(doc: Any, rng: random.Random, n: int) -> Any:
-    doc = json.loads(json.dumps(doc))
-    for _ in range(n):
-        paths = _paths(doc, (), [])
-        if not paths:
-            break
-        path = rng.choice(paths)
-        parent = doc
-        for k in path[:-1]:
-            parent = parent[k]
-        if rng.random() < 0.2 and isinstance(parent, dict):
-            parent.pop(path[-1], None)
-        else:
-            parent[path[-1]] = rng.choice(WEIRD)
-    return doc
-
-
-def mutate_bytes(data: bytes, rng: random.Random, n: int) -> bytes:
-    b = bytearray(data)
-    for _ in range(n):
-        i = rng.randrange(max(1, len(b)))
-        kind = rng.randrange(3)
-        if kind == 0 and b:
-            b[i] = rng.randrange(256)
-        elif kind == 1:
-            del b[i:]
-        else:
-            b[i:i] = rng.choice([b"\x00", b"{", b"]", b'"', b"\xff", b"1e400", b"NaN"])
-    return bytes(b)
 
 
 def _where(exc: BaseException) -> str:
@@ -124,7 +81,10 @@ def main() -> int:
         tmp = Path(d)
         if docs:
             value_cases = [
-                (".json", json.dumps(mutate_doc(rng.choice(docs), rng, rng.randint(1, 6))).encode())
+                (
+                    ".json",
+                    json.dumps(mutate_json(rng.choice(docs), rng, rng.randint(1, 6))).encode(),
+                )
                 for _ in range(a.cases)
             ]
             byte_cases = [
@@ -149,7 +109,7 @@ def main() -> int:
                     doc = json.loads(lines[i])
                 except ValueError:
                     continue
-                lines[i] = json.dumps(mutate_doc(doc, rng, 1)).encode()
+                lines[i] = json.dumps(mutate_json(doc, rng, 1)).encode()
             tl_cases.append((".jsonl", b"\n".join(lines)))
         results["plot reader + judge, mutated timelines"] = run_target(
             "tl", tl_cases, plot_reader, tmp

@@ -34,6 +34,14 @@ def _report() -> BenchReport:
     )
 
 
+def _sqlite(path: Path, sql: str) -> Path:
+    db = sqlite3.connect(path)
+    db.execute(sql)
+    db.commit()
+    db.close()
+    return path
+
+
 def test_a_new_history_is_versioned(tmp_path: Path) -> None:
     with closing(Store(tmp_path / "h.sqlite")) as s:
         assert s.save(_report()) == 1
@@ -62,18 +70,10 @@ def test_damaged_foreign_and_newer_files_are_refused_with_the_reason(tmp_path: P
     damaged.write_bytes(b"SQLite format 3\x00" + os.urandom(4000))
     with pytest.raises(StoreError, match="is damaged"):
         Store(damaged).save(_report())
-    foreign = tmp_path / "foreign.sqlite"
-    db = sqlite3.connect(foreign)
-    db.execute("CREATE TABLE moz_places (id INTEGER)")
-    db.commit()
-    db.close()
+    foreign = _sqlite(tmp_path / "foreign.sqlite", "CREATE TABLE moz_places (id INTEGER)")
     with pytest.raises(StoreError, match=r"not a gpuprobe history .*moz_places"):
         Store(foreign)
-    newer = tmp_path / "newer.sqlite"
-    db = sqlite3.connect(newer)
-    db.execute("PRAGMA user_version = 99")
-    db.commit()
-    db.close()
+    newer = _sqlite(tmp_path / "newer.sqlite", "PRAGMA user_version = 99")
     with pytest.raises(StoreError, match=r"newer gpuprobe \(schema 99"):
         Store(newer)
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from cli_helper import env, gpuprobe_argv, run_gpuprobe, wait_for
@@ -93,24 +94,33 @@ def test_a_full_disk_keeps_every_whole_sample_and_the_exit_code(tmp_path: Path) 
     assert "no report" in r.stderr
 
 
-def test_sighup_is_handled_like_sigterm(tmp_path: Path) -> None:
-    ready, rec = tmp_path / "ready", tmp_path / "rec"
+def _signal_the_counter(rec: Path, ready: Path, send: Callable[[int], None]) -> tuple[int, str]:
+    """Run COUNTER under gpuprobe in a new session (its own group, no terminal: as in CI or
+    under nohup), call ``send(gpuprobe's pid)`` once it is ready; (exit code, stderr)."""
     p = subprocess.Popen(
         gpuprobe_argv("run", "--hz", "10", "--out", str(rec), "--", PY, "-c", COUNTER, str(ready)),
         env=env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # no terminal
+        start_new_session=True,
     )
     try:
         wait_for(ready.exists, what="the command to start")
-        p.send_signal(signal.SIGHUP)
+        send(p.pid)
         _, stderr = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 11, stderr  # the command saw one SIGHUP and ended on its own
+    return p.returncode, stderr
+
+
+def test_sighup_is_handled_like_sigterm(tmp_path: Path) -> None:
+    rec = tmp_path / "rec"
+    code, stderr = _signal_the_counter(
+        rec, tmp_path / "ready", lambda pid: os.kill(pid, signal.SIGHUP)
+    )
+    assert code == 11, stderr  # the command saw one SIGHUP and ended on its own
     tl = read_timeline(rec)
     assert tl.exit_code == 11
     sigs = [e for e in tl.events if e["kind"] == "signal"]
@@ -119,23 +129,10 @@ def test_sighup_is_handled_like_sigterm(tmp_path: Path) -> None:
 
 
 def test_sigint_to_the_whole_group_reaches_the_command_once(tmp_path: Path) -> None:
-    ready, rec = tmp_path / "ready", tmp_path / "rec"
-    p = subprocess.Popen(
-        gpuprobe_argv("run", "--hz", "10", "--out", str(rec), "--", PY, "-c", COUNTER, str(ready)),
-        env=env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own group, and no terminal: as in CI or under nohup
+    code, stderr = _signal_the_counter(
+        tmp_path / "rec", tmp_path / "ready", lambda pid: os.killpg(pid, signal.SIGINT)
     )
-    try:
-        wait_for(ready.exists, what="the command to start")
-        os.killpg(p.pid, signal.SIGINT)  # kill -INT -PGID
-        _, stderr = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 11, stderr  # 10 + one SIGINT, not 12
+    assert code == 11, stderr  # 10 + one SIGINT, not 12 (kill -INT -PGID)
 
 
 def test_a_broken_pipe_is_reported(tmp_path: Path) -> None:
