@@ -54,6 +54,9 @@ PEAK_FIELD: dict[str, str] = {
 Progress = Callable[[str, int, int], None]  # (what runs now, steps done, steps in all)
 
 
+MAX_BUDGET_S = 60.0  # s of repetitions per measurement: --budget's top (a budget of inf never ends)
+
+
 def _split(values: Iterable[str] | None) -> list[str]:
     out: list[str] = []
     for v in values or ():
@@ -338,8 +341,8 @@ def run_bench(
     from gpuprobe.bench.judge import judge
 
     names = validate_workloads(workloads)
-    if budget_s is not None and not budget_s > 0:
-        raise UsageError(f"budget {budget_s} s: give a positive number of seconds")
+    if budget_s is not None and not 0 < budget_s <= MAX_BUDGET_S:  # refuses inf and nan too
+        raise UsageError(f"budget {budget_s} s: give more than 0 and at most {MAX_BUDGET_S:g} s")
     if inventory is None:
         from gpuprobe.inventory import inventory as read_inventory
 
