@@ -68,10 +68,22 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or demo.best_device()
     if device.partition(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
-    with progress(not args.json, "gpuprobe precision"):
-        model = demo.encoder(device)
-        x = demo.encoder_inputs(args.batch, device)
-        report = precision_sweep(model, x, args.dtypes or DTYPES, budget_s=args.budget)
+    from gpuprobe.errors import GpuprobeError
+    from gpuprobe.memory.oom import classify_oom
+
+    try:
+        with progress(not args.json, "gpuprobe precision"):
+            model = demo.encoder(device)
+            x = demo.encoder_inputs(args.batch, device)
+            report = precision_sweep(model, x, args.dtypes or DTYPES, budget_s=args.budget)
+    except Exception as exc:  # out of memory is bad input here (too big a batch), not a bug
+        found = classify_oom(exc)
+        if found is None:
+            raise
+        raise GpuprobeError(
+            f"--batch {args.batch} does not fit in memory on {device} ({found.message}); "
+            "try a smaller --batch"
+        ) from None
     if args.json:
         print_json(report.to_dict())
     else:
