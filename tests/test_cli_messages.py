@@ -33,7 +33,7 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
         (["info", "--from", ""], "--from needs a file name"),
         (["bench", "--backend", ""], "--backend '' names nothing; choose from numpy"),
         (["bench", "--device", " , "], "--device ' , ' names nothing"),
-        (["precision", "--budget", "0"], "give a time above 0 and at most 60 seconds"),
+        (["precision", "--budget", "0"], "give more than 0 to 60 seconds"),
         (["pack", "--rate", "it/s", "-n", "1", "--", "true"], "has no group: put the number in"),
         (["diagnose", "t.json", "--html-step", "2"], "give --html FILE too"),
         (["scale", "lstsq", "--workers", "1,99999", "--rows", "100"], "each local worker is a"),

@@ -19,12 +19,26 @@ from pathlib import Path
 from gpuprobe.bench.report import BenchReport, Change, Comparison, Environment
 from gpuprobe.errors import GpuprobeError
 
-__all__ = ["DB_NAME", "NOISE_FRACTION", "PastRun", "Store", "data_dir"]
+__all__ = [
+    "DB_NAME",
+    "NOISE_FRACTION",
+    "SCHEMA_VERSION",
+    "PastRun",
+    "Store",
+    "StoreError",
+    "data_dir",
+]
 
 DB_NAME = "history.sqlite"
 # A change of the headline figure within this fraction is called noise, neither better nor worse
 # (run-to-run spread of a median on a shared machine is a few %).
 NOISE_FRACTION = 0.05
+# PRAGMA user_version of the history this gpuprobe writes; a later change of the tables bumps it
+# and migrates older files in Store._migrate. Version 0 with our tables is the unversioned
+# first layout (the same tables), stamped 1 when opened.
+SCHEMA_VERSION = 1
+_TABLES = {"runs", "results"}
+LOCK_TIMEOUT_S = 5.0  # s to wait for another gpuprobe writing the history before giving up
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -72,27 +86,88 @@ class PastRun:
     figures: dict[str, tuple[str, str, float, bool]] = field(default_factory=dict)
 
 
+class StoreError(GpuprobeError):
+    """The history cannot be read or written: one line saying why and what to do."""
+
+
+def _why(path: Path, exc: BaseException) -> StoreError:
+    """A :class:`StoreError` for an error from sqlite3 or the file system."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return StoreError(
+            f"the history {path} is locked by another process ({text}); try again when it is done"
+        )
+    if isinstance(exc, sqlite3.DatabaseError) and (
+        "not a database" in text or "malformed" in text or "corrupt" in text
+    ):
+        return StoreError(
+            f"the history {path} is damaged ({text}); move it away and a new one is started"
+        )
+    if isinstance(exc, OSError) or "unable to open" in text or "readonly" in text:
+        return StoreError(
+            f"cannot write the history at {path} ({getattr(exc, 'strerror', None) or text}); "
+            "set GPUPROBE_DATA_DIR to a writable folder"
+        )
+    return StoreError(f"the history {path} cannot be used ({type(exc).__name__}: {text})")
+
+
 class Store:
-    """The history database; close it when done (``with contextlib.closing(Store()) as s``)."""
+    """The history database; close it when done (``with contextlib.closing(Store()) as s``).
+    Every failure is a :class:`StoreError` with its reason (a damaged, foreign, newer or locked
+    file, or an unwritable folder)."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else data_dir() / DB_NAME
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path)
-            self._db.executescript(_SCHEMA)
+            self._db = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S)
         except (OSError, sqlite3.Error) as exc:
-            raise GpuprobeError(
-                f"cannot open the history at {self.path} ({exc}); run without saving "
-                "(gpuprobe bench --no-save) or set GPUPROBE_DATA_DIR to a writable folder"
-            ) from None
+            raise _why(self.path, exc) from None
+        try:
+            self._migrate()
+        except StoreError:
+            self._db.close()
+            raise
+        except (OSError, sqlite3.Error) as exc:
+            self._db.close()
+            raise _why(self.path, exc) from None
+
+    def _migrate(self) -> None:
+        """Create the tables in a new file, stamp and upgrade an older one; refuse a file that
+        is another program's or a newer gpuprobe's."""
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        tables = {
+            r[0]
+            for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not str(r[0]).startswith("sqlite_")
+        }
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the history {self.path} was written by a newer gpuprobe (schema {version}, "
+                f"this one knows {SCHEMA_VERSION}); upgrade gpuprobe or set GPUPROBE_DATA_DIR"
+            )
+        if version == 0 and tables and not tables >= _TABLES:
+            raise StoreError(
+                f"{self.path} is not a gpuprobe history (it holds the tables "
+                f"{', '.join(sorted(tables)[:5])}); move it away or set GPUPROBE_DATA_DIR"
+            )
+        if version < SCHEMA_VERSION:
+            with self._db:
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
 
     def save(self, report: BenchReport) -> int:
-        """Store ``report``; return its run id."""
+        """Store ``report``; return its run id (:class:`StoreError` when it cannot)."""
+        try:
+            return self._save(report)
+        except sqlite3.Error as exc:
+            raise _why(self.path, exc) from None
+
+    def _save(self, report: BenchReport) -> int:
         with self._db:
             cur = self._db.execute(
                 "INSERT INTO runs (created, machine, environment, workloads, quick) "
@@ -146,6 +221,12 @@ class Store:
 
     def last_run(self, machine: str | None, before: int | None = None) -> PastRun | None:
         """The newest run on ``machine`` (older than run ``before`` if given), or None."""
+        try:
+            return self._last_run(machine, before)
+        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+            raise _why(self.path, exc) from None
+
+    def _last_run(self, machine: str | None, before: int | None) -> PastRun | None:
         q = "SELECT id, created, environment FROM runs WHERE machine IS ?"
         args: list[object] = [machine]
         if before is not None:

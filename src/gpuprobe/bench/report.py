@@ -186,6 +186,7 @@ class BenchReport(Record):
     created: str = ""
     elapsed_s: float | None = None
     run_id: int | None = None  # row in the local history, when saved
+    history_note: str | None = None  # why the history could not be saved or read, if so
 
     @property
     def exit_code(self) -> int:

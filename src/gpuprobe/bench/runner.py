@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -22,6 +20,7 @@ from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
+from gpuprobe._proc import child_env, python_module
 from gpuprobe.bench.report import BenchReport, BenchResult, Environment, WorkerRun
 from gpuprobe.bench.workloads import WORKLOADS, Settings
 from gpuprobe.errors import UsageError
@@ -57,6 +56,9 @@ _CHOICES = {
     "--backend": f"choose from {', '.join(ALL_BACKENDS)}, or leave --backend out for all here",
     "--device": "use cpu, cuda:N or cuda, or leave --device out for all here",
 }
+
+
+MAX_BUDGET_S = 60.0  # s of repetitions per measurement: --budget's top (a budget of inf never ends)
 
 
 def _split(values: Iterable[str] | None, option: str = "") -> list[str]:
@@ -184,16 +186,14 @@ def _run_child(
     collect: _Collector,
     timeout_s: float,
 ) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
+    cmd = python_module(
         "gpuprobe.bench.worker",
         framework,
         device,
         ",".join(workloads),
         json.dumps(settings.to_dict()),
-    ]
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    )
+    env = child_env(XLA_PYTHON_CLIENT_PREALLOCATE="false")
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         timer = threading.Timer(timeout_s, proc.kill)
@@ -314,8 +314,8 @@ def run_bench(
     from gpuprobe.bench.judge import judge
 
     names = validate_workloads(workloads)
-    if budget_s is not None and not budget_s > 0:
-        raise UsageError(f"budget {budget_s} s: give a positive number of seconds")
+    if budget_s is not None and not 0 < budget_s <= MAX_BUDGET_S:  # refuses inf and nan too
+        raise UsageError(f"budget {budget_s} s: give more than 0 and at most {MAX_BUDGET_S:g} s")
     if inventory is None:
         from gpuprobe.inventory import inventory as read_inventory
 
@@ -382,12 +382,16 @@ def run_bench(
         elapsed_s=time.perf_counter() - t0,
     )
     if save or compare:
-        from gpuprobe.store import Store
+        from gpuprobe.store import Store, StoreError
 
-        with closing(Store()) as store:
-            previous = store.last_run(report.environment.hostname) if compare else None
-            if save:
-                report = replace(report, run_id=store.save(report))
-            if compare:
-                report = replace(report, comparison=store.compare(report, previous))
+        try:  # the measured report comes first: a history that cannot be used is a note
+            with closing(Store()) as store:
+                previous = store.last_run(report.environment.hostname) if compare else None
+                if save:
+                    report = replace(report, run_id=store.save(report))
+                if compare:
+                    report = replace(report, comparison=store.compare(report, previous))
+        except StoreError as exc:
+            what = "saved" if save else "read"
+            report = replace(report, history_note=f"the history could not be {what}: {exc.message}")
     return report

@@ -90,4 +90,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
+    from gpuprobe._proc import die_with_parent
+
+    die_with_parent()  # a helper never outlives gpuprobe
     sys.exit(main(sys.argv[1:]))

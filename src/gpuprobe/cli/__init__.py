@@ -8,9 +8,14 @@ import time, so ``gpuprobe --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from gpuprobe import __version__
 from gpuprobe.errors import EXIT_USAGE, GpuprobeError
@@ -54,6 +59,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# errno values that mean "this path cannot be used": bad input, exit 2, not a traceback
+_PATH_ERRORS = frozenset(
+    {
+        errno.ENAMETOOLONG,
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.EEXIST,
+        errno.ELOOP,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+    }
+)
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind (so that helper processes are stopped), then exit."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """SIGTERM and SIGHUP raise :class:`_Stopped` in the main thread (``run`` takes them over
+    while its command runs); returns the handlers to put back."""
+    old: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return old
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            old[sig] = signal.signal(sig, _raise_stopped)
+    return old
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = build_parser()
@@ -61,13 +109,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
+    old = _stop_on_signals()
     try:
         return int(args.handler(args))
+    except _Stopped as exc:  # SIGTERM/SIGHUP: `finally` blocks ran, helpers were stopped
+        print(f"gpuprobe: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except GpuprobeError as exc:
         print(f"gpuprobe: {exc.message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError) or exc.errno not in _PATH_ERRORS:
+            raise
+        # a path the user gave that cannot be used (a 300-character --out, a read-only folder)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"gpuprobe: {where}{exc.strerror or exc}; give another path", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `gpuprobe ... | head`: the reader went away
+        from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
+
+        stdout_gone()
+        say("gpuprobe: broken pipe: the reader of the output went away before it was written")
+        return EXIT_BROKEN_PIPE
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

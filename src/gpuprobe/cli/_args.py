@@ -1,24 +1,79 @@
-"""argparse value types shared by the memory commands (fit, precision): one line of error
-text each, which argparse turns into ``gpuprobe: argument ...: <text>`` and exit code 2."""
+"""argparse value types with a sane range, shared by the commands: one line of error text each,
+which argparse turns into ``gpuprobe: argument ...: <text>`` and exit code 2. Every number is
+checked here, before any work starts (a batch size of 10**20 must not build a range, a budget of
+``inf`` must not run forever)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 
-# a whole number of 1 or more: the one scale already defines
-from gpuprobe.cli.scale import _positive as positive_int
+__all__ = [
+    "MAX_BATCH",
+    "MAX_SIZE_BYTES",
+    "MIN_SIZE_BYTES",
+    "float_in",
+    "int_in",
+    "positive_int",
+    "size_bytes",
+]
 
-__all__ = ["positive_int", "size_bytes"]
+MAX_BATCH = 1 << 24  # batch sizes: 16,777,216, 64x fit's largest default (262,144 on a GPU)
+MIN_SIZE_BYTES = 1 << 20  # 1 MiB: a memory cap below this cannot even start a trial
+MAX_SIZE_BYTES = 1 << 50  # 1 PiB: more memory than any one machine has
+
+
+def int_in(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
+    """A whole number from ``lo`` to ``hi``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            unit = f" {what}" if what else ""
+            raise argparse.ArgumentTypeError(f"{text}: give {lo:,} to {hi:,}{unit}")
+        return value
+
+    return parse
+
+
+def float_in(
+    lo: float, hi: float, what: str = "", *, open_low: bool = True
+) -> Callable[[str], float]:
+    """A finite number in (``lo``, ``hi``] (``[lo, hi]`` with ``open_low=False``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        ok = math.isfinite(value) and value <= hi and (value > lo if open_low else value >= lo)
+        if not ok:
+            unit = f" {what}" if what else ""
+            low = f"more than {lo:g}" if open_low else f"{lo:g}"
+            raise argparse.ArgumentTypeError(f"{text}: give {low} to {hi:g}{unit}")
+        return value
+
+    return parse
+
+
+positive_int = int_in(1, MAX_BATCH)
 
 
 def size_bytes(text: str) -> int:
-    """A size like ``2GiB`` or ``512MiB``, more than 0 bytes."""
-    from gpuprobe.memory.oom import parse_size
+    """A size like ``2GiB`` or ``512MiB``, from 1 MiB to 1 PiB."""
+    from gpuprobe.memory.oom import format_bytes, parse_size
 
     try:
         value = parse_size(text)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: the cap must be more than 0 bytes")
+    if not MIN_SIZE_BYTES <= value <= MAX_SIZE_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text}: give a size from {format_bytes(MIN_SIZE_BYTES)} to "
+            f"{format_bytes(MAX_SIZE_BYTES)}"
+        )
     return value

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["console", "print_json", "progress"]
+__all__ = ["EXIT_BROKEN_PIPE", "console", "print_json", "progress", "say", "stdout_gone"]
 
 
 def console(stderr: bool = False) -> Any:
@@ -33,3 +35,20 @@ def progress(enabled: bool, what: str) -> Iterator[Callable[[str], None]]:
 
     with Status(what, console=console(stderr=True)) as status:
         yield lambda msg: status.update(f"{what}: {msg}")
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null so that Python's own flush at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def say(line: str) -> None:
+    """One line on stderr, if stderr is still there."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)

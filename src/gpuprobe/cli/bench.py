@@ -10,22 +10,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from gpuprobe.cli._args import float_in
 from gpuprobe.cli._common import console, print_json
 
 __all__ = ["register", "run"]
 
 WIDE = 150  # columns when writing to a file or a pipe (unless COLUMNS says): one row per result
 _WORKLOADS = "expression, scale, matmul, transfer, launch, crossover, sync, multi"
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be more than 0")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,9 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="small sizes and short budgets (< 1 min)")
     p.add_argument(
         "--budget",
-        type=_positive_float,
+        type=float_in(0, 60, "seconds"),
         metavar="SECONDS",
-        help="seconds of repetitions per measurement (default 0.25, quick 0.03)",
+        help="seconds of repetitions per measurement, at most 60 (default 0.25, quick 0.03)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
@@ -130,4 +121,6 @@ def run(args: argparse.Namespace) -> int:
         render_bench(report, out)
         if args.plot:
             out.print(f"charts: {args.plot}")
+    if report.history_note:  # after the report, which is never thrown away for it
+        print(f"gpuprobe: {report.history_note}", file=sys.stderr)
     return report.exit_code

@@ -26,8 +26,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--port",
         type=int,
-        default=9400,
-        help="port (default 9400, dcgm-exporter's; 0 picks a free one)",
+        default=19400,  # monitor.exporter.DEFAULT_PORT (not imported: --help stays fast)
+        help="port (default 19400, beside dcgm-exporter's 9400; 0 picks a free one)",
     )
     p.add_argument("--hz", type=float, default=1.0, help="samples per second (default 1)")
     p.add_argument("--pcie", action="store_true", help="also read PCIe rx/tx (20 ms per GPU)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpuprobe.cli._args import positive_int, size_bytes
+from gpuprobe.cli._args import MAX_BATCH, int_in, positive_int, size_bytes
 
 __all__ = ["DEFAULT_CPU_LIMIT", "register", "run"]
 
@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
         "--max",
         type=positive_int,
         default=None,
-        help="largest batch size (default 16384; 262144 on a GPU)",
+        help=f"largest batch size (default 16384; 262144 on a GPU; at most {MAX_BATCH:,})",
     )
     p.add_argument(
         "--memory-limit",
@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
         "GPU the card itself)",
     )
     p.add_argument(
-        "--repeats", type=positive_int, default=2, help="timed steps per size (default 2)"
+        "--repeats", type=int_in(1, 1000), default=2, help="timed steps per size (default 2)"
     )
     p.add_argument("--no-curve", action="store_true", help="search only; skip the extra sizes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

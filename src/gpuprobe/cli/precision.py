@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gpuprobe.cli._args import positive_int
+from gpuprobe.cli._args import float_in, int_in
+
+MAX_PRECISION_BATCH = 4096  # sequences; the demo encoder's activations reach ~2 GiB there
 
 __all__ = ["register", "run"]
 
@@ -24,18 +26,6 @@ def _dtypes(text: str) -> tuple[str, ...]:
     return names
 
 
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= 60:
-        raise argparse.ArgumentTypeError(
-            f"{text}: give a time above 0 and at most 60 seconds (e.g. 0.5)"
-        )
-    return value
-
-
 def register(sub: Any) -> None:
     """Add ``gpuprobe precision``."""
     p = sub.add_parser(
@@ -46,7 +36,12 @@ def register(sub: Any) -> None:
         "gpuprobe.precision_sweep(model, inputs).",
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")
-    p.add_argument("--batch", type=positive_int, default=8, help="sequences per batch (default 8)")
+    p.add_argument(
+        "--batch",
+        type=int_in(1, MAX_PRECISION_BATCH),
+        default=8,
+        help=f"sequences per batch (default 8, at most {MAX_PRECISION_BATCH})",
+    )
     p.add_argument(
         "--dtypes",
         type=_dtypes,
@@ -54,7 +49,10 @@ def register(sub: Any) -> None:
         help="comma-separated subset of fp32,tf32,bf16,fp16,int8 (default all)",
     )
     p.add_argument(
-        "--budget", type=_budget, default=0.5, help="seconds of timing per dtype (default 0.5)"
+        "--budget",
+        type=float_in(0, 60, "seconds"),
+        default=0.5,
+        help="seconds of timing per dtype (default 0.5)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=run)
@@ -70,22 +68,22 @@ def run(args: argparse.Namespace) -> int:
     device = args.device or demo.best_device()
     if device.partition(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
-    with progress(not args.json, "gpuprobe precision"):
-        model = demo.encoder(device)
-        try:
-            x = demo.encoder_inputs(args.batch, device)
-        except Exception as exc:  # the inputs alone do not fit: say so, exit 1
-            from gpuprobe.errors import GpuprobeError
-            from gpuprobe.memory.oom import classify_oom
+    from gpuprobe.errors import GpuprobeError
+    from gpuprobe.memory.oom import classify_oom
 
-            if classify_oom(exc) is None:
-                raise
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise GpuprobeError(
-                f"--batch {args.batch}: the demo inputs alone run out of memory on {device} "
-                f"({first}); try a smaller --batch"
-            ) from None
-        report = precision_sweep(model, x, args.dtypes or DTYPES, budget_s=args.budget)
+    try:
+        with progress(not args.json, "gpuprobe precision"):
+            model = demo.encoder(device)
+            x = demo.encoder_inputs(args.batch, device)
+            report = precision_sweep(model, x, args.dtypes or DTYPES, budget_s=args.budget)
+    except Exception as exc:  # out of memory is bad input here (too big a batch), not a bug
+        found = classify_oom(exc)
+        if found is None:
+            raise
+        raise GpuprobeError(
+            f"--batch {args.batch} does not fit in memory on {device} ({found.message}); "
+            "try a smaller --batch"
+        ) from None
     if args.json:
         print_json(report.to_dict())
     else:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from gpuprobe._text import strip_control
 from gpuprobe.errors import InputError
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "read_trace",
 ]
 
+_MAX_DEVICE_ID = 1 << 16  # device ids past this are not a real machine's
 CHUNK_CHARS = 4 << 20  # characters read per chunk; 4 Mi keeps the buffer small and reads few
 
 GPU_KIND_KERNEL = 0
@@ -166,9 +168,31 @@ class RawTrace:
 
     @property
     def device_properties(self) -> list[dict[str, Any]]:
-        """The header's ``deviceProperties`` list (empty in CPU-only traces)."""
+        """The header's ``deviceProperties``, well-formed entries only (empty in CPU-only traces):
+        each a dict whose ``id`` is a whole number (its position when absent), holding only
+        strings, booleans, int64 whole numbers and finite floats (a field like ``1e400`` or a
+        nested list is dropped; an entry with an ``id`` of ``"x"`` or ``[0]`` is dropped)."""
         props = self.header.get("deviceProperties")
-        return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+        if not isinstance(props, list):
+            return []
+        out: list[dict[str, Any]] = []
+        for i, p in enumerate(props):
+            if not isinstance(p, dict):
+                continue
+            gid = p.get("id", i)
+            if isinstance(gid, bool) or not isinstance(gid, int) or not 0 <= gid < _MAX_DEVICE_ID:
+                continue
+            clean: dict[str, Any] = {}
+            for k, v in p.items():
+                if isinstance(v, float) and not math.isfinite(v):
+                    continue
+                if isinstance(v, int) and not isinstance(v, bool) and not -(1 << 63) <= v < 1 << 63:
+                    continue
+                if isinstance(v, str | bool | int | float):
+                    clean[k] = v
+            clean["id"] = gid
+            out.append(clean)
+        return out
 
 
 def _open_text(path: str) -> tuple[_TextOver, IO[bytes]]:
@@ -278,8 +302,15 @@ class _Scanner:
         while True:
             try:
                 obj, end = self._scan(self.buf, self.pos)
-            except (json.JSONDecodeError, StopIteration):
-                if self._more():
+            except json.JSONDecodeError as exc:
+                # more text can only help a value cut off by the chunk's end; anything else is
+                # a structural error, refused here without reading the rest of the file
+                cut = exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated string")
+                if cut and self._more():
+                    continue
+                self._fail(what)
+            except StopIteration as stop:  # no value starts here
+                if stop.value >= len(self.buf) - 1 and self._more():
                     continue
                 self._fail(what)
             except RecursionError:
@@ -327,16 +358,15 @@ def _iter_events(sc: _Scanner, header: dict[str, Any]) -> Iterator[Any]:
     if first == "[":  # Chrome's JSON-array format: a bare list of events
         yield from _iter_array(sc, "the event array")
         return
-    if first != "{":
-        if first.isalpha() or first in "<#":
+    if first != "{":  # refused at the first character: the rest is never read
+        if first in '-0123456789"tfn' and first != "\x00":
             raise InputError(
-                f"{sc.path}: not JSON (starts with {first!r}); expected a PyTorch profiler trace "
-                "written by export_chrome_trace or tensorboard_trace_handler"
+                f"{sc.path}: not a Kineto trace: the top level is a {first!r} value, expected an "
+                "object with a 'traceEvents' array"
             )
-        sc.value("the top level")  # raises for anything that is not JSON
         raise InputError(
-            f"{sc.path}: not a Kineto trace: the top level is a {first!r} value, expected an "
-            "object with a 'traceEvents' array"
+            f"{sc.path}: not JSON (starts with {strip_control(repr(first))}); expected a PyTorch "
+            "profiler trace written by export_chrome_trace or tensorboard_trace_handler"
         )
     sc.pos += 1
     seen_events = False
@@ -350,7 +380,7 @@ def _iter_events(sc: _Scanner, header: dict[str, Any]) -> Iterator[Any]:
                 seen_events = True
                 yield from _iter_array(sc, "traceEvents")
             else:
-                header[key] = sc.value(f"the top-level key {key!r}")
+                header[strip_control(key)] = _clean(sc.value(f"the top-level key {key!r}"))
             if sc.expect(",}", "the top-level object") == "}":
                 break
     if not seen_events:
@@ -358,6 +388,17 @@ def _iter_events(sc: _Scanner, header: dict[str, Any]) -> Iterator[Any]:
             f"{sc.path}: not a Kineto trace: no 'traceEvents' array (keys: "
             f"{', '.join(sorted(header)[:8]) or 'none'})"
         )
+
+
+def _clean(value: Any) -> Any:
+    """``value`` with control characters stripped from every string in it (header values)."""
+    if isinstance(value, str):
+        return strip_control(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {strip_control(str(k)): _clean(v) for k, v in value.items()}
+    return value
 
 
 def _iter_array(sc: _Scanner, what: str) -> Iterator[Any]:
@@ -433,20 +474,23 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
     threads = tr.threads
     cats = tr.categories
 
+    clean_ids: dict[str, int] = {}
+
     def nid(name: Any) -> int:
         i = name_ids.get(name)
-        if i is None:
-            name = str(name)
-            i = name_ids.setdefault(name, len(names))
+        if i is None:  # a new name: interned without terminal escapes (names reach the terminal)
+            text = strip_control(str(name))
+            i = clean_ids.setdefault(text, len(names))
             if i == len(names):
-                names.append(name)
+                names.append(text)
+            name_ids[name] = i
         return i
 
     def tid_of(t: Any) -> int:
         i = tid_ids.get(t)
         if i is None:
             i = tid_ids[t] = len(threads)
-            threads.append(str(t))
+            threads.append(strip_control(str(t)))
         return i
 
     op_ts, op_dur, op_name, op_tid = tr.op_ts, tr.op_dur, tr.op_name, tr.op_tid

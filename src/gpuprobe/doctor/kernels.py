@@ -9,11 +9,10 @@ another so that they do not compete for the card or the cores.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterable
 
+from gpuprobe._proc import child_env, python_module
 from gpuprobe.bench.measurement import format_seconds
 from gpuprobe.doctor.worker import WorkerResult
 from gpuprobe.findings import Evidence, Finding, Status
@@ -83,12 +82,12 @@ def run_workers(
     progress: Callable[[str], None] | None = None,
 ) -> list[WorkerResult]:
     """Run each planned check in its own child process, one at a time."""
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    env = child_env(XLA_PYTHON_CLIENT_PREALLOCATE="false")
     out = []
     for framework, device, time_matmul in plan:
         if progress:
             progress(f"{framework} on {device}")
-        cmd = [sys.executable, "-m", "gpuprobe.doctor.worker", framework, device]
+        cmd = python_module("gpuprobe.doctor.worker", framework, device)
         if quick:
             cmd.append("--quick")
         if not time_matmul:

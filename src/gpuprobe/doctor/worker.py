@@ -196,6 +196,9 @@ def run_checks(
 
 
 if __name__ == "__main__":
+    from gpuprobe._proc import die_with_parent
+
+    die_with_parent()  # a helper never outlives gpuprobe
     result = run_checks(
         sys.argv[1],
         sys.argv[2],

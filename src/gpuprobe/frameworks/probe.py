@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
 
+from gpuprobe._proc import child_env, python_module
 from gpuprobe.frameworks import FRAMEWORKS
 from gpuprobe.frameworks.base import FrameworkInfo, import_failed
 
@@ -33,15 +33,15 @@ def runtime_probe_all(
 ) -> tuple[FrameworkInfo, ...]:
     """Import each installed framework in its own child process, all in parallel."""
     statics = {s.name: s for s in static_probe_all(names)}
-    child_env = dict(os.environ if env is None else env)
-    child_env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    helper_env = child_env(env)
+    helper_env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     procs = {
         name: subprocess.Popen(
-            [sys.executable, "-m", "gpuprobe.frameworks.probe", name],
+            python_module("gpuprobe.frameworks.probe", name),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=child_env,
+            env=helper_env,
         )
         for name, s in statics.items()
         if s.installed
@@ -74,5 +74,8 @@ def probe_frameworks(runtime: bool) -> tuple[FrameworkInfo, ...]:
 
 
 if __name__ == "__main__":
+    from gpuprobe._proc import die_with_parent
+
+    die_with_parent()  # a helper never outlives gpuprobe
     info = _door(sys.argv[1]).runtime_probe()  # type: ignore[attr-defined]
     sys.stdout.write(json.dumps(info.to_dict()))

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+from gpuprobe._proc import child_env, python_module
 from gpuprobe.hardware.types import CudaDevice, CudaView
 
 __all__ = ["CUDA_ERRORS", "CUDA_ERROR_FIXES", "error_code", "read_cuda_view", "view_in_child"]
@@ -149,11 +150,11 @@ def view_in_child(env: Mapping[str, str] | None = None) -> CudaView:
     """What a new CUDA process sees under ``env`` (default: this process's environment)."""
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "gpuprobe.hardware.cudadrv"],
+            python_module("gpuprobe.hardware.cudadrv"),
             capture_output=True,
             text=True,
             timeout=CHILD_TIMEOUT_S,
-            env=dict(env) if env is not None else None,
+            env=child_env(env),
             check=False,
         )
         return CudaView.from_dict(json.loads(out.stdout))
@@ -164,4 +165,7 @@ def view_in_child(env: Mapping[str, str] | None = None) -> CudaView:
 
 
 if __name__ == "__main__":
+    from gpuprobe._proc import die_with_parent
+
+    die_with_parent()  # a helper never outlives gpuprobe
     json.dump(read_cuda_view().to_dict(), sys.stdout)

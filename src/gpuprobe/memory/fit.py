@@ -55,7 +55,10 @@ Phase = Literal["search", "curve"]
 
 
 class StepError(GpuprobeError):
-    """The step raised something other than out-of-memory (shown, never swallowed)."""
+    """The step raised something other than out-of-memory (shown, never swallowed);
+    ``traceback_text`` is the child's traceback when the step ran in a child process."""
+
+    traceback_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -271,10 +274,10 @@ def _isolated_trial(
                 device=device or "cpu",
             )
         )
-    except ChildRaised as exc:
-        raise StepError(
-            f"step({batch_size}) raised {exc.type_name}: {exc.text}\n{exc.traceback_text}"
-        ) from None
+    except ChildRaised as exc:  # one line for people; the child's traceback kept for code
+        err = StepError(f"step({batch_size}) raised {exc.type_name}: {exc.text}".splitlines()[0])
+        err.traceback_text = exc.traceback_text
+        raise err from None
     except ChildDied as exc:
         if exc.signal_number == 9:  # SIGKILL: the kernel's OOM killer (or a person)
             return {"fits": False, "error": exc.message}
@@ -302,13 +305,30 @@ def _to_trial(batch_size: int, raw: dict[str, Any], phase: Phase) -> FitTrial:
 # -- the API --------------------------------------------------------------------------------------
 
 
-def _sizes(batch_sizes: Sequence[int] | range) -> list[int]:
-    try:
-        values = sorted({int(b) for b in batch_sizes})
-    except (TypeError, ValueError):
-        raise UsageError(
-            "batch_sizes must be whole numbers, e.g. range(1, 4097) or [8, 16, 32]"
-        ) from None
+MAX_MEMORY_LIMIT = 1 << 50  # bytes (1 PiB): past any machine; RLIMIT_AS takes up to 2**63
+MAX_CANDIDATES = 1 << 40  # batch sizes one search may cover; the search tries ~log2 of them
+
+
+def _sizes(batch_sizes: Sequence[int] | range) -> Sequence[int]:
+    """The candidates, ascending and unique. A ``range`` stays a range (``range(1, 10**20)``
+    must not be built in memory); anything else is sorted into a list."""
+    if isinstance(batch_sizes, range):
+        values: Sequence[int] = batch_sizes if batch_sizes.step > 0 else batch_sizes[::-1]
+        try:
+            n = len(values)
+        except OverflowError:
+            n = MAX_CANDIDATES + 1
+        if n > MAX_CANDIDATES:
+            raise UsageError(
+                f"batch_sizes covers more than {MAX_CANDIDATES:,} sizes; give a smaller range"
+            )
+    else:
+        try:
+            values = sorted({int(b) for b in batch_sizes})
+        except (TypeError, ValueError):
+            raise UsageError(
+                "batch_sizes must be whole numbers, e.g. range(1, 4097) or [8, 16, 32]"
+            ) from None
     if not values:
         raise UsageError("batch_sizes is empty; give e.g. range(1, 4097)")
     if values[0] < 1:
@@ -343,8 +363,10 @@ def fit(
         raise UsageError(f"tolerance must be in [0, 0.5), not {tolerance}")
     if repeats < 1:
         raise UsageError(f"repeats must be 1 or more, not {repeats}")
-    if memory_limit is not None and memory_limit <= 0:
-        raise UsageError(f"memory_limit must be a positive number of bytes, not {memory_limit}")
+    if memory_limit is not None and not 0 < memory_limit <= MAX_MEMORY_LIMIT:
+        raise UsageError(
+            f"memory_limit must be from 1 to {MAX_MEMORY_LIMIT:,} bytes, not {memory_limit}"
+        )
     isolated = isolate or memory_limit is not None
     trials: dict[int, FitTrial] = {}
 

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from gpuprobe._proc import safe_path_env
 from gpuprobe.errors import GpuprobeError
 
 __all__ = [
@@ -33,8 +34,15 @@ __all__ = [
 
 CHILD_TIMEOUT_S = 600.0  # s a child may run before it is killed; a stuck trial must not hang fit
 
-# gpuprobe modules every trial needs, imported once by the fork server (not by each child)
-PRELOAD = ("gpuprobe.memory.fit", "gpuprobe.memory.demo")
+# Modules imported once by the fork server (not by each child): the first makes the fork server
+# die with gpuprobe; then what every trial needs (psutil: each trial reads its RSS, and its C
+# extension cannot be mapped in a child already under a small cap).
+PRELOAD = (
+    "gpuprobe._die_with_parent",
+    "gpuprobe.memory.fit",
+    "gpuprobe.memory.demo",
+    "psutil",
+)
 _context: Any = None
 _own_tracker = False  # the resource tracker was started for our fork server, not by the user
 
@@ -72,7 +80,7 @@ def _mp_context() -> Any:
 
         if "forkserver" in multiprocessing.get_all_start_methods():
             _context = multiprocessing.get_context("forkserver")
-            _context.set_forkserver_preload([*ft.preload_modules(), *PRELOAD])
+            _context.set_forkserver_preload([PRELOAD[0], *ft.preload_modules(), *PRELOAD[1:]])
         else:
             _context = multiprocessing.get_context("spawn")
     return _context
@@ -111,6 +119,11 @@ def _apply_cap(limit: int, device: str) -> None:
 
 
 def _child_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...], cap: Any) -> None:
+    from gpuprobe._proc import die_with_parent
+
+    # the fork server is our parent; it exits when gpuprobe does (even on SIGKILL), and then so
+    # does this trial, instead of running on for up to CHILD_TIMEOUT_S
+    die_with_parent(parent_pid=0)
     try:
         if cap is not None:
             _apply_cap(*cap)
@@ -138,7 +151,8 @@ def run_in_child(
     receiver, sender = ctx.Pipe(duplex=False)
     cap = (memory_limit, device) if memory_limit is not None else None
     proc = ctx.Process(target=_child_main, args=(sender, fn, args, cap), daemon=True)
-    proc.start()
+    with safe_path_env():  # the fork server's interpreter: no current directory on its path
+        proc.start()
     sender.close()
     answer = None
     timed_out = False
@@ -149,6 +163,10 @@ def run_in_child(
             timed_out = True
     except EOFError:  # the child closed the pipe without an answer: it died
         answer = None
+    except BaseException:  # Ctrl-C, SIGTERM: the trial goes with us
+        proc.kill()
+        proc.join()
+        raise
     finally:
         receiver.close()
     if timed_out:

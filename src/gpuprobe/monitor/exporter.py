@@ -12,6 +12,7 @@ Units follow dcgm-exporter: MiB for framebuffer memory, W, °C, MHz, %.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -21,7 +22,15 @@ from gpuprobe.hardware.types import CLOCK_EVENT_REASONS, Gpu, encode_clock_event
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.sampler import NvmlFactory, Sampler
 
-__all__ = ["DCGM_FIELDS", "GpuprobeCollector", "listen_error", "serve", "url_host"]
+__all__ = [
+    "DCGM_FIELDS",
+    "DEFAULT_PORT",
+    "GpuprobeCollector",
+    "MetricsServer",
+    "listen_error",
+    "serve",
+    "url_host",
+]
 
 MiB = 2**20
 
@@ -240,18 +249,119 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+DEFAULT_PORT = 19400  # dcgm-exporter has 9400; both run side by side (see docs/export.md)
+WORKERS = 4  # threads that answer scrapes; a scrape takes ~1 ms, Prometheus sends one at a time
+BACKLOG = 128  # listen backlog (the stdlib server's 5 made 8-16 concurrent scrapers wait 1-2 s)
+IDLE_TIMEOUT_S = 10.0  # s a connection may stay open without sending a request
+REQUEST_TIMEOUT_S = 5.0  # s a started request may take to arrive whole
+MAX_IDLE = 1024  # connections kept waiting for a request; the oldest is closed past this
+
+
+class MetricsServer:
+    """``/metrics`` over HTTP with a bounded number of threads.
+
+    One thread accepts connections and waits, with a selector, until each has sent something;
+    only then does one of :data:`WORKERS` threads answer it (prometheus-client's handler). A
+    connection that sends nothing is closed after :data:`IDLE_TIMEOUT_S`, one that starts a
+    request and stalls after :data:`REQUEST_TIMEOUT_S`; so 300 idle connections cost 300 file
+    descriptors and no thread (prometheus-client's own server starts a thread per connection, with
+    no timeout).
+    """
+
+    def __init__(self, host: str, port: int, registry: Any) -> None:
+        import selectors
+        from concurrent.futures import ThreadPoolExecutor
+
+        from prometheus_client.exposition import MetricsHandler
+
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        self._sock.setblocking(False)
+        self.server_address = self._sock.getsockname()
+        self.server_port: int = self.server_address[1]
+        self._handler = MetricsHandler.factory(registry)
+        self._handler.timeout = REQUEST_TIMEOUT_S  # type: ignore[attr-defined]  # set on the socket
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._sock, selectors.EVENT_READ)
+        self._waiting: dict[socket.socket, tuple[float, Any]] = {}
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="gpuprobe-export")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpuprobe-accept", daemon=True)
+        self._thread.start()
+
+    def _close(self, conn: socket.socket) -> None:
+        self._waiting.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(conn)
+        conn.close()
+
+    def _loop(self) -> None:
+        import selectors
+        import time
+
+        while not self._stop.is_set():
+            for key, _ in self._sel.select(timeout=0.5):
+                if key.fileobj is self._sock:
+                    while True:
+                        try:
+                            conn, addr = self._sock.accept()
+                        except (BlockingIOError, InterruptedError):
+                            break
+                        except OSError:  # out of descriptors: leave it in the backlog
+                            break
+                        if len(self._waiting) >= MAX_IDLE:
+                            self._close(min(self._waiting, key=lambda c: self._waiting[c][0]))
+                        conn.setblocking(False)
+                        self._waiting[conn] = (time.monotonic(), addr)
+                        self._sel.register(conn, selectors.EVENT_READ)
+                else:
+                    conn = key.fileobj  # type: ignore[assignment]
+                    _, addr = self._waiting.pop(conn)
+                    self._sel.unregister(conn)
+                    conn.setblocking(True)
+                    self._pool.submit(self._serve, conn, addr)
+            now = time.monotonic()
+            for conn, (t0, _) in list(self._waiting.items()):
+                if now - t0 > IDLE_TIMEOUT_S:
+                    self._close(conn)
+
+    def _serve(self, conn: socket.socket, addr: Any) -> None:
+        try:
+            self._handler(conn, addr, self)
+        except OSError:  # the scraper went away or stalled past the timeout
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_WR)
+            conn.close()
+
+    def shutdown(self) -> None:
+        """Stop accepting, close waiting connections, finish answers in flight."""
+        self._stop.set()
+        self._thread.join()
+        for conn in list(self._waiting):
+            self._close(conn)
+        self._pool.shutdown(wait=True)
+        self._sel.close()
+        self._sock.close()
+
+    def server_close(self) -> None:
+        """Close the listening socket (after :meth:`shutdown`; idempotent)."""
+        self._sock.close()
+
+
 def serve(
     host: str = "127.0.0.1",
-    port: int = 9400,
+    port: int = DEFAULT_PORT,
     *,
     hz: float = 1.0,
     pcie_throughput: bool = False,
     nvml: NvmlFactory | None = None,
 ) -> tuple[Any, Sampler, GpuprobeCollector]:
-    """Start the sampler and an HTTP server for ``/metrics``; return (server, sampler,
-    collector). ``port=0`` picks a free port (``server.server_port``). Stop with
-    ``server.shutdown(); sampler.close()``."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    """Start the sampler and an HTTP server for ``/metrics`` (:class:`MetricsServer`); return
+    (server, sampler, collector). ``port=0`` picks a free port (``server.server_port``). Stop
+    with ``server.shutdown(); sampler.close()``."""
+    from prometheus_client import CollectorRegistry
 
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     sampler = Sampler(hz=hz, pcie_throughput=pcie_throughput, **kwargs)
@@ -261,12 +371,11 @@ def serve(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        result = start_http_server(port, addr=host, registry=registry)
+        server = MetricsServer(host, port, registry)
     except OSError as exc:
         sampler.close()
         from gpuprobe.errors import UsageError
 
         raise UsageError(listen_error(host, port, exc)) from None
-    server = result[0] if isinstance(result, tuple) else result
     sampler.start(collector.update)
     return server, sampler, collector

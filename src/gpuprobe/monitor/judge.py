@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe._data import Record
+from gpuprobe._text import strip_control
 from gpuprobe.findings import Evidence, Finding, Status, worst_first
 from gpuprobe.hardware.load import host_busy_finding, others_cores
 from gpuprobe.hardware.types import Gpu
@@ -189,7 +190,7 @@ def command_text(cmd: Sequence[str] | None, limit: int = 120) -> str:
     ``limit`` characters); "the block" for a Python block recorded with ``gpuprobe.record``."""
     if not cmd:
         return "the block"
-    text = shlex.join(cmd).replace("\n", "\\n")
+    text = strip_control(shlex.join(str(c) for c in cmd).replace("\n", "\\n"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -22,6 +22,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from gpuprobe._text import strip_control
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.sampler import NvmlFactory, Sampler
 from gpuprobe.report.fields import gib
@@ -89,7 +90,11 @@ class TopView:
                 p = self._procs[pid] = psutil.Process(pid)
                 p.cpu_percent(None)
             with p.oneshot():
-                return (p.name(), f"{p.cpu_percent(None):.0f}", _gib(p.memory_info().rss))
+                return (
+                    strip_control(p.name()),
+                    f"{p.cpu_percent(None):.0f}",
+                    _gib(p.memory_info().rss),
+                )
         except psutil.Error:  # gone, or another PID namespace (a container without --pid=host)
             self._procs.pop(pid, None)
             return ("?", "n/a", "n/a")

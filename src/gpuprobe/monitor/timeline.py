@@ -20,14 +20,18 @@ Times are seconds since the epoch.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from gpuprobe.errors import InputError
 from gpuprobe.hardware.types import GpuSample
@@ -68,12 +72,18 @@ def _dumps(obj: dict[str, Any]) -> str:
 
 class TimelineWriter:
     """Appends lines to a new timeline file; safe to call from the sampler thread and the main
-    thread at once (one lock)."""
+    thread at once (one lock).
+
+    A write that fails (a full disk, a quota, a file size limit) never raises: the writer keeps
+    every whole line that fitted, cuts off a line it could only half write, stops writing, says so
+    once on stderr and keeps the reason in :attr:`error` (the watched command keeps running)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self._f: IO[str] | None = open(self.path, "x", encoding="utf-8")  # noqa: SIM115
+            self._fd: int | None = os.open(
+                self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o666
+            )
         except FileExistsError:
             raise InputError(
                 f"{self.path} already holds a recording; give another --out directory"
@@ -83,18 +93,21 @@ class TimelineWriter:
                 f"cannot write {self.path}: {exc.strerror or exc}; give a writable --out"
             ) from None
         self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._size = 0  # bytes of whole lines on disk
         self._last_flush = time.monotonic()
         self._last_fsync = self._last_flush
         self.lines = 0
+        self.error: str | None = None  # why writing stopped, when it did
 
     @classmethod
     def create(cls, out_dir: str | Path) -> TimelineWriter:
         """Make ``out_dir`` (and parents) and a new timeline in it; refuse clearly if either is
         not possible, before anything is started."""
         out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise InputError(f"--out {out} is a file, not a directory; give a directory")
         try:
+            if out.exists() and not out.is_dir():
+                raise InputError(f"--out {out} is a file, not a directory; give a directory")
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(
@@ -102,20 +115,52 @@ class TimelineWriter:
             ) from None
         return cls(out / TIMELINE_NAME)
 
+    def _flush_locked(self, *, sync: bool) -> None:
+        if self._fd is None or not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        base, done = self._size, 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+            self._size = base + done
+            if sync:
+                os.fsync(self._fd)
+                self._last_fsync = time.monotonic()
+        except OSError as exc:
+            self._stop_writing(exc, whole=base + data.rfind(b"\n", 0, done) + 1)
+
+    def _stop_writing(self, exc: OSError, *, whole: int) -> None:
+        """Keep the whole lines on disk (``whole`` bytes), close, remember and say why."""
+        assert self._fd is not None
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, whole)  # no half line: the reader would count it as damaged
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = None
+        self._size = whole
+        why = exc.strerror or str(exc)
+        self.error = f"cannot write {self.path}: {why}"
+        hint = " (the disk is full)" if exc.errno == errno.ENOSPC else ""
+        with contextlib.suppress(OSError, ValueError):  # stderr may be gone too
+            sys.stderr.write(
+                f"gpuprobe: {self.error}{hint}; recording stopped with {whole} bytes kept, "
+                "the command keeps running\n"
+            )
+            sys.stderr.flush()
+
     def _write(self, obj: dict[str, Any], *, force_flush: bool = False) -> None:
-        line = _dumps(obj) + "\n"
+        line = (_dumps(obj) + "\n").encode("utf-8", "surrogateescape")
         with self._lock:
-            if self._f is None:
+            if self._fd is None:
                 return
-            self._f.write(line)
+            self._pending.append(line)
             self.lines += 1
             now = time.monotonic()
             if force_flush or now - self._last_flush >= FLUSH_INTERVAL_S:
-                self._f.flush()
                 self._last_flush = now
-                if force_flush or now - self._last_fsync >= FSYNC_INTERVAL_S:
-                    os.fsync(self._f.fileno())
-                    self._last_fsync = now
+                self._flush_locked(sync=force_flush or now - self._last_fsync >= FSYNC_INTERVAL_S)
 
     def write_header(self, header: TimelineHeader) -> None:
         """The first line; flushed and synced at once so that even a run killed at once leaves a
@@ -140,12 +185,13 @@ class TimelineWriter:
     def close(self) -> None:
         """Flush, sync and close."""
         with self._lock:
-            if self._f is None:
+            if self._fd is None:
                 return
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
-            self._f = None
+            self._flush_locked(sync=True)
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> TimelineWriter:
         return self
@@ -157,79 +203,137 @@ class TimelineWriter:
 # -- reading ------------------------------------------------------------------------------------
 
 
+MAX_CORES = 4096  # host cores one sample may carry (the largest machines have ~2,000 threads)
+MAX_CHILDREN = 4096  # processes in the watched tree one sample may carry
+MAX_GPUS = 64  # GPUs one sample may carry; a sample past any bound is damaged
+
+
+def _num(v: Any) -> float:
+    """A finite float; ValueError otherwise (NaN, inf, a string, a bool)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{v!r} is not a number")
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError(f"{v!r} is not a finite number")
+    return f
+
+
+_END_NUMBERS = (
+    "exit_code",
+    "duration_s",
+    "samples",
+    "missed_ticks",
+    "sampler_cpu_s",
+    "sampler_wall_s",
+)
+
+
+def _is_num(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+def _opt(v: Any) -> Any:
+    """``None``, or a finite number (kept as read)."""
+    if v is None:
+        return None
+    _num(v)
+    return v
+
+
+def _seq(v: Any, limit: int, what: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ValueError(f"{what} is not a list")
+    if len(v) > limit:
+        raise ValueError(f"{what} has {len(v)} entries, more than {limit}")
+    return v
+
+
+def _obj(v: Any, what: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise ValueError(f"{what} is not an object")
+    return v
+
+
 def _gpu_sample(d: dict[str, Any]) -> GpuSample:
+    d = _obj(d, "a GPU sample")
     reasons = d.get("clock_event_reasons")
     return GpuSample(
-        index=int(d["index"]),
-        time=float(d.get("time", 0.0)),
-        utilization_gpu=d.get("utilization_gpu"),
-        utilization_memory=d.get("utilization_memory"),
-        memory_used=d.get("memory_used"),
-        power_w=d.get("power_w"),
-        temperature_c=d.get("temperature_c"),
-        sm_clock_mhz=d.get("sm_clock_mhz"),
-        mem_clock_mhz=d.get("mem_clock_mhz"),
-        clock_event_reasons=tuple(reasons) if reasons is not None else None,
-        pcie_gen=d.get("pcie_gen"),
-        pcie_width=d.get("pcie_width"),
-        pcie_rx_kbs=d.get("pcie_rx_kbs"),
-        pcie_tx_kbs=d.get("pcie_tx_kbs"),
+        index=int(_num(d["index"])),
+        time=_num(d.get("time", 0.0)),
+        utilization_gpu=_opt(d.get("utilization_gpu")),
+        utilization_memory=_opt(d.get("utilization_memory")),
+        memory_used=_opt(d.get("memory_used")),
+        power_w=_opt(d.get("power_w")),
+        temperature_c=_opt(d.get("temperature_c")),
+        sm_clock_mhz=_opt(d.get("sm_clock_mhz")),
+        mem_clock_mhz=_opt(d.get("mem_clock_mhz")),
+        clock_event_reasons=tuple(str(r) for r in _seq(reasons, 64, "clock_event_reasons"))
+        if reasons is not None
+        else None,
+        pcie_gen=_opt(d.get("pcie_gen")),
+        pcie_width=_opt(d.get("pcie_width")),
+        pcie_rx_kbs=_opt(d.get("pcie_rx_kbs")),
+        pcie_tx_kbs=_opt(d.get("pcie_tx_kbs")),
     )
 
 
 def sample_from_dict(d: dict[str, Any]) -> Sample:
     """A :class:`Sample` from its JSON form (a hand-written decoder: ~10x faster than
-    ``Record.from_dict`` on long recordings)."""
-    h = d.get("host") or {}
+    ``Record.from_dict`` on long recordings). A damaged sample (a wrong type, a number that is
+    not finite, more than :data:`MAX_CORES` cores...) raises ValueError: the reader skips it."""
+    h = _obj(d.get("host") or {}, "host")
     host = HostSample(
-        cpu_percent=tuple(h.get("cpu_percent") or ()),
-        memory_used=h.get("memory_used"),
-        memory_available=h.get("memory_available"),
-        swap_used=h.get("swap_used"),
+        cpu_percent=tuple(_num(x) for x in _seq(h.get("cpu_percent"), MAX_CORES, "cpu_percent")),
+        memory_used=_opt(h.get("memory_used")),
+        memory_available=_opt(h.get("memory_available")),
+        swap_used=_opt(h.get("swap_used")),
     )
     tr = d.get("tree")
     tree = None
     if tr is not None:
+        tr = _obj(tr, "tree")
         tree = TreeSample(
-            cpu_percent=float(tr.get("cpu_percent", 0.0)),
-            rss=int(tr.get("rss", 0)),
-            threads=int(tr.get("threads", 0)),
-            processes=int(tr.get("processes", 0)),
-            read_bps=tr.get("read_bps"),
-            write_bps=tr.get("write_bps"),
-            main_cpu_percent=float(tr.get("main_cpu_percent", 0.0)),
-            main_thread_max_percent=tr.get("main_thread_max_percent"),
-            main_thread_runnable_percent=tr.get("main_thread_runnable_percent"),
+            cpu_percent=_num(tr.get("cpu_percent", 0.0)),
+            rss=int(_num(tr.get("rss", 0))),
+            threads=int(_num(tr.get("threads", 0))),
+            processes=int(_num(tr.get("processes", 0))),
+            read_bps=_opt(tr.get("read_bps")),
+            write_bps=_opt(tr.get("write_bps")),
+            main_cpu_percent=_num(tr.get("main_cpu_percent", 0.0)),
+            main_thread_max_percent=_opt(tr.get("main_thread_max_percent")),
+            main_thread_runnable_percent=_opt(tr.get("main_thread_runnable_percent")),
             children=tuple(
                 ProcSample(
-                    pid=int(c["pid"]),
-                    cpu_percent=float(c.get("cpu_percent", 0.0)),
-                    rss=c.get("rss"),
-                    threads=c.get("threads"),
+                    pid=int(_num(_obj(c, "a child")["pid"])),
+                    cpu_percent=_num(c.get("cpu_percent", 0.0)),
+                    rss=_opt(c.get("rss")),
+                    threads=_opt(c.get("threads")),
                 )
-                for c in tr.get("children") or ()
+                for c in _seq(tr.get("children"), MAX_CHILDREN, "children")
             ),
         )
     gpus = tuple(
         GpuTick(
-            sample=_gpu_sample(g["sample"]),
+            sample=_gpu_sample(_obj(g, "a GPU")["sample"]),
             processes=tuple(
                 GpuProcSample(
-                    pid=int(p["pid"]),
-                    used_memory=p.get("used_memory"),
-                    sm_percent=p.get("sm_percent"),
+                    pid=int(_num(_obj(p, "a GPU process")["pid"])),
+                    used_memory=_opt(p.get("used_memory")),
+                    sm_percent=_opt(p.get("sm_percent")),
                 )
-                for p in g.get("processes") or ()
+                for p in _seq(g.get("processes"), MAX_CHILDREN, "GPU processes")
             ),
         )
-        for g in d.get("gpus") or ()
+        for g in _seq(d.get("gpus"), MAX_GPUS, "gpus")
     )
     return Sample(
-        t=float(d["t"]),
+        t=_num(d["t"]),
         host=host,
         tree=tree,
         gpus=gpus,
-        sampler_cpu_s=float(d.get("sampler_cpu_s", 0.0)),
+        sampler_cpu_s=_num(d.get("sampler_cpu_s", 0.0)),
     )
 
 
@@ -261,7 +365,8 @@ class Timeline:
     @property
     def exit_code(self) -> int | None:
         """The watched command's exit code, when the recording ended cleanly with one."""
-        return self.end.get("exit_code") if self.end else None
+        code = self.end.get("exit_code") if self.end else None
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
 
     @property
     def gpu_indices(self) -> list[int]:
@@ -357,14 +462,21 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
                     f"{name} is not a gpuprobe timeline (its first line is not a "
                     f"{TIMELINE_SCHEMA} header)"
                 )
-            if int(obj.get("version", 0)) > TIMELINE_VERSION:
+            version = obj.get("version", 0)
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise InputError(f"{name}: damaged header: version {version!r} is not a number")
+            if version > TIMELINE_VERSION:
                 raise InputError(
                     f"{name} is timeline version {obj.get('version')}; this gpuprobe reads up "
                     f"to {TIMELINE_VERSION}: upgrade gpuprobe"
                 )
             try:
                 header = TimelineHeader.from_dict(obj)
-            except (TypeError, ValueError, KeyError) as exc:
+                if not isinstance(header.started, int | float) or not math.isfinite(header.started):
+                    raise ValueError(f"started {header.started!r} is not a time")
+                if not _num(header.hz) > 0:
+                    raise ValueError(f"hz {header.hz!r} is not a rate")
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
                 raise InputError(f"{name}: damaged header: {exc}") from None
             tl = Timeline(header=header, path=path)
             continue
@@ -373,11 +485,16 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
             if kind == "sample":
                 tl.samples.append(sample_from_dict(obj))
             elif kind == "event":
+                _num(obj.get("t"))
                 tl.events.append(obj)
             elif kind == "end":
+                _num(obj.get("t"))
+                for key in _END_NUMBERS:  # a damaged figure is dropped (n/a), the line kept
+                    if key in obj and not _is_num(obj[key]):
+                        del obj[key]
                 tl.end = obj
             # unknown types are skipped: newer writers may add some
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
             dropped.append((number, len(raw) + 1, f"line {number}: {exc}"))
     if tail.strip():
         if tl is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from gpuprobe._text import plain_text
 from gpuprobe.bench.report import BenchReport, BenchResult
 from gpuprobe.errors import UsageError
 
@@ -266,7 +267,8 @@ def bench_figure(report: BenchReport) -> Any:
     _curves(axes[0][1], results, "matmul")
     _bandwidth(axes[1][0], results)
     _roofline(axes[1][1], report)
-    fig.suptitle(f"gpuprobe bench on {report.environment.hostname} ({report.created})", fontsize=10)
+    title = f"gpuprobe bench on {report.environment.hostname} ({report.created})"
+    fig.suptitle(plain_text(title), fontsize=10)
     return fig
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from gpuprobe._text import plain_text
 from gpuprobe.monitor.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def _series(tl: Timeline, index: int, name: str, scale: float = 1.0) -> tuple[An
 def _gpu_label(tl: Timeline, index: int) -> str:
     for g in tl.header.gpus:
         if g.index == index and g.name:
-            return f"GPU {index} ({g.name})"
+            return plain_text(f"GPU {index} ({g.name})")
     return f"GPU {index}"
 
 
@@ -335,7 +336,7 @@ def timeline_figure(
     end = max(tl.duration_s, 1e-3)
     axes[-1].set_xlim(0, end)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(plain_text(title), fontsize=10)  # the command line: shown as written
     return fig
 
 

@@ -1,0 +1,89 @@
+"""No process is left behind when gpuprobe is stopped: ``fit`` (its fork server, the resource
+tracker, a trial) and ``bench`` (its worker), stopped by SIGTERM or killed by SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+BOOT = "import sys; from gpuprobe.cli import main; sys.exit(main())"
+FIT = ["fit", "--device", "cpu", "--min", "4096", "--max", "8192", "--repeats", "1000"]
+FIT += ["--memory-limit", "2GiB", "--no-curve"]  # 1000 steps per trial: it runs long
+BENCH = ["bench", "matmul", "--backend", "numpy", "--device", "cpu", "--budget", "60"]  # > 20 s
+BENCH += ["--no-save"]
+
+
+def _env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(SRC), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return e
+
+
+def _alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def _wait(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["TERM", "KILL"])
+@pytest.mark.parametrize(
+    ("argv", "helpers", "needed"),
+    [(FIT, "a fork server, a resource tracker and a trial", 3), (BENCH, "a bench worker", 1)],
+    ids=["fit", "bench"],
+)
+def test_helpers_end_with_gpuprobe(
+    tmp_path: Path, argv: list[str], helpers: str, needed: int, sig: signal.Signals
+) -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-c", BOOT, *argv],
+        env=_env(),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    me = psutil.Process(p.pid)
+    kids: list[int] = []
+    try:
+
+        def started() -> bool:
+            kids[:] = [c.pid for c in me.children(recursive=True)]
+            return len(kids) >= needed
+
+        _wait(started, 120, helpers)
+        time.sleep(0.5)  # let the trial or the worker get into its work (not a timing check)
+        kids[:] = sorted(set(kids) | {c.pid for c in me.children(recursive=True)})
+        p.send_signal(sig)  # gpuprobe alone, not its group
+        _, stderr = p.communicate(timeout=60)
+        _wait(lambda: not _alive(kids), 20, f"{helpers} to end ({_alive(kids)} alive)")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        for pid in _alive(kids):
+            os.kill(pid, signal.SIGKILL)
+    assert len(kids) >= needed
+    assert p.returncode == (128 + sig if sig == signal.SIGTERM else -sig), stderr
+    if sig == signal.SIGTERM:
+        assert stderr.strip().splitlines()[-1] == "gpuprobe: stopped by SIGTERM"
+        assert "Traceback" not in stderr
