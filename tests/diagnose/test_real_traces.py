@@ -220,3 +220,38 @@ def test_times_keep_their_nanoseconds():
     assert end == pytest.approx(last["ts"] - raw.time_base + last["dur"], abs=0.25)
     d = diagnose(DLRM0)
     assert d.steps[0].start_us > 1e15  # absolute again where a person reads it
+
+
+def test_html_page_scales_and_shows_only_what_the_step_has(tmp_path):
+    out = tmp_path / "r50.html"
+    assert cli.main(["diagnose", str(V100), "--html", str(out)]) == 0
+    page = out.read_text()
+    assert 'viewBox="0 0 ' in page and 'width="100%"' in page  # scales to the window
+    assert "flex-wrap: wrap" in page  # the timeline goes under the findings when narrow
+    # the legend lists what the drawn step has, and nothing it lacks (no idle "other" here)
+    assert ">idle: input</span>" in page and ">kernel</span>" in page
+    assert ">idle: other</span>" not in page
+    # the last tick label ends at the axis, not past it
+    assert 'text-anchor="end"' in page
+    assert "whole trace" in page.lower() and "That is why the two can differ" not in page
+
+
+def test_tensor_core_names_of_newer_cards_and_amd():
+    from gpuprobe.diagnose import patterns as P
+
+    tensor = [
+        "sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+        "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT",
+        "cutlass3x_sm100_tensorop_gemm_e4m3_e4m3_f32_bf16_bf16_128x256x128_1x1x1_0_tnn_align16",
+        "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn>",
+        "bmm_E4m3E4m3_Fp32_t_n_sm90_128x128",
+        "Cijk_Ailk_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN",
+    ]
+    for name in tensor:
+        assert P.GEMM_KERNEL.matches(name), name
+        assert P.TENSOR_CORE_KERNEL.matches(name), name
+    fp32 = ["volta_sgemm_128x64_nn", "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8"]
+    for name in fp32:
+        assert P.GEMM_KERNEL.matches(name) and P.FP32_GEMM_KERNEL.matches(name), name
+    for name in ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>", "elementwise_kernel<convert>"):
+        assert not P.GEMM_KERNEL.matches(name), name

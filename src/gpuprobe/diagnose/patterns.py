@@ -140,7 +140,7 @@ CLONE = NamePattern(re.compile(r"^aten::(clone|copy_)$"), "copy")
 GEMM_KERNEL = NamePattern(
     re.compile(
         r"(?i)gemm|gemv|cutlass|xmma|cublas|matmul|conv(?!ert)|winograd|nvjet|wgmma"
-        r"|(^|\W)Cijk_|(^|\W|_)ck_|\bck::|implicit_convolve|fprop|dgrad|wgrad"
+        r"|(^|\W)Cijk_|(^|\W|_)ck_|\bck::|implicit_convolve|fprop|dgrad|wgrad|(^|[^a-z])bmm_"
     ),
     "GEMM/conv",
 )
