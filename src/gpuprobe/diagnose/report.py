@@ -4,12 +4,14 @@ per-step breakdown table; and the before/after table of ``--compare``."""
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from gpuprobe.diagnose.model import IDLE_CAUSES, Comparison, Diagnosis
 from gpuprobe.findings import Status, worst_first
 
 __all__ = [
     "STATUS_STYLE",
+    "plain_table",
     "print_comparison",
     "print_diagnosis",
     "render_comparison_text",
@@ -24,6 +26,21 @@ STATUS_STYLE = {
     Status.SKIPPED: "dim",
 }
 _MAX_STEP_ROWS = 12  # rows of the step table before eliding the middle
+
+
+def plain_table(title: str | None = None) -> Any:
+    """The house's terminal table: a title on the left, a rule under the header, no frame."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
 
 
 def _fmt(v: float | None, digits: int = 0, sep: str = ",") -> str:
@@ -67,7 +84,6 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         for line in shown:
             con.print(Text("        · " + line, style="dim"))
     con.print()
-    from rich import box
 
     has_gpu = any(r.device is not None for r in d.steps)
     many = len({r.device for r in d.steps}) > 1
@@ -77,14 +93,7 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         rows = [*rows[:half], None, *rows[-half:]]  # type: ignore[list-item]
 
     def table(title: str, cols: list[str]) -> Table:
-        t = Table(
-            title=title,
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            pad_edge=False,
-            padding=(0, 1),
-        )
+        t = plain_table(title)
         for c in cols:
             # numbers wrap onto a second line rather than lose digits ("40…") in a narrow or
             # piped terminal

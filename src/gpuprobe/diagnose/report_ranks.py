@@ -75,17 +75,9 @@ def _console(console: object | None) -> Any:
 
 
 def _table(title: str | None = None) -> Any:
-    from rich import box
-    from rich.table import Table
+    from gpuprobe.diagnose.report import plain_table
 
-    return Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1),
-    )
+    return plain_table(title)
 
 
 def _num_col(t: Any, name: str) -> None:
