@@ -26,6 +26,7 @@ __all__ = [
     "PastRun",
     "Store",
     "StoreError",
+    "check_writable",
     "data_dir",
 ]
 
@@ -109,6 +110,25 @@ def _why(path: Path, exc: BaseException) -> StoreError:
             "set GPUPROBE_DATA_DIR to a writable folder"
         )
     return StoreError(f"the history {path} cannot be used ({type(exc).__name__}: {text})")
+
+
+def check_writable(path: Path | None = None) -> None:
+    """Raise :class:`StoreError` when the history's folder cannot be created or written (say it
+    before a long measurement rather than after). A damaged, foreign or locked file is not checked
+    here: the measured report comes first, and saving says why it could not."""
+    folder = (path or data_dir() / DB_NAME).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the history at {folder} ({exc.strerror or exc}); run without saving "
+            "(gpuprobe bench --no-save) or set GPUPROBE_DATA_DIR to a writable folder"
+        ) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(
+            f"cannot open the history at {folder} (not writable); run without saving "
+            "(gpuprobe bench --no-save) or set GPUPROBE_DATA_DIR to a writable folder"
+        )
 
 
 class Store:

@@ -321,10 +321,10 @@ def run_bench(
 
         inventory = read_inventory()
     pairs = plan(inventory, backends, devices)
-    if save or compare:  # a history that cannot be written is said before anything is measured
-        from gpuprobe.store import Store
+    if save or compare:  # a folder the history cannot be written in is said before measuring
+        from gpuprobe.store import check_writable
 
-        Store().close()
+        check_writable()
     t0 = time.perf_counter()
     total = len(pairs) * len(names)
     done = 0

@@ -227,7 +227,14 @@ def listen_error(host: str, port: int, exc: OSError) -> str:
 
     where = f"{url_host(host)}:{port}"
     why = exc.strerror or str(exc)
-    if isinstance(exc, socket.gaierror):
+    # socket.create_server re-raises a failed name lookup as a plain OSError with the EAI errno
+    lookup = {
+        getattr(socket, n)
+        for n in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA")
+        if hasattr(socket, n)
+    }
+    if isinstance(exc, socket.gaierror) or exc.errno in lookup:
+        why = why.split(" (while attempting", 1)[0]
         return (
             f"cannot listen on {where}: {host!r} is not a known name or address ({why}); give an "
             "address of this machine with --host (127.0.0.1, or 0.0.0.0 for every interface)"
