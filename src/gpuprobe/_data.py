@@ -37,9 +37,22 @@ def _encode(value: Any) -> Any:
     return value
 
 
+def _admits_none(tp: Any) -> bool:
+    if tp is Any or tp is type(None):
+        return True
+    if get_origin(tp) in (Union, types.UnionType):
+        return type(None) in get_args(tp)
+    return False
+
+
 def _decode(tp: Any, value: Any) -> Any:
-    if value is None or tp is Any:
+    if tp is Any:
         return value
+    if value is None:
+        if _admits_none(tp):
+            return None
+        # a null where the record needs a value: a damaged or hand-edited file, not "unknown"
+        raise TypeError(f"null where {getattr(tp, '__name__', tp)} is needed")
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         args = tuple(a for a in get_args(tp) if a is not type(None))
@@ -100,5 +113,8 @@ class Record:
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             if f.name in data:
-                kwargs[f.name] = _decode(hints[f.name], data[f.name])
+                try:
+                    kwargs[f.name] = _decode(hints[f.name], data[f.name])
+                except (TypeError, ValueError) as exc:  # say which field was wrong
+                    raise type(exc)(f"{f.name}: {exc}") from None
         return cls(**kwargs)
