@@ -225,7 +225,10 @@ class Gpu(Record):
         if not self.compute_capability:
             return None
         major, _, minor = self.compute_capability.partition(".")
-        return int(major), int(minor or 0)
+        try:
+            return int(major), int(minor or 0)
+        except ValueError:  # not "M.m" (a damaged snapshot): unknown, like an unsupported field
+            return None
 
     @property
     def label(self) -> str:
