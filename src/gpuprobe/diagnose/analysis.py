@@ -611,13 +611,15 @@ class TraceContext:
                 stack_ref.append(i)
         return parent
 
+    @cached_property
+    def _name_ids(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
     def _intern(self, name: str) -> int:
-        ids = self.__dict__.setdefault("_name_ids", {})
-        if not ids:
-            ids.update((n, i) for i, n in enumerate(self.names))
-        i = ids.get(name)
+        """The id of ``name`` in ``names`` (frames split out of a call stack are added)."""
+        i = self._name_ids.get(name)
         if i is None:
-            i = ids[name] = len(self.names)
+            i = self._name_ids[name] = len(self.names)
             self.names.append(name)
         return i
 
