@@ -376,14 +376,26 @@ class TraceContext:
             out[d] = parts
         return out
 
-    def idle_cause_per_step(self, d: int) -> np.ndarray:
-        """Array (steps × causes) of idle µs on device ``d``, causes in :data:`IDLE_CAUSES`."""
-        parts = self.idle_by_cause[d]
-        out = np.zeros((len(self.steps), len(IDLE_CAUSES)))
-        for j, name in enumerate(IDLE_CAUSES):
-            s, e = parts[name]
-            for i, st in enumerate(self.steps):
-                out[i, j] = overlap(s, e, st.start, st.end)
+    @cached_property
+    def idle_cause_per_step(self) -> dict[int, np.ndarray]:
+        """Per device, an array (steps × causes) of idle µs, causes in :data:`IDLE_CAUSES`."""
+        out = {}
+        for d, parts in self.idle_by_cause.items():
+            table = np.zeros((len(self.steps), len(IDLE_CAUSES)))
+            for j, name in enumerate(IDLE_CAUSES):
+                s, e = parts[name]
+                for i, st in enumerate(self.steps):
+                    table[i, j] = overlap(s, e, st.start, st.end)
+            out[d] = table
+        return out
+
+    def idle_of_cause(self, cause: str) -> np.ndarray:
+        """Idle µs per step given to ``cause``, on the device where it is largest (zeros
+        without GPU activity)."""
+        j = IDLE_CAUSES.index(cause)
+        out = np.zeros(len(self.steps))
+        for table in self.idle_cause_per_step.values():
+            out = np.maximum(out, table[:, j])
         return out
 
     def _breakdowns(self) -> list[StepBreakdown]:
@@ -398,7 +410,7 @@ class TraceContext:
         items = self.scalar_read_mask & (self.op_step >= 0)
         items_per = np.bincount(self.op_step[items], minlength=n)
         gpu = self._gpu_per_step() if self.has_gpu else None
-        causes = {d: self.idle_cause_per_step(d) for d in self.devices} if gpu else {}
+        causes = self.idle_cause_per_step if gpu else {}
         for i, st in enumerate(self.steps):
             common = dict(
                 step=st.number,

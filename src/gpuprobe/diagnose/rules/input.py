@@ -34,14 +34,7 @@ def input_bound(ctx: TraceContext) -> list[Finding]:
     med = median(share)
     # the GPU's idle time while the loader ran (one cause per idle instant): with the GPU busy
     # meanwhile (the host runs ahead), a slow loader costs nothing
-    idle = np.zeros(n)
-    for d in ctx.devices:
-        per_d = np.array(
-            [r.idle_cause_us.get("input", 0.0) for r in ctx.breakdowns if r.device == d]
-        )
-        if per_d.size == n:
-            idle = np.maximum(idle, per_d)
-    idle_share = idle / np.maximum(ctx.step_durations, 1e-9)
+    idle_share = ctx.idle_of_cause("input") / np.maximum(ctx.step_durations, 1e-9)
     idle_med = median(idle_share) if ctx.has_gpu else None
     kinds = sorted({ctx.names[i] for i in np.unique(ctx.ann_name[dl])})
     single = any(P.SINGLE_PROCESS_LOADER.matches(k) for k in kinds)

@@ -16,7 +16,7 @@ from gpuprobe.diagnose.rules._common import GROUP, median, pct, step_range
 from gpuprobe.diagnose.rules._common import per_step as per
 from gpuprobe.findings import Evidence, Finding, Status
 
-__all__ = ["SYNC_IDLE_WARN_FRACTION", "SYNC_MIN_PER_STEP", "gpu_idle_after", "synchronisation"]
+__all__ = ["SYNC_IDLE_WARN_FRACTION", "SYNC_MIN_PER_STEP", "synchronisation"]
 
 SYNC_IDLE_WARN_FRACTION = 0.05  # of step time the GPU idles in and right after host syncs; ours
 SYNC_MIN_PER_STEP = 1  # median syncs (or scalar reads) per step to report at all; E5 "every step"
@@ -27,19 +27,6 @@ _FIX = (
     "torch.cuda.synchronize() and tensor values as Python ints/indices inside the step; find "
     "them with torch.cuda.set_sync_debug_mode('warn')"
 )
-
-
-def gpu_idle_after(ctx: TraceContext, end: np.ndarray) -> np.ndarray:
-    """For each host time ``end`` (a sync's return), the GPU idle time until the next GPU
-    activity on any device (0 when the GPU is still busy or nothing follows)."""
-    starts, ends = ctx.merged_all
-    if starts.size == 0 or end.size == 0:
-        return np.zeros(end.shape)
-    k = np.searchsorted(ends, end, side="right")  # first interval ending after `end`
-    have = k < starts.size
-    kk = np.minimum(k, starts.size - 1)
-    gap = np.where(have, starts[kk] - end, 0.0)
-    return np.maximum(gap, 0.0)
 
 
 def _frames(ctx: TraceContext) -> Counter[str]:
@@ -68,17 +55,6 @@ def _in_conv(ctx: TraceContext, rt: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sync_idle_per_step(ctx: TraceContext) -> np.ndarray:
-    """GPU idle µs per step caused by syncs (the busiest device's view: the maximum)."""
-    n = len(ctx.steps)
-    out = np.zeros(n)
-    for d in ctx.devices:
-        per = np.array([r.idle_cause_us.get("sync", 0.0) for r in ctx.breakdowns if r.device == d])
-        if per.size == n:
-            out = np.maximum(out, per)
-    return out
-
-
 def synchronisation(ctx: TraceContext) -> list[Finding]:
     """Host-device syncs per step and the GPU idle they caused."""
     n = len(ctx.steps)
@@ -91,7 +67,7 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     sync_per = np.bincount(ctx.rt_step[sync], minlength=n)
     wait_per = np.bincount(ctx.rt_step[sync], weights=ctx.rt_dur[sync], minlength=n)
     names = Counter(ctx.names[i] for i in ctx.rt_name[sync].tolist())
-    idle_per = _sync_idle_per_step(ctx) if ctx.has_gpu else np.zeros(n)
+    idle_per = ctx.idle_of_cause("sync")
     share = idle_per / dur
     frames = _frames(ctx)
     evidence = [
