@@ -1,7 +1,7 @@
 """Issue 3's numbers: is ``gpuprobe bench``'s timer as good as the references, side by side?
 
 On the CPU, for NumPy and for torch (each in its own child process, as ``gpuprobe bench`` runs
-them), the same operations timed by gpuprobe's timer (``gpuprobe.bench.timing.measure``, which
+them), the same operations timed by gpuprobe's timer (``gpuprobe.measure.timing.measure``, which
 every workload uses) and by ``torch.utils.benchmark.Timer.blocked_autorange``, alternating A/B then
 B/A over several rounds; target: the medians within 5 %. Operations: E1's expression in float64
 and float32, E8's scale, matmul at a few sizes, a host memory copy.
@@ -72,8 +72,8 @@ def cpu_child(fw: str, rounds: int, budget: float) -> dict[str, Any]:
     import torch
     import torch.utils.benchmark as tb
 
-    from gpuprobe.bench.timing import measure
     from gpuprobe.frameworks.backends import make_backend
+    from gpuprobe.measure.timing import measure
 
     b = make_backend(fw, "cpu")
     threads = torch.get_num_threads()
@@ -154,9 +154,9 @@ def gpu_section() -> dict[str, Any] | None:
 
     if not torch.cuda.is_available():
         return None
-    from gpuprobe.bench.timing import measure
-    from gpuprobe.bench.workloads import Settings, run_workload
     from gpuprobe.frameworks.backends import make_backend
+    from gpuprobe.measure.timing import measure
+    from gpuprobe.measure.workloads import Settings, run_workload
 
     b = make_backend("torch", "cuda:0")
     out: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}

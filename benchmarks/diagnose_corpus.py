@@ -35,7 +35,7 @@ DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import gpuprobe.diagnose as D
+import gpuprobe.trace as D
 from gpuprobe.errors import GpuprobeError
 try:
     d = D.diagnose(sys.argv[1])

@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from tests.diagnose.traces import GEMM_TF32, SCENARIOS, SMALL  # noqa: E402
+from tests.trace.traces import GEMM_TF32, SCENARIOS, SMALL  # noqa: E402
 
-from gpuprobe.diagnose import diagnose  # noqa: E402
-from gpuprobe.diagnose.synthetic import KinetoBuilder  # noqa: E402
+from gpuprobe.trace import diagnose  # noqa: E402
+from gpuprobe.trace.synthetic import KinetoBuilder  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 ACCURACY_SCENARIOS = (
@@ -103,7 +103,7 @@ def run_hta(
 
 def run_ours(path: str) -> dict:
     code = (
-        "import json, sys, time; t=time.perf_counter(); import gpuprobe.diagnose as g; "
+        "import json, sys, time; t=time.perf_counter(); import gpuprobe.trace as g; "
         "s = g.diagnose(sys.argv[1]).summary; "
         "print(json.dumps({'seconds': time.perf_counter()-t, 'read_seconds': s.read_seconds, "
         "'events': s.events}))"

@@ -107,8 +107,8 @@ def test_a_300_character_out_is_one_line(tmp_path: Path, capsys: Any) -> None:
 
 @pytest.mark.parametrize("budget", [float("inf"), float("nan"), 0.0, 61.0])
 def test_the_bench_api_refuses_an_endless_budget(budget: float) -> None:
-    from gpuprobe.bench import bench
     from gpuprobe.errors import UsageError
+    from gpuprobe.measure import bench
 
     with pytest.raises(UsageError, match="at most 60 s"):
         bench(["launch"], budget_s=budget, save=False)

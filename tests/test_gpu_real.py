@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.doctor.kernels import MATMUL_REL_ERR_FAIL
-from gpuprobe.doctor.worker import run_checks
+from gpuprobe.checks.kernels import MATMUL_REL_ERR_FAIL
+from gpuprobe.checks.worker import run_checks
 from gpuprobe.inventory import inventory
 
 pytestmark = pytest.mark.gpu

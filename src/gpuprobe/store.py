@@ -16,8 +16,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuprobe.bench.report import BenchReport, Change, Comparison, Environment
 from gpuprobe.errors import GpuprobeError
+from gpuprobe.measure.report import BenchReport, Change, Comparison, Environment
 
 __all__ = [
     "DB_NAME",

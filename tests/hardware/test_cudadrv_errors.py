@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from _support import DATA
-from gpuprobe.doctor import judge
+from gpuprobe.checks import judge
 from gpuprobe.hardware import cudadrv
 from gpuprobe.hardware.types import CudaView
 from gpuprobe.inventory import load

@@ -141,9 +141,9 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
     """The code behind info, doctor, bench, run, top and export, once each."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gpuprobe.bench.conditions import Watch
-    from gpuprobe.doctor import judge
+    from gpuprobe.checks import judge
     from gpuprobe.inventory import Inventory, inventory
+    from gpuprobe.measure.conditions import Watch
     from gpuprobe.monitor.exporter import GpuprobeCollector
     from gpuprobe.monitor.judge import summarize
     from gpuprobe.monitor.live import TopView
@@ -173,7 +173,7 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
     finally:
         watch.close()
     # doctor's kernel worker finds its card's NVML index by UUID (None when NVML cannot say)
-    from gpuprobe.doctor.worker import _nvml_index
+    from gpuprobe.checks.worker import _nvml_index
 
     session, index = _nvml_index(uuid)
     out["worker_index"] = index

@@ -410,7 +410,7 @@ def test_the_mig_fix_names_the_cards_own_profile() -> None:
     import dataclasses
 
     from _support import DATA
-    from gpuprobe.doctor import judge
+    from gpuprobe.checks import judge
     from gpuprobe.inventory import load
 
     inv = load(DATA / "h200.json")

@@ -142,8 +142,8 @@ def test_pack_never_says_minus_zero() -> None:
 
 
 def test_doctor_says_when_the_host_was_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gpuprobe.doctor as doc
-    import gpuprobe.doctor.kernels as kernels
+    import gpuprobe.checks as doc
+    import gpuprobe.checks.kernels as kernels
     from _support import DATA
     from gpuprobe.inventory import load
 

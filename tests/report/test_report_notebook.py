@@ -44,7 +44,7 @@ CELLS = [
     "doc = gpuprobe.doctor(inventory=inv)\n"
     "doc",
     # 7: a measurement of 1000 times
-    "from gpuprobe.bench.measurement import Measurement\n"
+    "from gpuprobe.measure.measurement import Measurement\n"
     "m = Measurement.from_times('add', 'numpy', 'cpu', [1e-3 + (i % 7) * 1e-4 for i in range(1000)])\n"
     "m",
 ]

@@ -11,10 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "memory"))
 from test_memory_everyday import _level
 
-from gpuprobe.bench.measurement import SPREAD_WARN_FRACTION, Measurement
-from gpuprobe.doctor import doctor
+from gpuprobe.checks import doctor
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.inventory import load
+from gpuprobe.measure.measurement import SPREAD_WARN_FRACTION, Measurement
 from gpuprobe.memory.precision import PrecisionReport, PrecisionResult
 from gpuprobe.monitor.pack import PackReport
 from gpuprobe.monitor.pack import judge as pack_judge

@@ -89,8 +89,8 @@ def _bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuprobe.bench import bench
     from gpuprobe.errors import UsageError
+    from gpuprobe.measure import bench
 
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")

@@ -78,7 +78,7 @@ def _progress() -> tuple[Any, Any]:
 
 
 def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
-    from gpuprobe.diagnose import diagnose_with_context
+    from gpuprobe.trace import diagnose_with_context
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     if size >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not args.json:
@@ -95,8 +95,8 @@ def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
 def run(args: argparse.Namespace) -> int:
     """Diagnose one trace, the ranks of a job (a folder or several traces), or compare two;
     returns the exit code (0; 2 for bad input)."""
-    from gpuprobe.diagnose.report import print_comparison, print_diagnosis
     from gpuprobe.findings import Status
+    from gpuprobe.trace.report import print_comparison, print_diagnosis
 
     traces = list(args.trace or [])
     if len(traces) > 1 or (len(traces) == 1 and os.path.isdir(traces[0])):
@@ -107,14 +107,14 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         if args.trace:
             raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
-        from gpuprobe.diagnose.compare import compare_diagnoses
+        from gpuprobe.trace.compare import compare_diagnoses
 
         before, ctx_b = _diagnose(args.compare[0], args)
         after, ctx_a = _diagnose(args.compare[1], args)
         comparison = compare_diagnoses(before, after)
         kdiff = None
         if args.kernels:
-            from gpuprobe.diagnose.kernel_diff import compare_kernels
+            from gpuprobe.trace.kernel_diff import compare_kernels
 
             kdiff = compare_kernels(ctx_b, ctx_a)
         if args.json:
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_comparison(comparison)
             if kdiff is not None:
-                from gpuprobe.diagnose.report_ranks import print_kernel_diff
+                from gpuprobe.trace.report_ranks import print_kernel_diff
 
                 print()
                 print_kernel_diff(kdiff)
@@ -136,12 +136,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     diag, ctx = _diagnose(args.trace, args)
     if args.html:
-        from gpuprobe.diagnose.html import write_html
+        from gpuprobe.trace.html import write_html
 
         write_html(args.html, diag, ctx, args.html_step)
     kb = None
     if args.kernels:
-        from gpuprobe.diagnose.kernels import kernel_breakdown
+        from gpuprobe.trace.kernels import kernel_breakdown
 
         kb = kernel_breakdown(ctx)
     if args.json:
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_diagnosis(diag, verbose=args.verbose)
         if kb is not None:
-            from gpuprobe.diagnose.report_ranks import print_kernels
+            from gpuprobe.trace.report_ranks import print_kernels
 
             print()
             print_kernels(kb)
@@ -163,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     """Several ranks of one job: a folder, or one trace file per rank."""
-    from gpuprobe.diagnose.ranks import diagnose_ranks, find_trace_files
     from gpuprobe.findings import Status
+    from gpuprobe.trace.ranks import diagnose_ranks, find_trace_files
 
     if args.html:
         raise UsageError("--html draws one trace: give a single TRACE file")
@@ -183,7 +183,7 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(ranks.to_dict(), indent=2))
     else:
-        from gpuprobe.diagnose.report_ranks import print_ranks
+        from gpuprobe.trace.report_ranks import print_ranks
 
         print_ranks(ranks)
     return 1 if ranks.status is Status.FAIL else EXIT_OK

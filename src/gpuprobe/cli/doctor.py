@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuprobe.checks import doctor
     from gpuprobe.cli.info import load_snapshot
-    from gpuprobe.doctor import doctor
     from gpuprobe.inventory import Inventory
 
     snap = load_snapshot(args.snapshot)

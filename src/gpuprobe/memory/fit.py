@@ -23,11 +23,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gpuprobe._data import Record
-from gpuprobe.bench.measurement import Measurement, format_seconds
 from gpuprobe.errors import GpuprobeError, UsageError
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
+from gpuprobe.measure.measurement import Measurement, format_seconds
 from gpuprobe.memory.oom import classify_oom, format_bytes
 from gpuprobe.report.findings_text import findings_lines
 

@@ -8,7 +8,7 @@ its output moves from fp32.
 - ``int8``: ``torch.ao.quantization.quantize_dynamic`` on the ``nn.Linear`` layers (CPU only;
   elsewhere skipped with the reason).
 
-Each dtype is timed with :func:`gpuprobe.bench.timing.measure` (CUDA events on a GPU) under
+Each dtype is timed with :func:`gpuprobe.measure.timing.measure` (CUDA events on a GPU) under
 ``torch.inference_mode()``; the deviation from fp32 is the max absolute difference, the relative
 error ‖out − ref‖ / ‖ref‖ (float64) and, when given, the user's own metric of (out, ref).
 
@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gpuprobe._data import Record
-from gpuprobe.bench.measurement import format_seconds
 from gpuprobe.errors import UsageError
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
+from gpuprobe.measure.measurement import format_seconds
 from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
@@ -181,9 +181,9 @@ def precision_sweep(
     throughput (samples/s, the batch being the first input's first dimension) and the output's
     deviation from fp32. ``metric(out, ref)`` (both float64 CPU tensors of the flattened
     outputs) adds a task metric, e.g. accuracy agreement. Skipped dtypes say why."""
-    from gpuprobe.bench.timing import measure
     from gpuprobe.frameworks import torch as ft
     from gpuprobe.frameworks.torch import TorchBackend
+    from gpuprobe.measure.timing import measure
 
     torch = ft.require("gpuprobe.precision_sweep")
     if not isinstance(model, torch.nn.Module):

@@ -665,7 +665,7 @@ def summarize(tl: Timeline) -> RunSummary:
 
     for header_gpu in tl.header.gpus:
         if header_gpu.lost:
-            from gpuprobe.doctor.gpu import lost_gpu_finding
+            from gpuprobe.checks.gpu import lost_gpu_finding
 
             findings.append(
                 lost_gpu_finding(header_gpu.label, header_gpu.nvml_error, header_gpu.index)

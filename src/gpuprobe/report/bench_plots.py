@@ -14,8 +14,8 @@ from collections import defaultdict
 from typing import Any
 
 from gpuprobe._text import plain_text
-from gpuprobe.bench.report import BenchReport, BenchResult
 from gpuprobe.errors import UsageError
+from gpuprobe.measure.report import BenchReport, BenchResult
 
 __all__ = ["bench_figure", "plot_bench", "roofline_points"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from gpuprobe.bench.measurement import format_seconds
-from gpuprobe.bench.report import BenchReport, BenchResult, Comparison
 from gpuprobe.findings import worst_first
+from gpuprobe.measure.measurement import format_seconds
+from gpuprobe.measure.report import BenchReport, BenchResult, Comparison
 from gpuprobe.report.terminal import render_findings
 
 __all__ = ["bench_html", "bench_text", "format_size", "render_bench"]

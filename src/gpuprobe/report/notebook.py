@@ -44,7 +44,7 @@ def inventory_html(inv: object) -> str:
 
 def doctor_html(report: object) -> str:
     """The doctor's findings as an HTML table, worst first, with evidence and fixes."""
-    from gpuprobe.doctor import DoctorReport
+    from gpuprobe.checks import DoctorReport
 
     assert isinstance(report, DoctorReport)
     from gpuprobe.report.reprs import finding_html

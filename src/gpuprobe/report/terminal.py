@@ -92,7 +92,7 @@ def render_findings(findings: list[Finding], console: Console, title: str) -> No
 
 def render_doctor(report: object, console: Console) -> None:
     """Print the doctor's report, group by group, worst first, then the verdict."""
-    from gpuprobe.doctor import DoctorReport
+    from gpuprobe.checks import DoctorReport
 
     assert isinstance(report, DoctorReport)
     for group, findings in report.by_group().items():

@@ -1,0 +1,75 @@
+"""E8: 50,000,000 float32 values times 2, timed correctly (device events after a warm-up) and,
+beside it, timed the way E8 did: a host clock around a call that only queues the work. On a GPU
+the second figure is the launch, not the multiply; on a CPU (synchronous) both agree.
+
+GB/s counts the read of x and the write of the result (8 bytes per element).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpuprobe.frameworks.base import Backend
+from gpuprobe.measure.report import BenchResult
+from gpuprobe.measure.timing import naive_measure
+from gpuprobe.measure.workloads._common import Settings, fits, guard_many, point, skipped, timed
+
+__all__ = ["NAIVE_REPS", "NOTE_S", "SIZES", "run"]
+
+SIZES = ((50_000_000,), (5_000_000,))  # elements (full, quick); E8 used 50,000,000
+NAIVE_REPS = 5  # E8 timed a handful of calls
+CHECK_ELEMENTS = 1_000  # elements compared with 2·x on the host
+# E8's figures (data-parallel-lstsq-and-pycuda-notebook.md), by device kind; the GPU one is wrong.
+NOTE_S: dict[str, float] = {"cpu": 0.0336, "cuda": 0.0009}
+
+
+def _pair(b: Backend, s: Settings, n: int) -> list[BenchResult]:
+    import numpy as np
+
+    x = b.random((n,), "float32", seed=s.seed)
+
+    def fn() -> Any:
+        return x * 2
+
+    nbytes = 8.0 * n
+    work = {"bytes": nbytes, "flop": float(n)}
+    m = timed(b, "scale", fn, s, min_runs=3, work=work, metadata={"n": n})
+    naive = naive_measure("scale-naive", fn, b, n=NAIVE_REPS)
+    head = b.to_numpy(fn()[:CHECK_ELEMENTS])
+    expect = 2 * b.to_numpy(x[:CHECK_ELEMENTS])
+    if not np.allclose(head, expect):
+        raise ValueError("x * 2 gave wrong values")
+    note = NOTE_S.get(b.device.partition(":")[0]) if n == 50_000_000 else None
+    right = point(
+        b,
+        "scale",
+        "events" if b.is_gpu else "timed",
+        n,
+        "elements",
+        m,
+        {"gbs": nbytes / m.median / 1e9, "naive_s": naive.median, "note_s": note},
+    )
+    wrong = point(
+        b,
+        "scale",
+        "naive",
+        n,
+        "elements",
+        naive,
+        {"apparent_gbs": nbytes / naive.median / 1e9, "correct_s": m.median},
+        reason="E8's way: host clock around the call, no wait for the device",
+    )
+    return [right, wrong]
+
+
+def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
+    """``x * 2`` timed right, then E8's way."""
+    for n in s.pick("scale", *SIZES):
+        why = fits(b, 3 * 4 * n)
+        case = "events" if b.is_gpu else "timed"
+        if why:
+            yield skipped(b, "scale", case, n, "elements", why)
+            continue
+        yield from guard_many(b, "scale", case, n, "elements", _pair, b, s, n)
+        b.release()

@@ -1,0 +1,62 @@
+"""E5 exercise 3: 1000 products of 100×100 matrices, reading the norm back to the host every step
+(what ``print(y.norm())`` does: a copy and a wait each time) vs keeping the norms on the device and
+copying the log once at the end. Host clock around the whole loop, which ends with the data on the
+host; per-step time in ``us_per_step``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpuprobe.frameworks.base import Backend
+from gpuprobe.measure.report import BenchResult
+from gpuprobe.measure.workloads._common import Settings, guard, point, timed
+
+__all__ = ["MATRIX_N", "STEPS", "run"]
+
+STEPS = ((1_000,), (200,))  # products per loop (full, quick); E5 used 1000
+MATRIX_N = 100  # E5's 100×100 matrices
+
+
+def _one(b: Backend, s: Settings, steps: int, every_step: bool) -> BenchResult:
+    xp = b.xp
+    a = b.randn((MATRIX_N, MATRIX_N), seed=s.seed + 1)
+    c = b.randn((MATRIX_N, MATRIX_N), seed=s.seed + 2)
+
+    def host_each_step() -> list[float]:
+        return [float(b.to_numpy(xp.linalg.norm(b.matmul(a, c)))) for _ in range(steps)]
+
+    def log_on_device() -> Any:
+        log = [xp.linalg.norm(b.matmul(a, c)) for _ in range(steps)]
+        return b.to_numpy(xp.stack(log))
+
+    fn = host_each_step if every_step else log_on_device
+    case = "host-every-step" if every_step else "log-on-device"
+    m = timed(
+        b,
+        f"sync-{case}",
+        fn,
+        s,
+        min_runs=3,
+        host_clock=True,
+        work={"flop": 2.0 * MATRIX_N**3 * steps},
+        metadata={"steps": steps},
+    )
+    return point(
+        b,
+        "sync",
+        case,
+        steps,
+        "steps",
+        m,
+        {"us_per_step": m.median / steps * 1e6},
+    )
+
+
+def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
+    """Both loops, the norm copied every step first."""
+    for steps in s.pick("sync", *STEPS):
+        for every in (True, False):
+            case = "host-every-step" if every else "log-on-device"
+            yield guard(b, "sync", case, steps, "steps", _one, b, s, steps, every)

@@ -1,0 +1,55 @@
+"""Helpers shared by the rule modules: per-step statistics and the common shapes of findings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.trace.analysis import TraceContext
+from gpuprobe.trace.model import StepBreakdown
+
+__all__ = ["GROUP", "median", "no_gpu", "pct", "per_step", "rows_for", "step_range"]
+
+GROUP = "diagnose"
+
+
+def median(values: Sequence[float] | np.ndarray) -> float:
+    """Median (0.0 for no values)."""
+    return float(np.median(np.asarray(values, dtype=float))) if len(values) else 0.0
+
+
+def pct(x: float | None) -> float | None:
+    """A fraction as a percentage rounded to 0.1."""
+    return None if x is None else round(100.0 * x, 1)
+
+
+def rows_for(ctx: TraceContext, device: int | None) -> list[StepBreakdown]:
+    """The breakdown rows of one device (all rows when ``device`` is None)."""
+    return [b for b in ctx.breakdowns if device is None or b.device == device]
+
+
+def step_range(ctx: TraceContext) -> str:
+    """``"steps 3..7"``, ``"step 3"`` or ``"whole trace"``: what the numbers cover."""
+    nums = [s.number for s in ctx.steps if s.number is not None]
+    if not nums:
+        return "whole trace"
+    return f"step {nums[0]}" if len(nums) == 1 else f"steps {nums[0]}..{nums[-1]}"
+
+
+def per_step(ctx: TraceContext) -> str:
+    """``"per step"``, or ``"in the trace"`` when it has no ProfilerStep (one window)."""
+    return "per step" if any(s.number is not None for s in ctx.steps) else "in the trace"
+
+
+def no_gpu(id: str, what: str) -> Finding:
+    """The finding of a GPU rule on a CPU-only trace."""
+    return Finding(
+        id=id,
+        status=Status.SKIPPED,
+        title=f"{what}: skipped: no GPU events in the trace",
+        evidence=(Evidence("gpu_activities", 0),),
+        fix="profile with ProfilerActivity.CUDA on a machine with a GPU to judge this",
+        group=GROUP,
+    )
