@@ -6,7 +6,7 @@ import json
 
 from _support import DATA
 from gpuprobe.findings import Evidence, Finding, Status, worst, worst_first
-from gpuprobe.inventory import Inventory, load
+from gpuprobe.machine import Inventory, load
 from gpuprobe.measure.measurement import Measurement
 
 

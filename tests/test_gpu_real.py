@@ -6,7 +6,7 @@ import pytest
 
 from gpuprobe.checks.kernels import MATMUL_REL_ERR_FAIL
 from gpuprobe.checks.worker import run_checks
-from gpuprobe.inventory import inventory
+from gpuprobe.machine import inventory
 
 pytestmark = pytest.mark.gpu
 

@@ -1,48 +1,103 @@
 """gpuprobe: does my GPU setup really work, what can this machine do, and why doesn't my job use
 the GPU well?
 
-The public API is imported lazily, so ``import gpuprobe`` stays cheap::
+::
 
     import gpuprobe
     inv = gpuprobe.inventory()      # the machine, read once
     report = gpuprobe.doctor()      # verdicts with evidence and fixes
+    result = gpuprobe.run(["python", "train.py"])   # record a command, judge the run
+
+The functions are those of :mod:`gpuprobe.api` (typed, each importing its implementation when
+called, so ``import gpuprobe`` stays cheap); the result types are imported on first use.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from gpuprobe.api import (
+    bench,
+    compare,
+    diagnose,
+    diagnose_ranks,
+    doctor,
+    explain_oom,
+    fit,
+    install_oom_hook,
+    inventory,
+    lstsq,
+    pack,
+    precision_sweep,
+    record,
+    run,
+    uninstall_oom_hook,
+)
+from gpuprobe.errors import GpuprobeError, InputError, UsageError
+
+if TYPE_CHECKING:
+    from gpuprobe.checks import DoctorReport
+    from gpuprobe.findings import Finding, Status
+    from gpuprobe.machine import Inventory
+    from gpuprobe.measure.report import BenchReport
+    from gpuprobe.monitor.record import Recording
+    from gpuprobe.monitor.run import RunResult
+    from gpuprobe.parallel.lstsq import LstsqReport
+    from gpuprobe.trace.model import Diagnosis
+    from gpuprobe.trace.profile import profile
 
 __version__ = "0.1.0"
 
-# public name -> "module:attribute"; each stage registers its entry points here.
-_API: dict[str, str] = {
-    "inventory": "gpuprobe.inventory:inventory",
-    "Inventory": "gpuprobe.inventory:Inventory",
-    "doctor": "gpuprobe.checks:doctor",
+# public type -> "module:attribute", imported on first use (the modules behind them are not cheap)
+_TYPES: dict[str, str] = {
+    "BenchReport": "gpuprobe.measure.report:BenchReport",
+    "Diagnosis": "gpuprobe.trace.model:Diagnosis",
     "DoctorReport": "gpuprobe.checks:DoctorReport",
     "Finding": "gpuprobe.findings:Finding",
+    "Inventory": "gpuprobe.machine:Inventory",
+    "LstsqReport": "gpuprobe.parallel.lstsq:LstsqReport",
+    "Recording": "gpuprobe.monitor.record:Recording",
+    "RunResult": "gpuprobe.monitor.run:RunResult",
     "Status": "gpuprobe.findings:Status",
-    "GpuprobeError": "gpuprobe.errors:GpuprobeError",
-    "lstsq": "gpuprobe.parallel.lstsq:lstsq",
-    "diagnose": "gpuprobe.trace:diagnose",
-    "diagnose_ranks": "gpuprobe.trace.ranks:diagnose_ranks",
     "profile": "gpuprobe.trace.profile:profile",
-    "record": "gpuprobe.monitor.record:record",
-    "bench": "gpuprobe.measure:bench",
-    "explain_oom": "gpuprobe.memory.oom:explain_oom",
-    "install_oom_hook": "gpuprobe.memory.oom:install_oom_hook",
-    "uninstall_oom_hook": "gpuprobe.memory.oom:uninstall_oom_hook",
-    "fit": "gpuprobe.memory.fit:fit",
-    "pack": "gpuprobe.monitor.pack:pack",
-    "precision_sweep": "gpuprobe.memory.precision:precision_sweep",
 }
 
-__all__ = ["__version__", *sorted(_API)]
+__all__ = [
+    "BenchReport",
+    "Diagnosis",
+    "DoctorReport",
+    "Finding",
+    "GpuprobeError",
+    "InputError",
+    "Inventory",
+    "LstsqReport",
+    "Recording",
+    "RunResult",
+    "Status",
+    "UsageError",
+    "__version__",
+    "bench",
+    "compare",
+    "diagnose",
+    "diagnose_ranks",
+    "doctor",
+    "explain_oom",
+    "fit",
+    "install_oom_hook",
+    "inventory",
+    "lstsq",
+    "pack",
+    "precision_sweep",
+    "profile",
+    "record",
+    "run",
+    "uninstall_oom_hook",
+]
 
 
 def __getattr__(name: str) -> Any:
-    target = _API.get(name)
+    target = _TYPES.get(name)
     if target is None:
         raise AttributeError(f"module 'gpuprobe' has no attribute {name!r}")
     module, _, attr = target.partition(":")

@@ -36,8 +36,9 @@ class GpuprobeError(Exception):
         return str(self.args[0]) if self.args else self.__class__.__name__
 
 
-class UsageError(GpuprobeError):
-    """Bad usage of a command or function: a wrong option, an unknown name."""
+class UsageError(GpuprobeError, ValueError):
+    """Bad usage of a command or function: a wrong option, an unknown name. Also a
+    :class:`ValueError`, so ``except ValueError`` catches a wrong argument as it would anywhere."""
 
     exit_code = EXIT_USAGE
 

@@ -13,7 +13,7 @@ from gpuprobe.checks.frameworks import arch_supports, cuda_compat
 from gpuprobe.findings import Status
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.types import Driver, GpuProcess, PciDevice
-from gpuprobe.inventory import Inventory, load
+from gpuprobe.machine import Inventory, load
 
 
 def _inv(name: str) -> Inventory:

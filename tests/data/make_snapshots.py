@@ -26,7 +26,7 @@ from gpuprobe.hardware.types import (  # noqa: E402
     PciDevice,
     Pcie,
 )
-from gpuprobe.inventory import Inventory, enrich_gpu  # noqa: E402
+from gpuprobe.machine import Inventory, enrich_gpu  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MIB = 2**20

@@ -11,7 +11,7 @@ from _support import DATA
 from gpuprobe.checks import judge
 from gpuprobe.hardware import cudadrv
 from gpuprobe.hardware.types import CudaView
-from gpuprobe.inventory import load
+from gpuprobe.machine import load
 
 # enum cudaError_enum in cuda.h (CUDA 12.x/13.0): the values of every name gpuprobe uses, copied
 # from the header (it is also in cuda-python's cuda.bindings.driver.CUresult).

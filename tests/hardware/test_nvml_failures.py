@@ -120,11 +120,11 @@ def quick_inventory(monkeypatch: pytest.MonkeyPatch) -> None:
     """inventory() without its child processes and package scans: NVML is what is under test."""
     from _support import DATA
     from gpuprobe.hardware import host as host_mod
-    from gpuprobe.inventory import Inventory, load
+    from gpuprobe.machine import Inventory, load
 
     host = load(DATA / "h200.json").host
     monkeypatch.setattr(host_mod, "read_host", lambda: host)
-    monkeypatch.setattr("gpuprobe.inventory._cuda_views", lambda env: (None, None))
+    monkeypatch.setattr("gpuprobe.machine._cuda_views", lambda env: (None, None))
     monkeypatch.setattr("gpuprobe.frameworks.probe.probe_frameworks", lambda runtime: ())
     monkeypatch.setattr("gpuprobe.hardware.pci.nvidia_devices", lambda: ())
     monkeypatch.setattr("gpuprobe.hardware.nvml._process_name", lambda pid: None)
@@ -142,7 +142,7 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from gpuprobe.checks import judge
-    from gpuprobe.inventory import Inventory, inventory
+    from gpuprobe.machine import Inventory, inventory
     from gpuprobe.measure.conditions import Watch
     from gpuprobe.monitor.exporter import GpuprobeCollector
     from gpuprobe.monitor.judge import summarize

@@ -8,7 +8,7 @@ import pytest
 
 from _support import DATA, snapshot_dict
 from gpuprobe.hardware.nvml import nvml_session, read_driver
-from gpuprobe.inventory import enrich_gpu, load
+from gpuprobe.machine import enrich_gpu, load
 
 
 @pytest.mark.parametrize("name", ["t4.json", "h200.json", "rtx5090_torch_cu124.json"])

@@ -411,7 +411,7 @@ def test_the_mig_fix_names_the_cards_own_profile() -> None:
 
     from _support import DATA
     from gpuprobe.checks import judge
-    from gpuprobe.inventory import load
+    from gpuprobe.machine import load
 
     inv = load(DATA / "h200.json")
     for name, mem, want in (

@@ -8,7 +8,7 @@ import pytest
 
 from _support import DATA
 from gpuprobe.errors import UsageError
-from gpuprobe.inventory import Inventory, load
+from gpuprobe.machine import Inventory, load
 from gpuprobe.measure.judge import crossover_size, judge
 from gpuprobe.measure.measurement import Measurement
 from gpuprobe.measure.report import BenchReport, BenchResult, WorkerRun

@@ -145,7 +145,7 @@ def test_doctor_says_when_the_host_was_busy(monkeypatch: pytest.MonkeyPatch) -> 
     import gpuprobe.checks as doc
     import gpuprobe.checks.kernels as kernels
     from _support import DATA
-    from gpuprobe.inventory import load
+    from gpuprobe.machine import load
 
     class Busy(HostLoad):
         def others_cores(self) -> float:

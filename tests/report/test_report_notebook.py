@@ -39,7 +39,7 @@ CELLS = [
     "report",
     # 5: the recording and a doctor report (a recorded snapshot: no kernels) as results
     "rec",
-    "from gpuprobe.inventory import load\n"
+    "from gpuprobe.machine import load\n"
     f"inv = load({str(SNAPSHOT)!r})\n"
     "doc = gpuprobe.doctor(inventory=inv)\n"
     "doc",

@@ -13,7 +13,7 @@ from test_memory_everyday import _level
 
 from gpuprobe.checks import doctor
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.inventory import load
+from gpuprobe.machine import load
 from gpuprobe.measure.measurement import SPREAD_WARN_FRACTION, Measurement
 from gpuprobe.memory.precision import PrecisionReport, PrecisionResult
 from gpuprobe.monitor.pack import PackReport

@@ -1,7 +1,7 @@
 """``gpuprobe doctor``: does this GPU setup really work? Verdicts with evidence and the fix.
 
 Checks come in groups (driver, environment, frameworks, each GPU, performance). The first four
-judge the :class:`~gpuprobe.inventory.Inventory`; performance runs real kernels.
+judge the :class:`~gpuprobe.machine.Inventory`; performance runs real kernels.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from gpuprobe.checks.worker import WorkerResult
 from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK
 from gpuprobe.findings import Finding, Status, worst, worst_first
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 
 __all__ = ["GROUPS", "DoctorReport", "doctor", "judge"]
 
@@ -121,7 +121,7 @@ def doctor(
     without them unless ``run_kernels`` says otherwise.
     """
     from gpuprobe.checks.kernels import plan_workers, run_workers
-    from gpuprobe.inventory import inventory as read_inventory
+    from gpuprobe.machine import inventory as read_inventory
 
     t0 = time.perf_counter()
     live = inventory is None

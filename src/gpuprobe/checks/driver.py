@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 
 __all__ = ["check_cuda_init", "check_driver"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 
 __all__ = ["VisibleDevices", "check_env", "parse_visible_devices"]
 

@@ -9,7 +9,7 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.specs import arch_supports
 from gpuprobe.hardware.types import Gpu
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 
 __all__ = ["arch_supports", "check_frameworks", "cuda_compat"]
 

@@ -8,7 +8,7 @@ import os
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.nvml import lost_gpu_fix
 from gpuprobe.hardware.types import Gpu
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 
 __all__ = ["check_gpus", "lost_gpu_finding"]
 

@@ -16,7 +16,7 @@ from gpuprobe._proc import child_env, python_module
 from gpuprobe.checks.worker import WorkerResult
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.types import Gpu, GpuSample
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 from gpuprobe.measure.measurement import format_seconds
 
 __all__ = [

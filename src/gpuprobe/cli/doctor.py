@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuprobe.checks import doctor
     from gpuprobe.cli.info import load_snapshot
-    from gpuprobe.inventory import Inventory
+    from gpuprobe.machine import Inventory
 
     snap = load_snapshot(args.snapshot)
     snapshot = snap if isinstance(snap, Inventory) else None

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def load_snapshot(path: str | None) -> object:
     """The inventory in ``path`` (``--from``), None when not given; a clear error for ''."""
     from gpuprobe.errors import UsageError
-    from gpuprobe.inventory import load
+    from gpuprobe.machine import load
 
     if path is None:
         return None
@@ -50,7 +50,7 @@ def load_snapshot(path: str | None) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuprobe.inventory import Inventory, inventory
+    from gpuprobe.machine import Inventory, inventory
 
     snap = load_snapshot(args.snapshot)
     inv = snap if isinstance(snap, Inventory) else inventory(frameworks=args.frameworks)

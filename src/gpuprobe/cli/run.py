@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "run"]
@@ -41,42 +39,11 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def write_reports(tl: Any, summary: Any, out_dir: Path) -> tuple[list[Path], list[str]]:
-    """report.html, report.png and summary.json into ``out_dir``; notes on what failed (a full
-    disk is a note, never an exception: the command's exit code must survive it)."""
-    from gpuprobe.errors import GpuprobeError
-    from gpuprobe.report.html import write_run_report
-
-    notes: list[str] = []
-    paths: list[Path] = []
-    summary_path = out_dir / "summary.json"
-    try:
-        summary_path.write_text(json.dumps(summary.to_dict(), indent=1) + "\n", encoding="utf-8")
-        paths.append(summary_path)
-    except OSError as exc:
-        notes.append(f"gpuprobe: cannot write {summary_path}: {exc.strerror or exc}")
-    try:
-        paths = [
-            *write_run_report(
-                tl, summary, html_path=out_dir / "report.html", png_path=out_dir / "report.png"
-            ),
-            *paths,
-        ]
-    except GpuprobeError as exc:
-        notes.append(f"gpuprobe: no charts: {exc.message}")
-    except OSError as exc:
-        name = exc.filename or out_dir
-        notes.append(f"gpuprobe: no report: cannot write {name}: {exc.strerror or exc}")
-    return paths, notes
-
-
 def run(args: argparse.Namespace) -> int:
     """Record the command; return its exit code (whatever happens to the report)."""
+    from gpuprobe.api import run as run_api
     from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
-    from gpuprobe.errors import GpuprobeError, UsageError
-    from gpuprobe.monitor.judge import summarize
-    from gpuprobe.monitor.run import run_command
-    from gpuprobe.monitor.timeline import read_timeline
+    from gpuprobe.errors import UsageError
     from gpuprobe.report.run_terminal import render_summary
 
     cmd = list(args.cmd)
@@ -84,30 +51,18 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
-    out = Path(args.out) if args.out else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
-    result = run_command(cmd, out, hz=args.hz, pcie_throughput=args.pcie)
-    paths: list[Path] = [result.timeline]
-    notes: list[str] = []
-    try:
-        tl = read_timeline(result.timeline)
-    except GpuprobeError as exc:
-        say(f"gpuprobe: no summary: {exc.message}")
+    result = run_api(
+        cmd, args.out, hz=args.hz, pcie_throughput=args.pcie, report=not args.no_report
+    )
+    summary = result.summary
+    if summary is None:  # the timeline could not be read back
+        for note in result.notes:
+            say(note)
         return result.exit_code
-    if result.write_error:  # said on stderr when it happened; the JSON keeps it too
-        if args.json:
-            notes.append(f"gpuprobe: the timeline stops short: {result.write_error}")
-        if tl.end is None:  # the end line did not fit, but the exit code is known
-            tl.end = {
-                "type": "end",
-                "t": tl.start + result.duration_s,
-                "exit_code": result.exit_code,
-                "write_error": result.write_error,
-            }
-    summary = summarize(tl)
-    if not args.no_report:
-        more, more_notes = write_reports(tl, summary, result.out_dir)
-        paths += more
-        notes += more_notes
+    paths = list(result.files)
+    notes = list(result.notes)
+    if result.write_error and args.json:  # said on stderr when it happened; the JSON keeps it
+        notes.insert(0, f"gpuprobe: the timeline stops short: {result.write_error}")
     try:
         if args.json:
             doc = {**summary.to_dict(), "files": [str(p) for p in paths], "notes": notes}

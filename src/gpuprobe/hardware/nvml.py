@@ -204,7 +204,7 @@ class NvmlSession:
     def gpu(self, index: int) -> Gpu:
         """Everything NVML knows about GPU ``index`` that does not change second to second, plus
         the current clocks, power, temperature and processes. Peaks and SM counts are added by
-        :mod:`gpuprobe.inventory` from the CUDA driver and the spec tables."""
+        :mod:`gpuprobe.machine` from the CUDA driver and the spec tables."""
         lib, h, q = self.lib, self.handle(index), self.query
         lost_before = self.lost_any
         if h is None or self.lost(index):

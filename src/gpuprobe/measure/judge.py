@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.load import HOST_BUSY_WARN_FRACTION as HOST_BUSY_WARN_FRACTION
 from gpuprobe.hardware.load import host_busy_finding
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 from gpuprobe.measure.measurement import SPREAD_WARN_FRACTION, format_seconds
 from gpuprobe.measure.report import BenchResult, WorkerRun
 

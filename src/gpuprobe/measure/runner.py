@@ -24,7 +24,7 @@ from gpuprobe._proc import child_env, python_module
 from gpuprobe.errors import UsageError
 from gpuprobe.hardware.load import HostLoad
 from gpuprobe.hardware.types import Gpu
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 from gpuprobe.measure.report import BenchReport, BenchResult, Environment, WorkerRun
 from gpuprobe.measure.workloads import WORKLOADS, Settings
 
@@ -317,7 +317,7 @@ def run_bench(
     if budget_s is not None and not 0 < budget_s <= MAX_BUDGET_S:  # refuses inf and nan too
         raise UsageError(f"budget {budget_s} s: give more than 0 and at most {MAX_BUDGET_S:g} s")
     if inventory is None:
-        from gpuprobe.inventory import inventory as read_inventory
+        from gpuprobe.machine import inventory as read_inventory
 
         inventory = read_inventory()
     pairs = plan(inventory, backends, devices)

@@ -26,20 +26,28 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from gpuprobe.errors import GpuprobeError, UsageError
 from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
-from gpuprobe.monitor.timeline import TimelineWriter
+from gpuprobe.monitor.timeline import Timeline, TimelineWriter, read_timeline
+
+if TYPE_CHECKING:
+    from gpuprobe.findings import Finding
+    from gpuprobe.monitor.judge import RunSummary
+
+# writes the report files of a judged run into a folder: (paths written, notes on what failed)
+WriteFiles = Callable[[Timeline, "RunSummary", Path], tuple[list[Path], list[str]]]
 
 __all__ = [
     "EXIT_NOT_FOUND",
     "FORWARDED_SIGNALS",
     "RunResult",
+    "finish_run",
     "resolve_command",
     "run_command",
 ]
@@ -52,7 +60,8 @@ POLL_S = 0.1  # s between checks that the command has exited while waiting for s
 
 @dataclass(frozen=True)
 class RunResult:
-    """What ``gpuprobe run`` produced."""
+    """What ``gpuprobe run`` (:func:`gpuprobe.run`) produced: the command's exit code, the
+    timeline, and once judged (:func:`finish_run`) the summary and the report files."""
 
     exit_code: int  # the command's, 128 + N when signal N killed it
     out_dir: Path
@@ -62,6 +71,65 @@ class RunResult:
     sampler_cpu_s: float
     signals: tuple[str, ...]  # SIGINT/SIGTERM/SIGHUP seen while the command ran
     write_error: str | None = None  # why the timeline stopped short (a full disk), if it did
+    summary: RunSummary | None = None  # None until judged, or when the timeline was unreadable
+    files: tuple[Path, ...] = ()  # the timeline, then the report files written
+    notes: tuple[str, ...] = ()  # what could not be read or written, one line each
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The run's findings, worst first (none before it is judged)."""
+        return self.summary.findings if self.summary is not None else ()
+
+    def __repr__(self) -> str:
+        judged = ""
+        if self.summary is not None:
+            from gpuprobe.report.reprs import status_counts
+
+            judged = f"; findings: {status_counts(self.summary.findings)}"
+        return (
+            f"<RunResult exit code {self.exit_code}: {self.duration_s:.1f} s, "
+            f"{self.samples} samples in {self.out_dir}{judged}>"
+        )
+
+    def __str__(self) -> str:
+        if self.summary is None:
+            return repr(self)
+        from gpuprobe.report.reprs import capture
+        from gpuprobe.report.run_terminal import render_summary
+
+        summary = self.summary
+        return capture(lambda con: con.print(render_summary(summary, paths=self.files)))
+
+
+def finish_run(result: RunResult, write: WriteFiles | None = None) -> RunResult:
+    """Read the run's timeline back, judge it, and (with ``write``) write the report files.
+
+    Never raises for what happens to the files: an unreadable timeline or a report that cannot
+    be written becomes a note, so the command's exit code always survives.
+    """
+    from gpuprobe.monitor.judge import summarize
+
+    try:
+        tl = read_timeline(result.timeline)
+    except GpuprobeError as exc:
+        return replace(
+            result, files=(result.timeline,), notes=(f"gpuprobe: no summary: {exc.message}",)
+        )
+    if result.write_error and tl.end is None:  # the end line did not fit; the exit code is known
+        tl.end = {
+            "type": "end",
+            "t": tl.start + result.duration_s,
+            "exit_code": result.exit_code,
+            "write_error": result.write_error,
+        }
+    summary = summarize(tl)
+    files: list[Path] = [result.timeline]
+    notes: list[str] = []
+    if write is not None:
+        more, more_notes = write(tl, summary, result.out_dir)
+        files += more
+        notes += more_notes
+    return replace(result, summary=summary, files=tuple(files), notes=tuple(notes))
 
 
 def resolve_command(cmd: Sequence[str]) -> str:

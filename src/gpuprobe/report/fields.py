@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.types import Gpu, Host
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 
 __all__ = ["NA", "driver_rows", "framework_row", "gib", "gpu_rows", "host_rows", "na", "size"]
 

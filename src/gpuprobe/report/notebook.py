@@ -26,7 +26,7 @@ def _kv_table(rows: list[tuple[str, str]], title: str) -> str:
 
 def inventory_html(inv: object) -> str:
     """The inventory as HTML tables."""
-    from gpuprobe.inventory import Inventory
+    from gpuprobe.machine import Inventory
 
     assert isinstance(inv, Inventory)
     parts = [_kv_table(host_rows(inv.host), "Host"), _kv_table(driver_rows(inv), "Driver and CUDA")]

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuprobe.findings import Finding, Status
-from gpuprobe.inventory import Inventory
+from gpuprobe.machine import Inventory
 from gpuprobe.report.fields import (
     FRAMEWORK_HEADER,
     driver_rows,
