@@ -36,9 +36,15 @@ $(VENV)/.test-ok: pyproject.toml $(VENV)/.run-ok
 
 FORCE:
 
+# The house rules: lint, format, types, the doors to outside libraries (import-linter, the
+# contracts in pyproject.toml), and the layers, lazy delegates and package cycles
+# (tests/test_architecture.py). CI runs it before `make test`.
 lint: $(VENV)/.test-ok
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+	cd src && $(abspath $(BIN))/lint-imports --no-cache --config ../pyproject.toml
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_architecture.py
 
 typecheck: $(VENV)/.test-ok
 	$(BIN)/mypy

@@ -125,7 +125,7 @@ def test_import_is_cheap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out[0] == "[]"
-    assert set(eval(out[1])) == {"gpuprobe", "gpuprobe.api", "gpuprobe.errors"}
+    assert set(eval(out[1])) == {"gpuprobe", "gpuprobe._version", "gpuprobe.api", "gpuprobe.errors"}
 
 
 def test_run_records_judges_and_writes_the_report(tmp_path: Path) -> None:

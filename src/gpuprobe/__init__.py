@@ -34,6 +34,7 @@ from gpuprobe.api import (
     run,
     uninstall_oom_hook,
 )
+from gpuprobe._version import __version__
 from gpuprobe.errors import GpuprobeError, InputError, UsageError
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
     from gpuprobe.parallel.lstsq import LstsqReport
     from gpuprobe.trace.model import Diagnosis
     from gpuprobe.trace.profile import profile
-
-__version__ = "0.1.0"
 
 # public type -> "module:attribute", imported on first use (the modules behind them are not cheap)
 _TYPES: dict[str, str] = {

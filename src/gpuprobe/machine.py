@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gpuprobe import __version__
+from gpuprobe._version import __version__
 from gpuprobe._data import Record
 from gpuprobe.errors import InputError
 from gpuprobe.frameworks.base import FrameworkInfo

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import gpuprobe.store as store_mod
+import gpuprobe.measure.history as store_mod
 from gpuprobe.measure.measurement import Measurement
 from gpuprobe.measure.report import BenchReport, BenchResult, Environment
-from gpuprobe.store import SCHEMA_VERSION, Store, StoreError
+from gpuprobe.measure.history import SCHEMA_VERSION, Store, StoreError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

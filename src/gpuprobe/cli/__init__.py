@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gpuprobe import __version__
+from gpuprobe._version import __version__
 from gpuprobe.errors import EXIT_USAGE, GpuprobeError
 
 __all__ = ["COMMANDS", "main"]

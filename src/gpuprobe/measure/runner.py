@@ -322,7 +322,7 @@ def run_bench(
         inventory = read_inventory()
     pairs = plan(inventory, backends, devices)
     if save or compare:  # a folder the history cannot be written in is said before measuring
-        from gpuprobe.store import check_writable
+        from gpuprobe.measure.history import check_writable
 
         check_writable()
     t0 = time.perf_counter()
@@ -382,7 +382,7 @@ def run_bench(
         elapsed_s=time.perf_counter() - t0,
     )
     if save or compare:
-        from gpuprobe.store import Store, StoreError
+        from gpuprobe.measure.history import Store, StoreError
 
         try:  # the measured report comes first: a history that cannot be used is a note
             with closing(Store()) as store:

@@ -510,7 +510,7 @@ class Sampler:
         self, *, started: float, command: tuple[str, ...] | None, pid: int | None
     ) -> TimelineHeader:
         """The timeline's first line for this sampler's machine and settings."""
-        from gpuprobe import __version__
+        from gpuprobe._version import __version__
 
         return TimelineHeader(
             started=started,
