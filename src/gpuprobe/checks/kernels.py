@@ -191,10 +191,8 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
             Finding(
                 "cpu-e1",
                 Status.INFO,
-                f"CPU on E1 (docs/experiments.md#e1; sin²/cos² summed over {n}×{n}): "
-                + ", ".join(parts)
-                + _note_text(n),
-                tuple(ev),
+                f"CPU on E1 (sin²/cos² summed over {n}×{n}): " + ", ".join(parts) + _note_text(n),
+                (*ev, Evidence("experiment", "docs/experiments.md#e1")),
                 group=GROUP,
                 subject="cpu",
             )
