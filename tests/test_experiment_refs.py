@@ -51,7 +51,7 @@ def test_every_module_citing_an_experiment_points_to_the_page() -> None:
         if E_CODE.search(text := p.read_text(encoding="utf-8"))
         and "docs/experiments.md" not in text
     ]
-    assert missing == [], "cite E-codes without pointing to docs/experiments.md"
+    assert not missing, f"cite E-codes without pointing to docs/experiments.md: {missing}"
 
 
 def test_nothing_points_to_the_notes_outside_the_repository() -> None:
@@ -62,7 +62,7 @@ def test_nothing_points_to_the_notes_outside_the_repository() -> None:
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
         if "references/" in line
     ]
-    assert stale == [], "point to references/, which is not in the repository"
+    assert not stale, f"point to references/, which is not in the repository: {stale}"
 
 
 def test_every_pointer_to_the_page_names_an_anchor_it_has() -> None:
@@ -76,7 +76,7 @@ def test_every_pointer_to_the_page_names_an_anchor_it_has() -> None:
     ]
     inner = re.findall(r"\]\(#([A-Za-z0-9_-]+)\)", PAGE.read_text(encoding="utf-8"))
     bad += [f"docs/experiments.md: #{a}" for a in inner if a not in anchors]
-    assert bad == []
+    assert not bad, f"pointers to anchors docs/experiments.md does not have: {bad}"
 
 
 @pytest.mark.parametrize("n", [10_000, 4_096])
