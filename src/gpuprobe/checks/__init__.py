@@ -143,8 +143,8 @@ def doctor(
         "the performance checks' timing",
         others,
         inv.host.usable_cores or inv.host.logical_cores,
-        effect="the CPU timings (E1) are slowed and the GPU's speedup over the CPU looks larger "
-        "than on an idle machine",
+        effect="the CPU timings (E1, docs/experiments.md#e1) are slowed and the GPU's speedup over "
+        "the CPU looks larger than on an idle machine",
         fix="re-run 'gpuprobe doctor' when the machine is idle (see 'gpuprobe top')",
         group="performance",
         subject="host",

@@ -1,6 +1,7 @@
 """Performance sanity: a real kernel on every visible GPU through each framework, checked against
 NumPy in float64 and timed against the CPU; under that load, the PCIe link, clock-event reasons
 and pinned host-to-device bandwidth. On a machine with no GPU, the CPU measured on E1.
+E-codes: docs/experiments.md.
 
 Each (framework, device) runs in its own child process (:mod:`gpuprobe.checks.worker`), one after
 another so that they do not compete for the card or the cores.
@@ -47,7 +48,7 @@ THROTTLE_WARN_REASONS = (
 )  # a power cap under full load is normal (sw_power_cap): shown as info
 # GB/s per lane per direction after line encoding, PCI-SIG base specifications 1.0-6.0.
 PCIE_LANE_GBS: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
-# E1 as the note measured it (gpu-data-science-wiki.md: GCP n1-standard-4 with a T4).
+# E1 as the note measured it (docs/experiments.md#e1: GCP n1-standard-4 with a T4).
 E1_NOTE = {"numpy float64": 4.12, "torch cpu float32": 0.738, "torch cuda float32": 0.0189}
 E1_NOTE_N = 10_000  # the note's n: E1 sums over an n×n array
 
@@ -191,7 +192,7 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
                 "cpu-e1",
                 Status.INFO,
                 f"CPU on E1 (sin²/cos² summed over {n}×{n}): " + ", ".join(parts) + _note_text(n),
-                tuple(ev),
+                (*ev, Evidence("experiment", "docs/experiments.md#e1")),
                 group=GROUP,
                 subject="cpu",
             )
@@ -338,7 +339,8 @@ def judge_gpu(r: WorkerResult, cpu: list[WorkerResult], inv: Inventory) -> list[
             Finding(
                 f"{r.framework}-gpu-kernels-ok",
                 Status.OK,
-                f"{subject}: matmul and E1 correct and faster than the CPU",
+                f"{subject}: matmul and E1 (docs/experiments.md#e1) correct and faster than the "
+                "CPU",
                 tuple(ev),
                 group=GROUP,
                 subject=subject,

@@ -2,8 +2,9 @@
 ``python -m gpuprobe.checks.worker FRAMEWORK DEVICE [--quick]`` prints a :class:`WorkerResult`.
 
 Each check computes a real result on the device and compares it with NumPy in float64 (a matmul
-and E1's expression), times it with the device's own events, and, on a GPU, times a pinned
-host-to-device copy while reading the card's PCIe link and clock-event reasons through NVML.
+and E1's expression, docs/experiments.md#e1), times it with the device's own events, and, on a
+GPU, times a pinned host-to-device copy while reading the card's PCIe link and clock-event reasons
+through NVML.
 """
 
 from __future__ import annotations

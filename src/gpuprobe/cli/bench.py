@@ -1,5 +1,6 @@
 """``gpuprobe bench [WORKLOAD...] [--backend B,...] [--device D,...] [--quick] [--json]
-[--plot FILE] [--compare]``: what this machine can do, measured correctly, against its peaks."""
+[--plot FILE] [--compare]``: what this machine can do, measured correctly, against its peaks.
+E-codes: docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ _WORKLOADS = "expression, scale, matmul, transfer, launch, crossover, sync, mult
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
-        help="measure this machine: E1, E8, matmul by dtype, copies, launch, crossover, sync",
+        help="measure this machine: E1, E8 (docs/experiments.md), matmul by dtype, copies, launch, "
+        "crossover, sync",
         description="Run each workload on every backend and device available (numpy on the "
         "CPU; torch on the CPU and CUDA; cupy and jax where installed), each framework in its own "
         "process, timed with device events, and set each figure against the hardware's peak. "

@@ -20,7 +20,8 @@ def register(sub: Any) -> None:
         "fit",
         help="the largest batch that fits, and throughput against batch size (demo model)",
         description="Search batch sizes for the largest one-step training batch of a small "
-        "built-in MLP that fits in memory, timing each size that fits (E9's throughput curve). "
+        "built-in MLP that fits in memory, timing each size that fits (E9's throughput curve, "
+        "docs/experiments.md#e9). "
         "On the CPU each trial runs in its own process under a real memory cap. From Python: "
         "gpuprobe.fit(step, batch_sizes=range(1, 4097)).",
     )

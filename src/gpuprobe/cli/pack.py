@@ -1,5 +1,5 @@
 """``gpuprobe pack -n 1,2,3,4 -- CMD ARGS...``: run N copies of a command at once for each N,
-record the machine, and say how many to run together (E9)."""
+record the machine, and say how many to run together (E9: docs/experiments.md#e9)."""
 
 from __future__ import annotations
 

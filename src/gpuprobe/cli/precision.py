@@ -32,7 +32,8 @@ def register(sub: Any) -> None:
         "precision",
         help="speed and accuracy per dtype (fp32/tf32/bf16/fp16/int8) on a demo encoder",
         description="Time a small built-in TransformerEncoder (random weights, no download) in "
-        "each dtype and measure how far its output moves from fp32 (E4). From Python: "
+        "each dtype and measure how far its output moves from fp32 (E4: docs/experiments.md#e4). "
+        "From Python: "
         "gpuprobe.precision_sweep(model, inputs).",
     )
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if torch sees one)")

@@ -201,7 +201,7 @@ class Backend(ABC):
         ``setup`` (untimed) runs before each repetition, e.g. to flush the L2 cache."""
 
     def e1(self, x: Any) -> Any:
-        """E1's expression ``(sin(x)**2 / cos(x)**2).sum()``."""
+        """E1's expression ``(sin(x)**2 / cos(x)**2).sum()`` (docs/experiments.md#e1)."""
         return self.xp.sum(self.xp.sin(x) ** 2 / self.xp.cos(x) ** 2)
 
     def matmul(self, a: Any, b: Any) -> Any:

@@ -1,6 +1,7 @@
 """Judge ``gpuprobe bench``'s figures: wrong results, figures far below the hardware's peak, E8's
 misleading host clock, pageable vs pinned copies, where the GPU starts to win, what a per-step
 copy costs, out-of-memory sizes. Each judgement is a :class:`~gpuprobe.findings.Finding`.
+E-codes: docs/experiments.md.
 """
 
 from __future__ import annotations
@@ -358,7 +359,7 @@ def _naive(results: Sequence[BenchResult]) -> list[Finding]:
                     Status.WARN,
                     f"{fw} {dev}: a host clock around x * 2 says {format_seconds(naive.seconds)}; "
                     f"the device took {format_seconds(right.seconds)} ({ratio:.0f}× more): "
-                    "E8's mistake",
+                    "E8's mistake (docs/experiments.md#e8)",
                     [Evidence("naive", naive.seconds, "s"), Evidence("device", right.seconds, "s")],
                     fix="time GPU work with events (torch.cuda.Event(enable_timing=True)) or call "
                     "torch.cuda.synchronize() before reading the clock",
@@ -435,8 +436,9 @@ def _crossover(results: Sequence[BenchResult]) -> list[Finding]:
                         Status.INFO,
                         f"{fw} {dev} beats the best CPU on {kind} ({unit}) " + "; ".join(parts),
                         ev,
-                        fix="keep small work on the CPU or batch it (E9: batch 10240 used the GPU, "
-                        "1024 did not); keep data on the device between steps",
+                        fix="keep small work on the CPU or batch it (E9 in docs/experiments.md#e9: "
+                        "batch 10240 used the GPU, 1024 did not); keep data on the device "
+                        "between steps",
                         subject=f"{fw} {dev}",
                     )
                 )

@@ -1,7 +1,7 @@
 """The one timer. GPU time comes from the device's events (via the framework's
 :class:`~gpuprobe.frameworks.base.Backend`), never from a host clock around an asynchronous launch
-(the E8 mistake). Warm-up first, then repetitions until a time budget is spent; the result carries
-median, p20/p80, min and n."""
+(the E8 mistake, docs/experiments.md#e8). Warm-up first, then repetitions until a time budget is
+spent; the result carries median, p20/p80, min and n."""
 
 from __future__ import annotations
 

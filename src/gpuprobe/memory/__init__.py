@@ -8,7 +8,7 @@
   ``gpuprobe precision`` run.
 - :mod:`~gpuprobe.memory.isolate`: one trial in a child process, optionally under a memory cap.
 
-Units: bytes, seconds.
+Units: bytes, seconds. E-codes: docs/experiments.md.
 """
 
 from __future__ import annotations

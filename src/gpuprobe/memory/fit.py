@@ -1,5 +1,6 @@
 """The largest batch that fits: a search over batch sizes, each trial isolated, out-of-memory
-caught and the memory given back, and the throughput at each size (E9's curve).
+caught and the memory given back, and the throughput at each size (E9's curve:
+docs/experiments.md#e9).
 
 The search keeps the largest size known to fit and the smallest known to fail, and tries a size
 between them until the largest fitting one is within ``tolerance`` of the largest that could fit
@@ -46,7 +47,8 @@ __all__ = [
 DEFAULT_TOLERANCE = 0.05  # the found size is at least (1 - 0.05) x the largest that fits (issue 7)
 # Throughput "flattens" at the smallest batch reaching this fraction of the best measured; past
 # it a bigger batch buys at most 10 % more samples/s for proportionally more memory.
-# gpuprobe's choice, in line with E9 (batch 1024 vs 10240: same s/epoch on a 3060 Ti).
+# gpuprobe's choice, in line with E9 (docs/experiments.md#e9: at batch 1024 a 3060 Ti and a PRO
+# 6000 took the same s/epoch; at 10240 the bigger card pulled ahead).
 KNEE_FRACTION = 0.9
 CURVE_MAX_POINTS = 12  # extra sizes timed for the curve (powers of two below the limit)
 DEFAULT_REPEATS = 3  # timed calls per fitting size, after the untimed first call

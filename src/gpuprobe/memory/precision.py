@@ -1,5 +1,5 @@
-"""Precision sweep (E4): latency and throughput of a torch ``nn.Module`` per dtype, and how far
-its output moves from fp32.
+"""Precision sweep (E4, docs/experiments.md#e4): latency and throughput of a torch ``nn.Module``
+per dtype, and how far its output moves from fp32.
 
 - ``fp32``: the reference (TF32 off).
 - ``tf32``: fp32 tensors, matmuls on TF32 tensor cores (CUDA, compute capability 8.0+).

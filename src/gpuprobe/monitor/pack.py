@@ -1,5 +1,6 @@
-"""``gpuprobe pack``: how many copies of a job to run at once on one machine (E9: "two concurrent
-runs cost nothing on a 3060 Ti, three or more slow down N×").
+"""``gpuprobe pack``: how many copies of a job to run at once on one machine (E9 in
+docs/experiments.md#e9: "two concurrent runs cost nothing on a 3060 Ti, three or more slow down
+N×").
 
 For each N, N copies of the command (an argument list, no shell) start at once; the monitor's
 :class:`~gpuprobe.monitor.sampler.Sampler` records the host's cores, gpuprobe's process tree (the

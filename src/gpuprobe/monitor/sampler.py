@@ -111,7 +111,7 @@ class _ProcState:
 
 class _TreeReader:
     """The process ``pid`` and its descendants: CPU %, RSS, threads, I/O rates; and the busiest
-    thread of the main process (a single pegged core is E9's bottleneck)."""
+    thread of the main process (a single pegged core is E9's bottleneck: docs/experiments.md#e9)."""
 
     def __init__(
         self,

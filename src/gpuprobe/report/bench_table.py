@@ -1,5 +1,6 @@
 """Terminal rendering of ``gpuprobe bench`` with rich: one table per workload, the findings, and
-(with ``--compare``) what changed since the last run on this machine."""
+(with ``--compare``) what changed since the last run on this machine. E-codes:
+docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -14,14 +15,20 @@ from gpuprobe.report.terminal import render_findings
 __all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
 
 TITLES: dict[str, str] = {
-    "expression": "expression: E1, (sin(x)**2 / cos(x)**2).sum() on n×n; GB/s = input bytes / time",
-    "scale": "scale: E8, {size} float32 × 2, timed right and E8's way; GB/s = read + write",
-    "matmul": "matmul: TFLOP/s = 2n³ / time (TOP/s for int8); error ‖C−C64‖/‖C64‖ (E4)",
+    "expression": "expression: E1 (docs/experiments.md#e1), (sin(x)**2 / cos(x)**2).sum() on n×n; "
+    "GB/s = input bytes / time",
+    "scale": "scale: E8, {size} float32 × 2, timed right and E8's way (docs/experiments.md#e8); "
+    "GB/s = read + write",
+    "matmul": "matmul: TFLOP/s = 2n³ / time (TOP/s for int8); error ‖C−C64‖/‖C64‖ "
+    "(E4, docs/experiments.md#e4)",
     "transfer": "transfer: GB/s = bytes / time; d2d and host copies count read + write (2 × size)",
     "launch": "launch: one tiny op (1-element add), µs per operation",
-    "crossover": "crossover: time per size on each device (E5.1); the crossover is in the findings",
-    "sync": "sync: E5.3, norm to the host every step vs a log kept on the device, µs per step",
-    "multi": "multi: E5.4, two matmuls at once (two GPUs, or two streams on one) vs one after the other",
+    "crossover": "crossover: time per size on each device (E5.1, docs/experiments.md#e5); the "
+    "crossover is in the findings",
+    "sync": "sync: E5.3 (docs/experiments.md#e5), norm to the host every step vs a log kept on the "
+    "device, µs per step",
+    "multi": "multi: E5.4 (docs/experiments.md#e5), two matmuls at once (two GPUs, or two streams "
+    "on one) vs one after the other",
 }
 
 
@@ -49,7 +56,7 @@ def _count(n: int) -> str:
 
 def _title(workload: str, results: list[BenchResult]) -> str:
     """The workload's heading, with the size actually run where the heading names one (E8's
-    note ran 50 M; --quick runs 5 M)."""
+    note ran 50 M, docs/experiments.md#e8; --quick runs 5 M)."""
     title = TITLES.get(workload, workload)
     if "{size}" in title:
         sizes = sorted({r.size for r in results if r.size})
@@ -87,9 +94,11 @@ def _notes(r: BenchResult) -> str:
         parts.append(f"{v['speedup']:.2f}× vs one after the other")
     if r.workload == "scale" and r.case == "naive" and v.get("correct_s"):
         if r.device == "cpu":
-            parts.append("E8's host clock: right on a CPU, whose calls are synchronous")
+            parts.append("host clock: right on a CPU, whose calls are synchronous")
         else:
-            parts.append(f"E8's mistake; the device took {format_seconds(v['correct_s'])}")
+            parts.append(
+                f"host clock saw the launch only; the device took {format_seconds(v['correct_s'])}"
+            )
     if r.conditions is not None and r.conditions.sm_clock_mhz_max is not None:
         c = r.conditions
         parts.append(

@@ -9,6 +9,8 @@
 - ``crossover``: elementwise and matmul over sizes, for finding where the GPU starts to win (E5.1)
 - ``sync``: E5.3, a value copied to the host every step vs a log kept on the device
 - ``multi``: E5.4, two matmuls on two GPUs at once vs one after the other (two streams on one GPU)
+
+E-codes: docs/experiments.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 matmul over growing sizes, timed on every device. On a GPU twice: with the data already on the
 device (``*-resident``) and with the copies counted (``*-copies``: NumPy inputs copied in, the
 result copied back, host clock, as a user's code pays them). The crossover itself is read off in
-the runner, against the best CPU time at each size.
+the runner, against the best CPU time at each size. E5, E9: docs/experiments.md#e5, #e9.
 """
 
 from __future__ import annotations

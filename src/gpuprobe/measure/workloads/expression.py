@@ -1,5 +1,5 @@
 """E1: ``(sin(x)**2 / cos(x)**2).sum()`` on an n×n array (the note's 10000×10000), in float64 and
-float32, with the note's own times beside ours.
+float32, with the note's own times beside ours (docs/experiments.md#e1).
 
 GB/s counts the input read once (n²·itemsize bytes: the least traffic the expression needs);
 the float32 sum is checked against the float64 one on the same values (x is drawn in float64
@@ -23,7 +23,7 @@ DTYPES = ("float64", "float32")
 FLOP_PER_ELEMENT = 6
 # Arrays alive at the peak: x, sin(x)**2, cos(x)**2 and the quotient, plus a temporary.
 LIVE_ARRAYS = 5
-# The note's times (gpu-data-science-wiki.md, GCP n1-standard-4 + T4), by (framework, kind, dtype).
+# The note's times (docs/experiments.md#e1, GCP n1-standard-4 + T4), by (framework, kind, dtype).
 NOTE_S: dict[tuple[str, str, str], float] = {
     ("numpy", "cpu", "float64"): 4.12,
     ("torch", "cpu", "float32"): 0.738,

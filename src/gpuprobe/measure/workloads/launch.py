@@ -1,4 +1,5 @@
-"""The cost of one tiny operation (adding 1 to a one-element array), the launch overhead of E9.
+"""The cost of one tiny operation (adding 1 to a one-element array), the launch overhead of E9
+(docs/experiments.md#e9).
 
 On a GPU, three ways: ``queue`` (host time to queue one launch, many back to back, no wait),
 ``launch+wait`` (host time of one launch and a synchronize: what a loop that reads a value back

@@ -1,6 +1,7 @@
 """Matrix products C = A·B of n×n matrices in every dtype the backend multiplies in (float64,
 float32, TF32, bfloat16, float16, int8): TFLOP/s = 2n³ / median time (TOP/s for int8), and the
-error against the exact product, for E4's trade: speed gained, accuracy lost.
+error against the exact product, for E4's trade: speed gained, accuracy lost
+(docs/experiments.md#e4).
 
 A and B are drawn in float32 (standard normal) and converted to the dtype; int8 quantizes each
 matrix symmetrically (scale 127 / max|x|) and dequantizes the int32 product. The error is

@@ -1,7 +1,7 @@
 """E5 exercise 4: two matmuls at once on two GPUs vs one after the other on one GPU. On a machine
 with one GPU, two streams vs one (how much two independent products overlap on one card); without
 a GPU, skipped. Host clock around launching both products and waiting for both; ``speedup`` is
-the one-after-the-other time over the concurrent one (2 at best).
+the one-after-the-other time over the concurrent one (2 at best). E5: docs/experiments.md#e5.
 """
 
 from __future__ import annotations
@@ -79,7 +79,14 @@ def _pair(b: Backend, other: Backend | None, s: Settings, n: int) -> list[BenchR
 def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
     """Sequential vs concurrent (two GPUs, else two streams); skipped without a GPU."""
     if not b.is_gpu:
-        yield skipped(b, "multi", "2-gpus", None, "n", "skipped: needs a GPU (and 2 for E5.4)")
+        yield skipped(
+            b,
+            "multi",
+            "2-gpus",
+            None,
+            "n",
+            "skipped: needs a GPU (and 2 for E5.4, docs/experiments.md#e5)",
+        )
         return
     other = None
     if s.peers:

@@ -2,7 +2,8 @@
 beside it, timed the way E8 did: a host clock around a call that only queues the work. On a GPU
 the second figure is the launch, not the multiply; on a CPU (synchronous) both agree.
 
-GB/s counts the read of x and the write of the result (8 bytes per element).
+GB/s counts the read of x and the write of the result (8 bytes per element). E8:
+docs/experiments.md#e8.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["NAIVE_REPS", "NOTE_S", "SIZES", "run"]
 SIZES = ((50_000_000,), (5_000_000,))  # elements (full, quick); E8 used 50,000,000
 NAIVE_REPS = 5  # E8 timed a handful of calls
 CHECK_ELEMENTS = 1_000  # elements compared with 2·x on the host
-# E8's figures (data-parallel-lstsq-and-pycuda-notebook.md), by device kind; the GPU one is wrong.
+# E8's figures (docs/experiments.md#e8), by device kind; the GPU one is wrong.
 NOTE_S: dict[str, float] = {"cpu": 0.0336, "cuda": 0.0009}
 
 
@@ -58,7 +59,8 @@ def _pair(b: Backend, s: Settings, n: int) -> list[BenchResult]:
         "elements",
         naive,
         {"apparent_gbs": nbytes / naive.median / 1e9, "correct_s": m.median},
-        reason="E8's way: host clock around the call, no wait for the device",
+        reason="E8's way (docs/experiments.md#e8): host clock around the call, no wait for the "
+        "device",
     )
     return [right, wrong]
 

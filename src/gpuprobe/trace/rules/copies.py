@@ -1,6 +1,6 @@
 """Copies: host-device transfers from pageable (unpinned) memory, and the copies that
-``.contiguous()``/``reshape`` make after ``permute``/``transpose`` (E10: keep data off the bus,
-watch ``contiguous`` after ``permute``/``flatten``).
+``.contiguous()``/``reshape`` make after ``permute``/``transpose`` (E10 in
+docs/experiments.md#e10: keep data off the bus, watch ``contiguous`` after ``permute``/``flatten``).
 """
 
 from __future__ import annotations

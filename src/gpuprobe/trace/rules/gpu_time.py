@@ -1,6 +1,7 @@
 """GPU time: how busy the GPU was in each step, why it was idle (one cause per idle instant:
 the DataLoader, a host-device sync, host work at the step's edges, late launches, kernel
-boundaries, or nothing recorded), and whether it waited on kernel launches (E9).
+boundaries, or nothing recorded), and whether it waited on kernel launches (E9:
+docs/experiments.md#e9).
 """
 
 from __future__ import annotations

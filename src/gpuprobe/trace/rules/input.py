@@ -1,4 +1,5 @@
-"""Input: time the training loop spends waiting in the DataLoader's ``__next__`` (E9, E10)."""
+"""Input: time the training loop spends waiting in the DataLoader's ``__next__`` (E9, E10:
+docs/experiments.md#e9, #e10)."""
 
 from __future__ import annotations
 

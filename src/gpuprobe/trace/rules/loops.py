@@ -1,7 +1,8 @@
 """Python loops: one small op repeated many times per step from the same place in the user's own
-code, where a single indexed (vectorised) op would do (E10: 80-class segmentation map to 80 bit
-masks). The place is the first frame outside site-packages, the standard library and torch; ops
-reached through a module call are the layers of a model, called once per layer, not a loop.
+code, where a single indexed (vectorised) op would do (E10 in docs/experiments.md#e10: 80-class
+segmentation map to 80 bit masks). The place is the first frame outside site-packages, the
+standard library and torch; ops reached through a module call are the layers of a model, called
+once per layer, not a loop.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Memory: the peak of the caching allocator against the card's capacity (E2)."""
+"""Memory: the peak of the caching allocator against the card's capacity (E2:
+docs/experiments.md#e2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Precision: FP32 matrix multiplies on CUDA cores while the card has Tensor Cores (E4)."""
+"""Precision: FP32 matrix multiplies on CUDA cores while the card has Tensor Cores (E4:
+docs/experiments.md#e4)."""
 
 from __future__ import annotations
 
