@@ -42,9 +42,7 @@ def test_seconds(s: float | None, text: str) -> None:
         (None, "B/s", "n/a"),
     ],
 )
-def test_rate_has_si_prefix_and_significant_figures(
-    v: float | None, unit: str, text: str
-) -> None:
+def test_rate_has_si_prefix_and_significant_figures(v: float | None, unit: str, text: str) -> None:
     assert units.rate(v, unit) == text
 
 
