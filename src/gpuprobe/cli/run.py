@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     """Record the command; return its exit code (whatever happens to the report)."""
     from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
     from gpuprobe.errors import GpuprobeError, UsageError
-    from gpuprobe.monitor.judge import summarize
     from gpuprobe.monitor.run import run_command
+    from gpuprobe.monitor.summary import summarize
     from gpuprobe.monitor.timeline import read_timeline
     from gpuprobe.report.run_terminal import render_summary
 
