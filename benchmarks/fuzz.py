@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fuzzing import mutate_bytes, mutate_json  # noqa: E402
 from gpuprobe.errors import InputError  # noqa: E402
-from gpuprobe.monitor.judge import summarize  # noqa: E402
+from gpuprobe.monitor.summary import summarize  # noqa: E402
 from gpuprobe.monitor.timeline import parse_timeline  # noqa: E402
 from gpuprobe.trace import diagnose  # noqa: E402
 

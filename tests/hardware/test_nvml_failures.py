@@ -145,10 +145,10 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
     from gpuprobe.machine import Inventory, inventory
     from gpuprobe.measure.conditions import Watch
     from gpuprobe.monitor.exporter import GpuprobeCollector
-    from gpuprobe.monitor.judge import summarize
     from gpuprobe.monitor.live import TopView
     from gpuprobe.monitor.records import TimelineHeader
     from gpuprobe.monitor.sampler import Sampler
+    from gpuprobe.monitor.summary import summarize
     from gpuprobe.monitor.timeline import TimelineWriter, read_timeline
     from gpuprobe.report.terminal import render_findings, render_inventory
 

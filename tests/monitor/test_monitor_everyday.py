@@ -7,7 +7,7 @@ from tl_builder import build
 
 from gpuprobe.findings import Status
 from gpuprobe.hardware.load import HOST_BUSY_WARN_FRACTION
-from gpuprobe.monitor.judge import summarize
+from gpuprobe.monitor.summary import summarize
 
 
 def _ids(tl: object) -> dict[str, object]:

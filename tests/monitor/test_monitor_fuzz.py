@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import gpuprobe.cli as cli
 from fuzzing import SEEDS, assert_clean_exit, fuzz_settings
 from gpuprobe.errors import InputError
-from gpuprobe.monitor.judge import summarize
+from gpuprobe.monitor.summary import summarize
 from gpuprobe.monitor.timeline import MAX_CORES, parse_timeline
 from gpuprobe.report.plots import timeline_figure
 

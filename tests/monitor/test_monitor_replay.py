@@ -9,8 +9,8 @@ from pathlib import Path
 from replay_nvml import ReplayNvml
 
 from gpuprobe.findings import Finding, Status
-from gpuprobe.monitor.judge import RunSummary, summarize
 from gpuprobe.monitor.run import run_command
+from gpuprobe.monitor.summary import RunSummary, summarize
 from gpuprobe.monitor.timeline import read_timeline
 
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 2.0: pass\n"

@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.image import imread
 from replay_nvml import ReplayNvml
 
-from gpuprobe.monitor.judge import summarize
 from gpuprobe.monitor.run import run_command
+from gpuprobe.monitor.summary import summarize
 from gpuprobe.monitor.timeline import read_timeline
 from gpuprobe.report.html import write_run_report
 

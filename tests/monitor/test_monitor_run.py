@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cli_helper import env, gpuprobe_argv, run_gpuprobe, wait_for
 
-from gpuprobe.monitor.judge import summarize
+from gpuprobe.monitor.summary import summarize
 from gpuprobe.monitor.timeline import TIMELINE_NAME, read_timeline
 
 PY = sys.executable

@@ -1,4 +1,4 @@
-"""Build small timelines in memory for the judge's tests (deterministic, no clocks)."""
+"""Build small timelines in memory for the rules' tests (deterministic, no clocks)."""
 
 from __future__ import annotations
 

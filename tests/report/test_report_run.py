@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from gpuprobe.hardware.types import GpuSample
-from gpuprobe.monitor.judge import summarize
 from gpuprobe.monitor.records import GpuTick, HostSample, Sample, TimelineHeader, TreeSample
+from gpuprobe.monitor.summary import summarize
 from gpuprobe.monitor.timeline import Timeline, read_timeline
 from gpuprobe.report import plots
 from gpuprobe.report.html import render_run_html, write_run_report

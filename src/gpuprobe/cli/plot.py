@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from gpuprobe.errors import UsageError
-    from gpuprobe.monitor.judge import summarize
+    from gpuprobe.monitor.summary import summarize
     from gpuprobe.monitor.timeline import read_timeline
     from gpuprobe.report.html import write_run_report
     from gpuprobe.report.run_terminal import render_summary
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if out.suffix.lower() == ".html":
             paths = write_run_report(tl, summary, html_path=out)
         else:
-            from gpuprobe.monitor.judge import command_text
+            from gpuprobe.monitor.summary import command_text
             from gpuprobe.report.plots import timeline_figure
 
             fig = timeline_figure(tl, title=f"gpuprobe run: {command_text(tl.header.command)}")

@@ -5,7 +5,8 @@
   psutil; measures its own CPU cost.
 - :mod:`~gpuprobe.monitor.timeline`: the append-only JSON Lines file on disk, and its reader.
 - :mod:`~gpuprobe.monitor.run`: ``gpuprobe run``: launch a command, forward signals, record it.
-- :mod:`~gpuprobe.monitor.judge`: the findings a recording supports.
+- :mod:`~gpuprobe.monitor.summary`: a recording in numbers (per GPU, for the host), computed once
+  and judged by :mod:`~gpuprobe.monitor.rules` (one module per family of findings).
 - :mod:`~gpuprobe.monitor.record`: ``gpuprobe.record()`` around a block of Python.
 - :mod:`~gpuprobe.monitor.live` (``gpuprobe top``) and :mod:`~gpuprobe.monitor.exporter`
   (``gpuprobe export``, Prometheus).

@@ -28,7 +28,7 @@ from gpuprobe.monitor.timeline import Timeline, TimelineWriter, read_timeline
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from gpuprobe.monitor.judge import RunSummary
+    from gpuprobe.monitor.summary import RunSummary
 
 __all__ = ["Recording", "record"]
 
@@ -56,8 +56,8 @@ class Recording:
 
     @property
     def summary(self) -> RunSummary:
-        """Numbers and findings (see :func:`gpuprobe.monitor.judge.summarize`)."""
-        from gpuprobe.monitor.judge import summarize
+        """Numbers and findings (see :func:`gpuprobe.monitor.summary.summarize`)."""
+        from gpuprobe.monitor.summary import summarize
 
         if self._summary is not None and self.done:
             return self._summary

@@ -38,7 +38,7 @@ from gpuprobe.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
 if TYPE_CHECKING:
     from gpuprobe.findings import Finding
-    from gpuprobe.monitor.judge import RunSummary
+    from gpuprobe.monitor.summary import RunSummary
 
 # writes the report files of a judged run into a folder: (paths written, notes on what failed)
 WriteFiles = Callable[[Timeline, "RunSummary", Path], tuple[list[Path], list[str]]]
@@ -107,7 +107,7 @@ def finish_run(result: RunResult, write: WriteFiles | None = None) -> RunResult:
     Never raises for what happens to the files: an unreadable timeline or a report that cannot
     be written becomes a note, so the command's exit code always survives.
     """
-    from gpuprobe.monitor.judge import summarize
+    from gpuprobe.monitor.summary import summarize
 
     try:
         tl = read_timeline(result.timeline)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuprobe.findings import Finding, Status
-from gpuprobe.monitor.judge import RunSummary, command_text
+from gpuprobe.monitor.summary import RunSummary, command_text
 from gpuprobe.monitor.timeline import TIMELINE_NAME, Timeline
 from gpuprobe.report.fields import size
 from gpuprobe.report.reprs import code_html, fix_html

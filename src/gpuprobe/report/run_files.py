@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from gpuprobe.errors import GpuprobeError
 
 if TYPE_CHECKING:
-    from gpuprobe.monitor.judge import RunSummary
+    from gpuprobe.monitor.summary import RunSummary
     from gpuprobe.monitor.timeline import Timeline
 
 __all__ = ["write_run_files"]

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from gpuprobe.findings import Status
-from gpuprobe.monitor.judge import RunSummary, command_text
+from gpuprobe.monitor.summary import RunSummary, command_text
 from gpuprobe.report.fields import gib, size
 
 __all__ = ["STATUS_STYLE", "render_summary"]

@@ -1,12 +1,13 @@
-"""The judge's rules on timelines built in memory: each rule fires on its case and only there."""
+"""The monitor's rules (gpuprobe.monitor.rules) on timelines built in memory: each rule fires on
+its case and only there."""
 
 from __future__ import annotations
 
 from tl_builder import GIB, MAIN_PID, build
 
 from gpuprobe.findings import Finding, Status
-from gpuprobe.monitor import judge
-from gpuprobe.monitor.judge import summarize
+from gpuprobe.monitor.rules import gpu
+from gpuprobe.monitor.summary import summarize
 
 
 def ids(findings: tuple[Finding, ...]) -> dict[str, Finding]:
@@ -45,9 +46,9 @@ def test_healthy_run_has_no_warnings() -> None:
 
 
 def test_busy_thresholds_are_the_named_constants() -> None:
-    just_ok = summarize(build(util=lambda i: int(judge.GPU_BUSY_OK_PERCENT)))
-    middle = summarize(build(util=lambda i: int(judge.GPU_BUSY_WARN_PERCENT)))
-    low = summarize(build(util=lambda i: int(judge.GPU_BUSY_WARN_PERCENT) - 1))
+    just_ok = summarize(build(util=lambda i: int(gpu.GPU_BUSY_OK_PERCENT)))
+    middle = summarize(build(util=lambda i: int(gpu.GPU_BUSY_WARN_PERCENT)))
+    low = summarize(build(util=lambda i: int(gpu.GPU_BUSY_WARN_PERCENT) - 1))
     assert ids(just_ok.findings)["monitor-gpu-busy"].status is Status.OK
     assert ids(middle.findings)["monitor-gpu-busy"].status is Status.INFO
     assert ids(low.findings)["monitor-gpu-busy"].status is Status.WARN
