@@ -108,12 +108,12 @@ def cap_description(limit: int, device: str) -> str:
 
 
 def _apply_cap(limit: int, device: str) -> None:
-    from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_memory as tm
 
     if device.startswith("cuda"):
-        ft.cap_cuda_memory(limit, device)
+        tm.cap_cuda_memory(limit, device)
         return
-    ft.warm_up()  # the thread pool and allocator arenas count as start-up, not as the step
+    tm.warm_up()  # the thread pool and allocator arenas count as start-up, not as the step
     base = _vm_size()
     resource.setrlimit(resource.RLIMIT_AS, (base + limit, base + limit))
 

@@ -3,7 +3,7 @@
 :func:`classify_oom` recognises an out-of-memory error from torch (CUDA and CPU), CuPy, JAX and
 Python itself by its type and message (named patterns below, never scattered string tests).
 :func:`explain_oom` reads this process's allocators (torch's caching allocator through
-:mod:`gpuprobe.frameworks.torch`, CuPy's pool through :mod:`gpuprobe.frameworks.cupy`), the other
+:mod:`gpuprobe.frameworks.torch_memory`, CuPy's pool through :mod:`gpuprobe.frameworks.cupy`), the other
 processes on the card through NVML, and the largest live tensors; then it gives the memory back
 (the failed step's frames are cleared, garbage collected, the cache emptied) and says how much
 came back. :func:`install_oom_hook` prints the report under the traceback of an uncaught
@@ -297,9 +297,9 @@ class OomReport(Record):
 
 
 def _torch_state(device: int | None) -> dict[str, Any]:
-    from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_memory as tm
 
-    mem = ft.cuda_memory(device)
+    mem = tm.cuda_memory(device)
     return mem or {}
 
 
@@ -340,9 +340,10 @@ def _nvml_index_of(session: Any, torch_index: int | None) -> int:
     """NVML's index of the card torch calls ``torch_index`` (matched by UUID when torch knows
     it; CUDA_VISIBLE_DEVICES and CUDA's order can differ from NVML's)."""
     from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_memory as tm
 
     torch = ft.loaded()
-    if torch is None or torch_index is None or not ft.cuda_initialized():
+    if torch is None or torch_index is None or not tm.cuda_initialized():
         return 0 if torch_index is None else min(torch_index, session.device_count() - 1)
     uuid = getattr(torch.cuda.get_device_properties(torch_index), "uuid", None)
     if uuid is not None:
@@ -385,6 +386,7 @@ def explain_oom(
     """
     from gpuprobe.frameworks import cupy as fc
     from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_memory as tm
 
     if exc is None:
         exc = sys.exc_info()[1] or getattr(sys, "last_value", None)
@@ -412,18 +414,18 @@ def explain_oom(
         state.update(nv)
         notes += nv_notes
     state.update(_host_state())
-    tensors = tuple(LiveTensor.from_dict(t) for t in ft.live_tensors(top))
-    if ft.loaded() is not None and not ft.cuda_initialized() and on_gpu:
+    tensors = tuple(LiveTensor.from_dict(t) for t in tm.live_tensors(top))
+    if ft.loaded() is not None and not tm.cuda_initialized() and on_gpu:
         notes.append("torch has not initialised CUDA in this process: no allocator statistics")
-    state["allocator_env"] = ft.allocator_env()
+    state["allocator_env"] = tm.allocator_env()
     released = False
     if release:
         if exc is not None:
             _clear_frames(exc.__traceback__)
-        ft.release_memory()
+        tm.release_memory()
         fc.release_pool()
         released = True
-        after = ft.cuda_memory(torch_mem.get("device")) if torch_mem else None
+        after = tm.cuda_memory(torch_mem.get("device")) if torch_mem else None
         if after:
             state["reserved_after"] = after["reserved"]
         if on_gpu and state.get("gpu_index") is not None:
