@@ -28,8 +28,9 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.measure.measurement import Measurement, format_seconds
-from gpuprobe.memory.oom import classify_oom, format_bytes
+from gpuprobe.memory.oom.classify import classify_oom
 from gpuprobe.report.findings_text import findings_lines
+from gpuprobe.units import size as format_bytes
 
 __all__ = [
     "CURVE_MAX_POINTS",

@@ -97,7 +97,7 @@ def _vm_size() -> int:
 
 def cap_description(limit: int, device: str) -> str:
     """What a cap of ``limit`` bytes limits, in words, for a trial on ``device``."""
-    from gpuprobe.memory.oom import format_bytes
+    from gpuprobe.units import size as format_bytes
 
     if device.startswith("cuda"):
         return f"{format_bytes(limit)} of torch's CUDA allocator (set_per_process_memory_fraction)"

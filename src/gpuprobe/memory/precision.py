@@ -227,7 +227,7 @@ def precision_sweep(
             except UsageError:
                 raise
             except Exception as exc:
-                from gpuprobe.memory.oom import classify_oom
+                from gpuprobe.memory.oom.classify import classify_oom
 
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 why = f"{type(exc).__name__}: {first}"
