@@ -423,3 +423,24 @@ def test_the_mig_fix_names_the_cards_own_profile() -> None:
         f = {f.id: f for f in judge(dataclasses.replace(inv, gpus=(g,)))}["gpu-mig-no-instances"]
         assert want in (f.fix or "")
         assert name == "NVIDIA H200" or "1g.18gb" not in (f.fix or "")
+
+
+# --- PCIe links ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gen", "gt_per_s", "efficiency"),
+    [(1, 2.5, 8 / 10), (2, 5, 8 / 10), (3, 8, 128 / 130), (4, 16, 128 / 130), (5, 32, 128 / 130),
+     (6, 64, 242 / 256)],
+)  # fmt: skip
+def test_pcie_lane_rate_is_transfer_rate_times_encoding(
+    gen: int, gt_per_s: float, efficiency: float
+) -> None:
+    assert specs.PCIE_LANE_GBS[gen] == pytest.approx(gt_per_s * efficiency / 8, abs=5e-4)
+
+
+def test_pcie_link_gbs() -> None:
+    assert specs.pcie_link_gbs(4, 16) == pytest.approx(31.5, abs=0.01)  # an A100's Gen4 x16
+    assert specs.pcie_link_gbs(3, 8) == pytest.approx(7.88)
+    assert specs.pcie_link_gbs(None, 16) is None and specs.pcie_link_gbs(4, None) is None
+    assert specs.pcie_link_gbs(9, 16) is None  # a generation the table does not know

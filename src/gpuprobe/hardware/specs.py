@@ -1,6 +1,6 @@
 """What each NVIDIA GPU can do on paper: architecture, FP32 cores and theoretical dense peaks.
 
-Pure data and lookups: no pynvml, no torch. Three things live here.
+Pure data and lookups: no pynvml, no torch. Four things live here.
 
 1. :func:`architecture` and :func:`fp32_cores_per_sm`: the compute capability (CC) mapped to an
    architecture name and to FP32 lanes per SM, after cuda-samples ``Common/helper_cuda.h``
@@ -12,9 +12,11 @@ Pure data and lookups: no pynvml, no torch. Three things live here.
 3. :func:`peaks`: the table entry for a known product; for an unknown product of a known
    architecture, what can be computed from the SM count and clocks with the per-SM-per-clock
    rates in :data:`SM_RATES` (and says so in ``source``); otherwise ``None``.
+4. :func:`pcie_link_gbs`: a PCIe link's theoretical one-direction rate, from the per-lane rates
+   of :data:`PCIE_LANE_GBS`.
 
 Units: TFLOP/s (TOP/s for INT8) for compute, GB/s (10^9 bytes per second) for memory bandwidth,
-MHz for clocks, bits for bus widths, GB (10^9 bytes) for memory sizes.
+MHz for clocks, bits for bus widths, GB (10^9 bytes) for memory sizes, GB/s for PCIe links.
 
 Every peak is DENSE. Datasheets since Ampere print tensor figures "with sparsity" (2:4
 structured sparsity doubles them); those are halved here and the source says so. ``fp16`` and
@@ -40,6 +42,7 @@ __all__ = [
     "FP32_CORES_PER_SM",
     "MEMORY_TRANSFERS_PER_CLOCK",
     "MIG_SMALLEST_PROFILES",
+    "PCIE_LANE_GBS",
     "PRODUCTS",
     "RATE_LIMITED_PARTS",
     "SM_RATES",
@@ -52,6 +55,7 @@ __all__ = [
     "markdown_table",
     "mig_smallest_profile",
     "parse_compute_capability",
+    "pcie_link_gbs",
     "peaks",
     "spec_for",
 ]
@@ -898,6 +902,30 @@ def mig_smallest_profile(name: str | None, memory_total: int | None) -> str | No
         if re.search(row.pattern, name) and row.memory_from_gib <= gib <= row.memory_to_gib:
             return row.profile
     return None
+
+
+# --- PCIe links ----------------------------------------------------------------------------------
+
+# One lane's rate in one direction after line encoding, GB/s (10^9 bytes per second): transfer
+# rate x encoding efficiency / 8 bits, from the PCI-SIG PCI Express Base Specification of each
+# generation (the revision in brackets). Protocol overhead (TLP headers, flow control) is not
+# taken off: healthy pinned host-to-device copies reach 60-87 % of these.
+PCIE_LANE_GBS: dict[int, float] = {
+    1: 0.25,  # 2.5 GT/s x 8b/10b encoding / 8 (Base Specification 1.0a)
+    2: 0.5,  # 5.0 GT/s x 8b/10b / 8 (2.0)
+    3: 0.985,  # 8.0 GT/s x 128b/130b / 8 (3.0)
+    4: 1.969,  # 16 GT/s x 128b/130b / 8 (4.0)
+    5: 3.938,  # 32 GT/s x 128b/130b / 8 (5.0)
+    6: 7.563,  # 64 GT/s PAM4 x 242/256 (FLIT mode: 242 of each 256 bytes carry data) / 8 (6.0)
+}
+
+
+def pcie_link_gbs(gen: int | None, width: int | None) -> float | None:
+    """Theoretical one-direction rate of a PCIe link of generation ``gen`` and ``width`` lanes in
+    GB/s (:data:`PCIE_LANE_GBS` x lanes); an unknown generation or width gives ``None``."""
+    if gen is None or width is None or gen not in PCIE_LANE_GBS:
+        return None
+    return PCIE_LANE_GBS[gen] * width
 
 
 if __name__ == "__main__":  # python -m gpuprobe.hardware.specs: the table in docs/peaks.md
