@@ -71,7 +71,7 @@ def test_t4_has_2560_fp32_cores_not_5120() -> None:
     assert t4 is not None
     assert t4.sm_count == 40
     assert fp32_cores_per_sm("7.5") == 64
-    assert t4.fp32_cores == 2560  # the E7 notebook printed 128 x 40 = 5120
+    assert t4.fp32_cores == 2560  # the E7 notebook (docs/experiments.md#e7) printed 128 x 40 = 5120
     p = peaks("Tesla T4", "7.5")
     assert p is not None and p.fp32 == pytest.approx(8.1, abs=0.05)
     assert p.fp16 == pytest.approx(65) and p.int8 == pytest.approx(130)
