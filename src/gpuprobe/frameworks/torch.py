@@ -1,7 +1,8 @@
-"""PyTorch's door: the only module that imports ``torch`` (with its theme modules
-:mod:`~gpuprobe.frameworks.torch_builds`, the published builds; :mod:`~gpuprobe.frameworks.torch_memory`,
-the caching allocator; :mod:`~gpuprobe.frameworks.torch_precision`, TF32, autocast and int8, which
-get torch from :func:`loaded` and :func:`require` here).
+"""PyTorch's door: this module and its theme modules are the only ones that import ``torch``.
+The themes: :mod:`~gpuprobe.frameworks.torch_builds` (the published CUDA builds; pure data),
+:mod:`~gpuprobe.frameworks.torch_memory` (the caching allocator) and
+:mod:`~gpuprobe.frameworks.torch_precision` (TF32, autocast, int8); the last two get torch from
+:func:`loaded` and :func:`require` here.
 
 ``static_probe()`` reads the installed build from package files (``torch/version.py`` parsed, never
 executed) so that ``gpuprobe info`` stays fast; ``runtime_probe()`` imports torch and asks CUDA,

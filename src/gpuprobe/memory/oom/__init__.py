@@ -9,6 +9,8 @@ came back, and judges it all (:mod:`~gpuprobe.memory.oom.judge`). :func:`install
 (:mod:`~gpuprobe.memory.oom.hook`) prints the report under the traceback of an uncaught
 out-of-memory error; :mod:`gpuprobe.report.oom` writes it as text.
 
+The result, :class:`~gpuprobe.memory.oom.judge.OomReport`, is exported here with the functions.
+
 Units: bytes.
 """
 
@@ -29,7 +31,7 @@ from gpuprobe.memory.oom.state import (
     torch_state,
 )
 
-__all__ = ["explain_oom", "install_oom_hook", "uninstall_oom_hook"]
+__all__ = ["OomReport", "explain_oom", "install_oom_hook", "uninstall_oom_hook"]
 
 
 def explain_oom(
