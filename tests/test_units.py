@@ -17,6 +17,9 @@ from gpuprobe import units
         (1.5 * 2**30, "1.50 GiB"),
         (2 * 2**40, "2.00 TiB"),
         (-3 * 2**20, "-3 MiB"),
+        (1000 * 2**10, "1000 KiB"),
+        (1023 * 2**20, "1023 MiB"),
+        (999.4 * 2**10, "999 KiB"),
     ],
 )
 def test_size_picks_the_unit_that_fits(b: float | None, text: str) -> None:

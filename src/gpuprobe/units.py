@@ -41,7 +41,10 @@ def size(b: float | None) -> str:
     for name, scale in _BINARY:
         if abs(b) >= scale:
             value = b / scale
-            return f"{value:.2f} {name}" if scale >= GIB else f"{value:.3g} {name}"
+            if scale >= GIB:
+                return f"{value:.2f} {name}"
+            # three significant figures, but 1000-1023 of a unit as a whole number, not 1e+03
+            return f"{value:.0f} {name}" if abs(value) >= 999.5 else f"{value:.3g} {name}"
     return f"{b:.0f} B"
 
 

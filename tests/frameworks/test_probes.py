@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuprobe.frameworks.probe import runtime_probe_all, static_probe_all
-from gpuprobe.frameworks.torch import install_command
+from gpuprobe.frameworks.torch_builds import install_command
 
 
 def test_static_probe_agrees_with_the_runtime_probe() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuprobe.frameworks import torch as ft  # noqa: E402
+from gpuprobe.frameworks import torch_precision as tp  # noqa: E402
 
 
 def test_bf16_by_the_asked_devices_compute_capability(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,6 +21,6 @@ def test_bf16_by_the_asked_devices_compute_capability(monkeypatch: pytest.Monkey
     # torch says True on a T4 or V100 (it counts emulation) and asks the current device only
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    got = {i: ft.bf16_supported(f"cuda:{i}") for i in caps}
+    got = {i: tp.bf16_supported(f"cuda:{i}") for i in caps}
     assert got == {0: False, 1: True, 2: False, 3: True}
-    assert ft.bf16_supported("cpu") is True
+    assert tp.bf16_supported("cpu") is True

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from gpuprobe.frameworks.torch import TORCH_BUILDS, choose_build, install_command
+from gpuprobe.frameworks.torch_builds import TORCH_BUILDS, choose_build, install_command
 from gpuprobe.hardware.specs import arch_supports
 
 PASCAL, VOLTA, TURING, AMPERE, HOPPER = (6, 1), (7, 0), (7, 5), (8, 0), (9, 0)

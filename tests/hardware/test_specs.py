@@ -71,7 +71,7 @@ def test_t4_has_2560_fp32_cores_not_5120() -> None:
     assert t4 is not None
     assert t4.sm_count == 40
     assert fp32_cores_per_sm("7.5") == 64
-    assert t4.fp32_cores == 2560  # the E7 notebook printed 128 x 40 = 5120
+    assert t4.fp32_cores == 2560  # the E7 notebook (docs/experiments.md#e7) printed 128 x 40 = 5120
     p = peaks("Tesla T4", "7.5")
     assert p is not None and p.fp32 == pytest.approx(8.1, abs=0.05)
     assert p.fp16 == pytest.approx(65) and p.int8 == pytest.approx(130)
@@ -423,3 +423,24 @@ def test_the_mig_fix_names_the_cards_own_profile() -> None:
         f = {f.id: f for f in judge(dataclasses.replace(inv, gpus=(g,)))}["gpu-mig-no-instances"]
         assert want in (f.fix or "")
         assert name == "NVIDIA H200" or "1g.18gb" not in (f.fix or "")
+
+
+# --- PCIe links ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gen", "gt_per_s", "efficiency"),
+    [(1, 2.5, 8 / 10), (2, 5, 8 / 10), (3, 8, 128 / 130), (4, 16, 128 / 130), (5, 32, 128 / 130),
+     (6, 64, 242 / 256)],
+)  # fmt: skip
+def test_pcie_lane_rate_is_transfer_rate_times_encoding(
+    gen: int, gt_per_s: float, efficiency: float
+) -> None:
+    assert specs.PCIE_LANE_GBS[gen] == pytest.approx(gt_per_s * efficiency / 8, abs=5e-4)
+
+
+def test_pcie_link_gbs() -> None:
+    assert specs.pcie_link_gbs(4, 16) == pytest.approx(31.5, abs=0.01)  # an A100's Gen4 x16
+    assert specs.pcie_link_gbs(3, 8) == pytest.approx(7.88)
+    assert specs.pcie_link_gbs(None, 16) is None and specs.pcie_link_gbs(4, None) is None
+    assert specs.pcie_link_gbs(9, 16) is None  # a generation the table does not know

@@ -11,15 +11,10 @@ from typing import Any
 import pytest
 
 from gpuprobe.findings import Status
-from gpuprobe.memory import oom
-from gpuprobe.memory.oom import (
-    OomReport,
-    classify_oom,
-    explain_oom,
-    install_oom_hook,
-    parse_size,
-    uninstall_oom_hook,
-)
+from gpuprobe.memory.oom import explain_oom, install_oom_hook, uninstall_oom_hook
+from gpuprobe.memory.oom import hook as oom_hook
+from gpuprobe.memory.oom.classify import classify_oom, parse_size
+from gpuprobe.memory.oom.judge import OomReport
 
 torch = pytest.importorskip("torch")
 
@@ -173,7 +168,7 @@ def test_hook_prints_the_report_after_the_traceback(capsys: pytest.CaptureFixtur
     before = sys.excepthook
     install_oom_hook()
     try:
-        assert sys.excepthook is oom._hook
+        assert sys.excepthook is oom_hook._hook
         install_oom_hook()  # idempotent: uninstall still restores the original
         exc = _real_cpu_oom()
         sys.excepthook(type(exc), exc, exc.__traceback__)

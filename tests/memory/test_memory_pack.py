@@ -89,7 +89,7 @@ def test_recommend_stops_at_what_the_cores_hold() -> None:
 
 
 def test_recommend_needs_a_real_gain_per_step() -> None:
-    # E9 on a 2-core box: 2 copies double the rate, 3 and 4 add nothing
+    # E9 (docs/experiments.md#e9) on a 2-core box: 2 copies double the rate, 3 and 4 add nothing
     assert recommend([_lv(1, 100), _lv(2, 195), _lv(3, 200), _lv(4, 205)]) == 2
     assert recommend([_lv(1, 100), _lv(2, 105), _lv(3, 300)]) == 3
     assert recommend([_lv(1, 100), _lv(2, 300, failed=1)]) == 1

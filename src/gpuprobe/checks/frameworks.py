@@ -46,7 +46,7 @@ def cuda_compat(runtime: str | None, driver: str | None) -> Status | None:
 def _install_fix(f: FrameworkInfo, inv: Inventory) -> str:
     drv = inv.driver.cuda_driver_version
     if f.name == "torch":
-        from gpuprobe.frameworks.torch import install_command
+        from gpuprobe.frameworks.torch_builds import install_command
 
         ccs = [g.cc for g in inv.gpus if g.cc is not None]
         return install_command(f.version, drv, ccs=ccs)
@@ -206,7 +206,7 @@ def _arch_fix(f: FrameworkInfo, g: Gpu, inv: Inventory) -> str:
         # The newest build with kernels for this card that the driver runs: the same release's
         # other build (Pascal/Volta on a cu128/cu130 wheel: cu126), or a newer release (a
         # Blackwell B200 sm_100 or RTX 50 sm_120 needs torch >= 2.7 with CUDA >= 12.8).
-        from gpuprobe.frameworks.torch import install_command
+        from gpuprobe.frameworks.torch_builds import install_command
 
         ccs = [x.cc for x in inv.gpus if x.cc is not None] or [g.cc]
         return install_command(f.version, inv.driver.cuda_driver_version, ccs=ccs)

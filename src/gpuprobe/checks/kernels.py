@@ -16,16 +16,15 @@ from collections.abc import Callable, Iterable
 from gpuprobe._proc import child_env, python_module
 from gpuprobe.checks.worker import WorkerResult
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.hardware.specs import pcie_link_gbs
 from gpuprobe.hardware.types import Gpu, GpuSample
 from gpuprobe.machine import Inventory
 from gpuprobe.measure.measurement import format_seconds
 
 __all__ = [
     "E1_NOTE",
-    "PCIE_LANE_GBS",
     "judge_cpu",
     "judge_gpu",
-    "pcie_link_gbs",
     "plan_workers",
     "run_workers",
 ]
@@ -46,18 +45,9 @@ THROTTLE_WARN_REASONS = (
     "hw_power_brake_slowdown",
     "sw_thermal_slowdown",
 )  # a power cap under full load is normal (sw_power_cap): shown as info
-# GB/s per lane per direction after line encoding, PCI-SIG base specifications 1.0-6.0.
-PCIE_LANE_GBS: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # E1 as the note measured it (docs/experiments.md#e1: GCP n1-standard-4 with a T4).
 E1_NOTE = {"numpy float64": 4.12, "torch cpu float32": 0.738, "torch cuda float32": 0.0189}
 E1_NOTE_N = 10_000  # the note's n: E1 sums over an n×n array
-
-
-def pcie_link_gbs(gen: int | None, width: int | None) -> float | None:
-    """Theoretical one-direction rate of a PCIe link in GB/s."""
-    if gen is None or width is None or gen not in PCIE_LANE_GBS:
-        return None
-    return PCIE_LANE_GBS[gen] * width
 
 
 def plan_workers(inv: Inventory) -> list[tuple[str, str, bool]]:

@@ -65,7 +65,8 @@ positive_int = int_in(1, MAX_BATCH)
 
 def size_bytes(text: str) -> int:
     """A size like ``2GiB`` or ``512MiB``, from 1 MiB to 1 PiB."""
-    from gpuprobe.memory.oom import format_bytes, parse_size
+    from gpuprobe.memory.oom.classify import parse_size
+    from gpuprobe.units import size as format_bytes
 
     try:
         value = parse_size(text)

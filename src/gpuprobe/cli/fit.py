@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe.errors import UsageError
     from gpuprobe.memory import demo
     from gpuprobe.memory.fit import fit
-    from gpuprobe.memory.oom import parse_size
+    from gpuprobe.memory.oom.classify import parse_size
 
     device = args.device or demo.best_device()
     if device.partition(":")[0] not in ("cpu", "cuda"):

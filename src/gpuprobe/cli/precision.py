@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if device.partition(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
     from gpuprobe.errors import GpuprobeError
-    from gpuprobe.memory.oom import classify_oom
+    from gpuprobe.memory.oom.classify import classify_oom
 
     try:
         with progress(not args.json, "gpuprobe precision"):

@@ -1,17 +1,22 @@
-"""PyTorch's door: the only module that imports ``torch``.
+"""PyTorch's door: this module and its theme modules are the only ones that import ``torch``.
+The themes: :mod:`~gpuprobe.frameworks.torch_builds` (the published CUDA builds; pure data),
+:mod:`~gpuprobe.frameworks.torch_memory` (the caching allocator) and
+:mod:`~gpuprobe.frameworks.torch_precision` (TF32, autocast, int8); the last two get torch from
+:func:`loaded` and :func:`require` here.
 
 ``static_probe()`` reads the installed build from package files (``torch/version.py`` parsed, never
 executed) so that ``gpuprobe info`` stays fast; ``runtime_probe()`` imports torch and asks CUDA,
 and is run in a child process so that the user's process never initialises CUDA through gpuprobe.
+:class:`TorchBackend` runs the measurements on torch tensors.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuprobe.frameworks.base import (
@@ -27,119 +32,15 @@ from gpuprobe.frameworks.base import (
 )
 
 __all__ = [
-    "TORCH_BUILDS",
-    "TORCH_CUDA_VARIANTS",
-    "BuildChoice",
     "TorchBackend",
-    "TorchBuild",
-    "allocator_env",
-    "autocast",
-    "bf16_supported",
-    "cap_cuda_memory",
-    "choose_build",
-    "cuda_initialized",
-    "cuda_memory",
-    "install_command",
-    "live_tensors",
     "loaded",
-    "mha_fastpath",
-    "module_device",
-    "peak_memory",
     "preload_modules",
     "profiler_modules",
-    "quantize_dynamic_int8",
-    "release_memory",
     "require",
-    "reset_peak_memory",
     "runtime_probe",
     "static_probe",
-    "tf32_matmul",
-    "tf32_supported",
-    "warm_up",
 ]
 
-# The CUDA builds of each PyTorch release (Linux x86_64 wheels on download.pytorch.org) and the
-# architectures each build's kernels are compiled for (torch.cuda.get_arch_list() of that wheel).
-# Sources: pytorch.org/get-started/previous-versions (builds per release); the release notes of
-# 2.7 (cu128 adds sm_100/sm_120), 2.8 (cu128/cu129 drop Maxwell sm_50 and Pascal sm_60), 2.9
-# (cu130: sm_75 and newer only: CUDA 13 dropped Maxwell, Pascal and Volta), 2.11 (cu128 drops
-# Volta sm_70), 2.12 (builds cu126, cu130, cu132; no cu128); .ci/manywheel/build_cuda.sh
-# (TORCH_CUDA_ARCH_LIST per CUDA version). 2.0 cu117 has no sm_90. A release newer than the table
-# is assumed to ship the newest row's builds.
-_ARCH_KEPLER_TO_HOPPER = ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86")
-_ARCH_MAXWELL_TO_HOPPER = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
-_ARCH_MAXWELL_TO_BLACKWELL = (*_ARCH_MAXWELL_TO_HOPPER, "sm_100", "sm_120", "compute_120")
-_ARCH_VOLTA_TO_BLACKWELL = (
-    "sm_70",
-    "sm_75",
-    "sm_80",
-    "sm_86",
-    "sm_90",
-    "sm_100",
-    "sm_120",
-    "compute_120",
-)
-_ARCH_TURING_TO_BLACKWELL = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
-TORCH_BUILDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "2.0": {"11.7": _ARCH_KEPLER_TO_HOPPER, "11.8": (*_ARCH_KEPLER_TO_HOPPER, "sm_90")},
-    "2.1": {"11.8": _ARCH_MAXWELL_TO_HOPPER, "12.1": _ARCH_MAXWELL_TO_HOPPER},
-    "2.2": {"11.8": _ARCH_MAXWELL_TO_HOPPER, "12.1": _ARCH_MAXWELL_TO_HOPPER},
-    "2.3": {"11.8": _ARCH_MAXWELL_TO_HOPPER, "12.1": _ARCH_MAXWELL_TO_HOPPER},
-    "2.4": {
-        "11.8": _ARCH_MAXWELL_TO_HOPPER,
-        "12.1": _ARCH_MAXWELL_TO_HOPPER,
-        "12.4": _ARCH_MAXWELL_TO_HOPPER,
-    },
-    "2.5": {
-        "11.8": _ARCH_MAXWELL_TO_HOPPER,
-        "12.1": _ARCH_MAXWELL_TO_HOPPER,
-        "12.4": _ARCH_MAXWELL_TO_HOPPER,
-    },
-    "2.6": {
-        "11.8": _ARCH_MAXWELL_TO_HOPPER,
-        "12.4": _ARCH_MAXWELL_TO_HOPPER,
-        "12.6": _ARCH_MAXWELL_TO_HOPPER,
-    },
-    "2.7": {
-        "11.8": _ARCH_MAXWELL_TO_HOPPER,
-        "12.6": _ARCH_MAXWELL_TO_HOPPER,
-        "12.8": _ARCH_MAXWELL_TO_BLACKWELL,
-    },
-    "2.8": {
-        "12.6": _ARCH_MAXWELL_TO_HOPPER,
-        "12.8": _ARCH_VOLTA_TO_BLACKWELL,
-        "12.9": _ARCH_VOLTA_TO_BLACKWELL,
-    },
-    "2.9": {
-        "12.6": _ARCH_MAXWELL_TO_HOPPER,
-        "12.8": _ARCH_VOLTA_TO_BLACKWELL,
-        "13.0": _ARCH_TURING_TO_BLACKWELL,
-    },
-    "2.10": {
-        "12.6": _ARCH_MAXWELL_TO_HOPPER,
-        "12.8": _ARCH_VOLTA_TO_BLACKWELL,
-        "13.0": _ARCH_TURING_TO_BLACKWELL,
-    },
-    "2.11": {
-        "12.6": _ARCH_MAXWELL_TO_HOPPER,
-        "12.8": _ARCH_TURING_TO_BLACKWELL,
-        "13.0": _ARCH_TURING_TO_BLACKWELL,
-    },
-    **{
-        v: {
-            "12.6": _ARCH_MAXWELL_TO_HOPPER,
-            "13.0": _ARCH_TURING_TO_BLACKWELL,
-            "13.2": _ARCH_TURING_TO_BLACKWELL,
-        }
-        for v in ("2.12", "2.13", "2.14")
-    },
-}
-# The CUDA versions of each release's builds, oldest first.
-TORCH_CUDA_VARIANTS: dict[str, tuple[str, ...]] = {
-    v: tuple(sorted(builds, key=lambda c: tuple(int(x) for x in c.split("."))))
-    for v, builds in TORCH_BUILDS.items()
-}
-TORCH_WHEEL_INDEX = "https://download.pytorch.org/whl"
 # torch._int_mm on CUDA needs m > 16 and k, n multiples of 8 (aten Blas.cpp _int_mm_out_cuda;
 # keras-team/keras#19207).
 INT_MM_MIN_M = 17
@@ -147,129 +48,6 @@ INT_MM_MULTIPLE = 8
 # Bytes written between repetitions to evict the L2 cache: at least this, and twice the L2
 # (triton.testing.do_bench zeroes a 256 MB buffer before every repetition).
 L2_FLUSH_BYTES = 256 * 2**20
-
-
-def _vtuple(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
-
-
-@dataclass(frozen=True)
-class TorchBuild:
-    """One published PyTorch wheel build: release, CUDA version, compiled architectures."""
-
-    torch: str  # "2.9"
-    cuda: str  # "12.8"
-    archs: tuple[str, ...]
-
-    @property
-    def tag(self) -> str:
-        """The wheel index's name for it: ``cu128``."""
-        return "cu" + self.cuda.replace(".", "")
-
-
-@dataclass(frozen=True)
-class BuildChoice:
-    """The build to install, or None with the reason none fits."""
-
-    build: TorchBuild | None
-    reason: str  # why this build, or why none
-
-
-def _builds(torch_mm: str) -> list[TorchBuild]:
-    row = TORCH_BUILDS.get(torch_mm)
-    if row is None:
-        row = TORCH_BUILDS[max(TORCH_BUILDS, key=_vtuple)]
-    return sorted(
-        (TorchBuild(torch_mm, cuda, archs) for cuda, archs in row.items()),
-        key=lambda b: _vtuple(b.cuda),
-    )
-
-
-def _cc_text(cc: tuple[int, int]) -> str:
-    return f"sm_{cc[0]}{cc[1]}"
-
-
-def choose_build(
-    torch_version: str | None,
-    driver_cuda: str | None,
-    ccs: Sequence[tuple[int, int]] = (),
-) -> BuildChoice:
-    """The newest build of ``torch_version`` whose CUDA the driver runs (not newer than
-    ``driver_cuda``) and whose kernels cover every compute capability in ``ccs``. When no build
-    of that release does, the newest release that has one is chosen, or none with the reason:
-    the cards need an older torch, or the driver needs an update."""
-    from gpuprobe.hardware.specs import arch_supports
-
-    base = (torch_version or "").split("+")[0]
-    mm = ".".join(base.split(".")[:2]) or max(TORCH_BUILDS, key=_vtuple)
-    drv = _vtuple(driver_cuda) if driver_cuda else None
-
-    def runs(b: TorchBuild, minor_compat: bool = False) -> bool:
-        # minor_compat: a newer minor of the driver's CUDA major runs through CUDA's minor-version
-        # compatibility (11.1+), short of PTX JIT; taken only when no build is at or below it
-        if drv is None or _vtuple(b.cuda) <= drv:
-            return True
-        return minor_compat and _vtuple(b.cuda)[0] == drv[0]
-
-    def covers(b: TorchBuild) -> bool:
-        return all(arch_supports(b.archs, cc) for cc in ccs)
-
-    own = _builds(mm)
-    for compat in (False, True):
-        fits = [b for b in own if runs(b, compat) and covers(b)]
-        if fits:
-            how = " (through CUDA minor-version compatibility)" if compat else ""
-            return BuildChoice(
-                fits[-1] if not compat else fits[0],
-                f"newest {mm} build the driver and the card(s) run{how}",
-            )
-    # Another release: the newest one with a build that fits both.
-    releases = sorted(TORCH_BUILDS, key=_vtuple, reverse=True)
-    for other in releases:
-        both = [b for b in _builds(other) if runs(b) and covers(b)]
-        if both:
-            cards = ", ".join(_cc_text(c) for c in ccs)
-            why = (
-                f"no torch {mm} build has kernels for {cards}"
-                if not any(covers(b) for b in own)
-                else f"every torch {mm} build for {cards} needs a driver newer than CUDA "
-                f"{driver_cuda}"
-            )
-            return BuildChoice(both[-1], f"{why}; torch {other} has one")
-    covering = [b for r in releases for b in _builds(r) if covers(b)]
-    if not covering:
-        cards = ", ".join(_cc_text(c) for c in ccs)
-        return BuildChoice(
-            None, f"no PyTorch 2.x build has kernels for {cards}: the card needs an older torch"
-        )
-    need = min(covering, key=lambda b: _vtuple(b.cuda))
-    return BuildChoice(
-        None,
-        f"every build with kernels for these cards needs CUDA {need.cuda} or newer and the "
-        f"driver supports {driver_cuda}: update the NVIDIA driver",
-    )
-
-
-def install_command(
-    torch_version: str | None,
-    driver_cuda: str | None,
-    requirement: str | None = None,
-    ccs: Sequence[tuple[int, int]] = (),
-) -> str:
-    """The pip command for the CUDA build :func:`choose_build` picks: the newest build of
-    ``torch_version`` that runs on a driver supporting CUDA ``driver_cuda`` and has kernels for
-    every card in ``ccs`` (another release when none of this one does). ``requirement``
-    replaces the default ``torch==<version>`` pin (e.g. ``torch>=2.7``). When no build fits, the
-    reason, not a command."""
-    choice = choose_build(torch_version, driver_cuda, ccs)
-    b = choice.build
-    if b is None:
-        return choice.reason
-    base = (torch_version or "").split("+")[0]
-    same = base and ".".join(base.split(".")[:2]) == b.torch
-    pin = requirement or (f"torch=={base}" if same else f"torch=={b.torch}.*" if base else "torch")
-    cmd = f"pip install --force-reinstall '{pin}' --index-url {TORCH_WHEEL_INDEX}/{b.tag}"
-    return cmd if same or not base else f"{cmd}   ({choice.reason})"
 
 
 def _cudnn_from_dists() -> str | None:
@@ -613,15 +391,13 @@ class TorchBackend(Backend):
         }
 
 
-# -- memory, out-of-memory and precision helpers (gpuprobe.memory) -------------------------------
-# These never import torch on their own behalf unless the caller asked for torch: ``loaded()``
-# returns the module only when the user's process has imported it already.
+# -- torch for the theme modules and gpuprobe.memory ---------------------------------------------
+# ``loaded()`` never imports torch on its own behalf: it returns the module only when the user's
+# process has imported it already; ``require()`` imports it for a feature that needs it.
 
 
 def loaded() -> Any | None:
     """torch, if this process has imported it already (never imports it)."""
-    import sys
-
     return sys.modules.get("torch")
 
 
@@ -642,217 +418,3 @@ def preload_modules() -> list[str]:
     """Modules a fork server should import once so that each forked trial starts fast: torch
     when it is installed (importing it does not initialise CUDA)."""
     return ["torch"] if dist_version("torch") is not None else []
-
-
-def cuda_initialized() -> bool:
-    """True when this process has initialised CUDA through torch."""
-    torch = loaded()
-    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
-
-
-def cuda_memory(device: int | None = None) -> dict[str, int] | None:
-    """The caching allocator's view of one GPU, in bytes (None unless torch has initialised CUDA
-    in this process): ``allocated`` (live tensors), ``reserved`` (held by the cache),
-    ``inactive_split`` (free pieces of split blocks: fragmentation), ``peak_allocated``,
-    ``alloc_retries`` and ``ooms`` (counts), ``free`` and ``total`` (cudaMemGetInfo)."""
-    if not cuda_initialized():
-        return None
-    torch = loaded()
-    assert torch is not None
-    dev = torch.cuda.current_device() if device is None else device
-    stats = torch.cuda.memory_stats(dev)
-    free, total = torch.cuda.mem_get_info(dev)
-    return {
-        "device": int(dev),
-        "allocated": int(stats.get("allocated_bytes.all.current", 0)),
-        "reserved": int(stats.get("reserved_bytes.all.current", 0)),
-        "inactive_split": int(stats.get("inactive_split_bytes.all.current", 0)),
-        "peak_allocated": int(stats.get("allocated_bytes.all.peak", 0)),
-        "alloc_retries": int(stats.get("num_alloc_retries", 0)),
-        "ooms": int(stats.get("num_ooms", 0)),
-        "free": int(free),
-        "total": int(total),
-    }
-
-
-def reset_peak_memory(device: str) -> None:
-    """Start a new peak for :func:`peak_memory` (CUDA only)."""
-    torch = loaded()
-    if torch is not None and device.startswith("cuda") and cuda_initialized():
-        torch.cuda.reset_peak_memory_stats(torch.device(device))
-
-
-def peak_memory(device: str) -> int | None:
-    """Bytes at the allocator's peak since :func:`reset_peak_memory` (CUDA only)."""
-    torch = loaded()
-    if torch is None or not device.startswith("cuda") or not cuda_initialized():
-        return None
-    return int(torch.cuda.max_memory_allocated(torch.device(device)))
-
-
-def live_tensors(limit: int = 10) -> list[dict[str, Any]]:
-    """The largest tensors alive in this process (found through the garbage collector), one per
-    storage, largest first: shape, dtype, device, bytes, whether it is a parameter or needs grad.
-    Tensors held only by C++ (autograd's saved activations) cannot be seen this way."""
-    import gc
-
-    torch = loaded()
-    if torch is None:
-        return []
-    seen: dict[tuple[str, int], dict[str, Any]] = {}
-    with warnings.catch_warnings():  # isinstance on torch's deprecated lazy aliases warns
-        warnings.simplefilter("ignore")
-        objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
-    for obj in objects:
-        try:
-            if obj.is_meta:
-                continue
-            storage = obj.untyped_storage()
-            key = (str(obj.device), int(storage.data_ptr()))
-            nbytes = int(storage.nbytes())
-        except Exception:  # sparse, fake or otherwise storage-less tensors
-            continue
-        if nbytes == 0 or (key in seen and seen[key]["bytes"] >= nbytes):
-            continue
-        seen[key] = {
-            "shape": tuple(int(s) for s in obj.shape),
-            "dtype": str(obj.dtype).removeprefix("torch."),
-            "device": str(obj.device),
-            "bytes": nbytes,
-            "parameter": isinstance(obj, torch.nn.Parameter),
-            "requires_grad": bool(obj.requires_grad),
-        }
-    return sorted(seen.values(), key=lambda d: -int(d["bytes"]))[:limit]
-
-
-def release_memory() -> None:
-    """Collect garbage and give the caching allocator's unused blocks back to the driver."""
-    import gc
-
-    gc.collect()
-    torch = loaded()
-    if torch is not None and cuda_initialized():
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-
-
-def allocator_env() -> dict[str, str]:
-    """The allocator settings in the environment (``PYTORCH_CUDA_ALLOC_CONF``, and
-    ``PYTORCH_ALLOC_CONF``, its name from torch 2.9)."""
-    import os
-
-    names = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
-    return {n: os.environ[n] for n in names if n in os.environ}
-
-
-def module_device(model: Any) -> str:
-    """The device of a module's first parameter (``cpu`` for a module without any)."""
-    for p in model.parameters():
-        return str(p.device)
-    return "cpu"
-
-
-def tf32_matmul(enabled: bool) -> Any:
-    """A context manager that sets TF32 for CUDA matmuls and cuDNN convolutions, and restores
-    the previous settings on exit."""
-    import contextlib
-
-    torch = require("TF32")
-
-    @contextlib.contextmanager
-    def ctx() -> Any:
-        old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
-
-    return ctx()
-
-
-def autocast(device: str, dtype_name: str) -> Any:
-    """``torch.autocast`` on ``device``'s type for ``bf16`` or ``fp16``."""
-    torch = require("autocast")
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
-    return torch.autocast(device_type=device.partition(":")[0], dtype=dtype)
-
-
-# bfloat16 tensor-core math starts with Ampere, compute capability 8.0 (CUDA C++ Programming
-# Guide, "Arithmetic Instructions"; cuBLAS bf16 GEMM). torch.cuda.is_bf16_supported() also counts
-# emulation (True on T4 and V100) and looks at the current device, not the one asked.
-BF16_MIN_CC = (8, 0)
-
-
-def bf16_supported(device: str) -> bool:
-    """Whether ``device`` runs bfloat16 natively: for CUDA, the compute capability of that very
-    device is 8.0 or newer (emulated bf16 on older cards is not counted); the CPU: yes."""
-    torch = require("bf16")
-    if device.startswith("cuda"):
-        cc = torch.cuda.get_device_capability(torch.device(device))
-        return bool(tuple(cc) >= BF16_MIN_CC)
-    return True
-
-
-def tf32_supported(device: str) -> bool:
-    """TF32 is an NVIDIA tensor-core mode of compute capability 8.0 and newer."""
-    torch = require("tf32")
-    if not device.startswith("cuda"):
-        return False
-    return bool(torch.cuda.get_device_capability(torch.device(device))[0] >= 8)
-
-
-def quantize_dynamic_int8(model: Any) -> Any:
-    """A copy of ``model`` with its ``nn.Linear`` layers quantized to int8 by
-    ``torch.ao.quantization.quantize_dynamic`` (weights int8, activations quantized on the fly;
-    CPU only). Warnings torch raises (deprecation) are silenced here and left to the caller."""
-    import copy
-
-    torch = require("int8 quantization")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic
-
-        return quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
-
-
-def warm_up() -> None:
-    """Run one tiny op so torch's thread pool and allocator exist before a memory cap is set."""
-    torch = loaded()
-    if torch is not None:
-        (torch.ones(64, 64) @ torch.ones(64, 64)).sum().item()
-
-
-def cap_cuda_memory(limit: int, device: str) -> str:
-    """Cap torch's caching allocator on ``device`` at ``limit`` bytes
-    (``torch.cuda.set_per_process_memory_fraction``); returns what was capped, in words."""
-    torch = require("a CUDA memory cap")
-    dev = torch.device(device)
-    total = torch.cuda.get_device_properties(dev).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), dev)
-    return f"torch's CUDA allocator on {device} (set_per_process_memory_fraction)"
-
-
-def mha_fastpath(enabled: bool) -> Any:
-    """A context manager that turns the ``nn.TransformerEncoderLayer`` / ``MultiheadAttention``
-    inference fast path on or off (it rejects dynamically quantized ``nn.Linear`` layers, whose
-    ``weight`` is a method), restoring the setting on exit."""
-    import contextlib
-
-    torch = require("the MHA fast path")
-    mha = getattr(torch.backends, "mha", None)
-
-    @contextlib.contextmanager
-    def ctx() -> Any:
-        if mha is None:
-            yield
-            return
-        old = mha.get_fastpath_enabled()
-        mha.set_fastpath_enabled(enabled)
-        try:
-            yield
-        finally:
-            mha.set_fastpath_enabled(old)
-
-    return ctx()

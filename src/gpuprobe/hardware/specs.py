@@ -1,6 +1,6 @@
 """What each NVIDIA GPU can do on paper: architecture, FP32 cores and theoretical dense peaks.
 
-Pure data and lookups: no pynvml, no torch. Three things live here.
+Pure data and lookups: no pynvml, no torch. Four things live here.
 
 1. :func:`architecture` and :func:`fp32_cores_per_sm`: the compute capability (CC) mapped to an
    architecture name and to FP32 lanes per SM, after cuda-samples ``Common/helper_cuda.h``
@@ -12,9 +12,11 @@ Pure data and lookups: no pynvml, no torch. Three things live here.
 3. :func:`peaks`: the table entry for a known product; for an unknown product of a known
    architecture, what can be computed from the SM count and clocks with the per-SM-per-clock
    rates in :data:`SM_RATES` (and says so in ``source``); otherwise ``None``.
+4. :func:`pcie_link_gbs`: a PCIe link's theoretical one-direction rate, from the per-lane rates
+   of :data:`PCIE_LANE_GBS`.
 
 Units: TFLOP/s (TOP/s for INT8) for compute, GB/s (10^9 bytes per second) for memory bandwidth,
-MHz for clocks, bits for bus widths, GB (10^9 bytes) for memory sizes.
+MHz for clocks, bits for bus widths, GB (10^9 bytes) for memory sizes, GB/s for PCIe links.
 
 Every peak is DENSE. Datasheets since Ampere print tensor figures "with sparsity" (2:4
 structured sparsity doubles them); those are halved here and the source says so. ``fp16`` and
@@ -40,9 +42,11 @@ __all__ = [
     "FP32_CORES_PER_SM",
     "MEMORY_TRANSFERS_PER_CLOCK",
     "MIG_SMALLEST_PROFILES",
+    "PCIE_LANE_GBS",
     "PRODUCTS",
     "RATE_LIMITED_PARTS",
     "SM_RATES",
+    "MigProfile",
     "ProductSpec",
     "SmRates",
     "arch_supports",
@@ -51,6 +55,7 @@ __all__ = [
     "markdown_table",
     "mig_smallest_profile",
     "parse_compute_capability",
+    "pcie_link_gbs",
     "peaks",
     "spec_for",
 ]
@@ -233,7 +238,7 @@ def fp32_cores_per_sm(compute_capability: str | None) -> int | None:
 # --- Per-SM, per-clock dense rates --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SmRates(Record):
     """Dense operations per SM per clock (an FMA counts 2) for one compute capability.
 
@@ -243,6 +248,7 @@ class SmRates(Record):
     half this rate (INT8 and FP64 are unaffected). ``tensor_for_non_geforce``: False where
     professional parts of the architecture do not all run at the full rate (the L40 runs at half
     the L40S rate on the same AD102), so only GeForce tensor rates are computed for unknown parts.
+    Built with keywords only, so that every rate reads with its name.
     """
 
     fp32: int
@@ -258,36 +264,64 @@ class SmRates(Record):
 
 
 def _fp32_only(cores: int, source: str) -> SmRates:
-    return SmRates(2 * cores, None, None, None, None, None, None, False, False, source)
+    return SmRates(
+        fp32=2 * cores, fp64=None, tf32=None, bf16=None, fp16=None, fp8=None, int8=None,
+        geforce_half_rate=False, tensor_for_non_geforce=False, source=source,
+    )  # fmt: skip
 
 
 # GV100: 64 FP32 + 32 FP64 lanes and 8 tensor cores x 64 FP16 FMA per SM per clock.
 # Check: V100 SXM2 80 SMs x 1024 x 1.53 GHz = 125.3 TFLOPS (datasheet 125).
-VOLTA_GV100_RATES = SmRates(128, 64, None, None, 1024, None, None, False, True, VOLTA_WP)
+VOLTA_GV100_RATES = SmRates(
+    fp32=128, fp64=64, tf32=None, bf16=None, fp16=1024, fp8=None, int8=None,
+    geforce_half_rate=False, tensor_for_non_geforce=True,
+    source=VOLTA_WP,
+)  # fmt: skip
 # TU10x: 64 FP32 lanes, 2 FP64 units (FP64 = FP32/32) and 8 tensor cores x 64 FP16 FMA per SM;
 # INT8 twice FP16. Check: T4 40 SMs x 1024 x 1.59 GHz = 65.1 TFLOPS (datasheet 65).
-TURING_RATES = SmRates(128, 4, None, None, 1024, None, 2048, True, True, TURING_WP)
+TURING_RATES = SmRates(
+    fp32=128, fp64=4, tf32=None, bf16=None, fp16=1024, fp8=None, int8=2048,
+    geforce_half_rate=True, tensor_for_non_geforce=True,
+    source=TURING_WP,
+)  # fmt: skip
 # GA100: 64 FP32 + 32 FP64 lanes; 4 tensor cores: 1024 dense FP16 FMA per SM per clock.
 # Check: A100 108 SMs x 2048 x 1.41 GHz = 311.9 TFLOPS (datasheet 312).
-AMPERE_GA100_RATES = SmRates(128, 64, 1024, 2048, 2048, None, 4096, False, True, AMPERE_WP)
+AMPERE_GA100_RATES = SmRates(
+    fp32=128, fp64=64, tf32=1024, bf16=2048, fp16=2048, fp8=None, int8=4096,
+    geforce_half_rate=False, tensor_for_non_geforce=True,
+    source=AMPERE_WP,
+)  # fmt: skip
 # GA10x: 128 FP32 lanes, 2 FP64 units (FP64 = FP32/64); 4 tensor cores: 512 dense FP16 FMA.
 # Check: RTX A6000 84 SMs x 1024 x 1.80 GHz = 154.8 TFLOPS (whitepaper 154.8).
-AMPERE_GA10X_RATES = SmRates(256, 4, 512, 1024, 1024, None, 2048, True, False, GA102_WP)
+AMPERE_GA10X_RATES = SmRates(
+    fp32=256, fp64=4, tf32=512, bf16=1024, fp16=1024, fp8=None, int8=2048,
+    geforce_half_rate=True, tensor_for_non_geforce=False,
+    source=GA102_WP,
+)  # fmt: skip
 # AD10x: as GA10x plus FP8 at twice FP16. Check: L40S 142 SMs x 1024 x 2.52 GHz = 366 TFLOPS
 # (datasheet 362, i.e. ~2.49 GHz); L4 58 x 1024 x 2.04 GHz = 121.2 (datasheet 121).
-ADA_RATES = SmRates(256, 4, 512, 1024, 1024, 2048, 2048, True, False, ADA_WP)
+ADA_RATES = SmRates(
+    fp32=256, fp64=4, tf32=512, bf16=1024, fp16=1024, fp8=2048, int8=2048,
+    geforce_half_rate=True, tensor_for_non_geforce=False,
+    source=ADA_WP,
+)  # fmt: skip
 # GH100: 128 FP32 + 64 FP64 lanes; 4 tensor cores: 2048 dense FP16 FMA per SM per clock.
 # NVIDIA's tensor figures for the H100 SXM (989.4 TFLOPS = 132 x 4096 x 1.83 GHz) assume a
 # lower clock than the 1.98 GHz max SM clock behind its FP32 figure (66.9 = 132 x 256 x 1.98), so
 # tensor rates computed at the max SM clock overstate NVIDIA's figures by about 8 %.
 HOPPER_RATES = SmRates(
-    256, 128, 2048, 4096, 4096, 8192, 8192, False, True,
-    f"{HOPPER_WP} (at the max SM clock these run ~8 % above NVIDIA's H100 tensor figures, "
-    "which assume 1830 MHz)",
+    fp32=256, fp64=128, tf32=2048, bf16=4096, fp16=4096, fp8=8192, int8=8192,
+    geforce_half_rate=False, tensor_for_non_geforce=True,
+    source=f"{HOPPER_WP} (at the max SM clock these run ~8 % above NVIDIA's H100 tensor figures, "
+           "which assume 1830 MHz)",
 )  # fmt: skip
 # GB20x: same SM tensor throughput per clock as AD10x (RTX 5090 170 SMs x 1024 x 2.407 GHz = 419
 # TFLOPS FP16-accumulate, whitepaper 419); INT8 rate not stated with confidence -> None.
-BLACKWELL_GB20X_RATES = SmRates(256, 4, 512, 1024, 1024, 2048, None, True, False, RTX_BLACKWELL_WP)
+BLACKWELL_GB20X_RATES = SmRates(
+    fp32=256, fp64=4, tf32=512, bf16=1024, fp16=1024, fp8=2048, int8=None,
+    geforce_half_rate=True, tensor_for_non_geforce=False,
+    source=RTX_BLACKWELL_WP,
+)  # fmt: skip
 
 # Compute capability -> rates. CCs not listed (Kepler..Pascal, Xavier 7.2, Orin 8.7, data-centre
 # Blackwell 10.x, Thor 11.0, GB10 12.1) get FP32 only: NVIDIA publishes no per-SM FP64/tensor
@@ -317,12 +351,14 @@ RATE_LIMITED_PARTS = re.compile(r"\bH20\b|RTX 5090 D", re.IGNORECASE)
 # --- The product table ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProductSpec(Record):
     """One product: how NVML names it and its dense peaks, each with a source.
 
     ``pattern`` is a case-insensitive regular expression searched in the NVML name.
     Compute in TFLOP/s (TOP/s for INT8), bandwidth in GB/s, memory in GB, clock in MHz.
+    Built with keywords only, so that every number in :data:`PRODUCTS` reads with its name; a
+    tensor peak left out is ``None`` (the part lacks the unit, or no source states the rate).
     """
 
     pattern: str
@@ -334,13 +370,13 @@ class ProductSpec(Record):
     boost_clock_mhz: int | None
     memory_gb: float | None
     fp64: float | None
-    fp64_tensor: float | None
+    fp64_tensor: float | None = None
     fp32: float | None
-    tf32: float | None
-    bf16: float | None
-    fp16: float | None
-    fp8: float | None
-    int8: float | None
+    tf32: float | None = None
+    bf16: float | None = None
+    fp16: float | None = None
+    fp8: float | None = None
+    int8: float | None = None
     memory_bandwidth_gbs: float | None
     source: str
 
@@ -366,34 +402,7 @@ class ProductSpec(Record):
         )
 
 
-def _p(
-    pattern: str,
-    product: str,
-    arch: str,
-    chip: str,
-    cc: str,
-    sms: int,
-    clock: int | None,
-    mem: float | None,
-    *,
-    fp64: float | None,
-    fp32: float | None,
-    bw: float | None,
-    source: str,
-    fp64_tensor: float | None = None,
-    tf32: float | None = None,
-    bf16: float | None = None,
-    fp16: float | None = None,
-    fp8: float | None = None,
-    int8: float | None = None,
-) -> ProductSpec:
-    return ProductSpec(
-        pattern, product, arch, chip, cc, sms, clock, mem, fp64, fp64_tensor, fp32,
-        tf32, bf16, fp16, fp8, int8, bw, source,
-    )  # fmt: skip
-
-
-def _a100(form: str, memory_gb: int, *, bw: float) -> ProductSpec:
+def _a100(*, form: str, memory_gb: int, memory_bandwidth_gbs: float) -> ProductSpec:
     """An A100 board: the four share their compute peaks and differ in memory bandwidth.
 
     NVML writes "A100-SXM4-80GB", "A100-PCIE-40GB" and "A100 80GB PCIe": form and size in
@@ -401,18 +410,20 @@ def _a100(form: str, memory_gb: int, *, bw: float) -> ProductSpec:
     """
     size = rf"{memory_gb}\s?GB"
     label = "SXM" if form == "SXM" else "PCIe"
-    return _p(
-        rf"A100.*({form}.*{size}|{size}.*{form})",
-        f"NVIDIA A100 {memory_gb}GB {label}",
-        "Ampere", "GA100", "8.0", 108, 1410, memory_gb,
-        fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312, int8=624, bw=bw,
+    return ProductSpec(
+        pattern=rf"A100.*({form}.*{size}|{size}.*{form})",
+        product=f"NVIDIA A100 {memory_gb}GB {label}",
+        architecture="Ampere", chip="GA100", compute_capability="8.0", sm_count=108,
+        boost_clock_mhz=1410, memory_gb=memory_gb,
+        fp64=9.7, fp64_tensor=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312, int8=624,
+        memory_bandwidth_gbs=memory_bandwidth_gbs,
         source=f"{A100_DS}, A100 {memory_gb}GB {label} column; {SPARSE_HALVED}; "
-        f"SM count {AMPERE_WP}",
+               f"SM count {AMPERE_WP}",
     )  # fmt: skip
 
 
 def _rtx_pro_6000_blackwell(
-    suffix: str, edition: str, clock: int, *, fp32: float, ai_tops: float
+    *, suffix: str, edition: str, boost_clock_mhz: int, fp32: float, ai_tops: float
 ) -> ProductSpec:
     """An RTX PRO 6000 Blackwell edition from its datasheet FP32 and "AI TOPS" (FP4, sparse).
 
@@ -422,15 +433,17 @@ def _rtx_pro_6000_blackwell(
     unknown.
     """
     fp8 = ai_tops / 4
-    return _p(
-        r"RTX PRO 6000 Blackwell" + suffix,
-        f"NVIDIA RTX PRO 6000 Blackwell {edition}",
-        "Blackwell", "GB202", "12.0", 188, clock, 96,
+    return ProductSpec(
+        pattern=r"RTX PRO 6000 Blackwell" + suffix,
+        product=f"NVIDIA RTX PRO 6000 Blackwell {edition}",
+        architecture="Blackwell", chip="GB202", compute_capability="12.0", sm_count=188,
+        boost_clock_mhz=boost_clock_mhz, memory_gb=96,
         fp64=round(fp32 / 64, 2), fp32=fp32, tf32=round(fp8 / 4, 1), bf16=round(fp8 / 2, 1),
-        fp16=round(fp8 / 2, 1), fp8=round(fp8, 1), bw=1792,
-        source=f"{RTX_PRO_6000_DS}, {edition} Edition: FP32 {fp32:g} TFLOPS, AI {ai_tops:g} TOPS "
-        f"(FP4 sparse) -> FP8 {fp8:g}, FP16/BF16 {fp8 / 2:g}, TF32 {fp8 / 4:g} dense, FP32 "
-        "accumulate at full rate as on earlier professional cards; FP64 = FP32/64",
+        fp16=round(fp8 / 2, 1), fp8=round(fp8, 1), memory_bandwidth_gbs=1792,
+        source=f"{RTX_PRO_6000_DS}, {edition} Edition: FP32 {fp32:g} TFLOPS, AI {ai_tops:g} "
+               f"TOPS (FP4 sparse) -> FP8 {fp8:g}, FP16/BF16 {fp8 / 2:g}, TF32 {fp8 / 4:g} "
+               "dense, FP32 accumulate at full rate as on earlier professional cards; "
+               "FP64 = FP32/64",
     )  # fmt: skip
 
 
@@ -442,131 +455,236 @@ _NOT_MOBILE = r"(?!.*(Laptop|Mobile|Max-Q))"
 # the architecture whitepapers (2 FP64 units per SM) and the source says so.
 PRODUCTS: tuple[ProductSpec, ...] = (
     # --- Volta (CC 7.0): datasheet "Tensor Performance" is FP16 mixed precision, dense. ---
-    _p(r"V100S", "NVIDIA Tesla V100S PCIe 32GB", "Volta", "GV100", "7.0", 80, 1601, 32,
-       fp64=8.2, fp32=16.4, fp16=130, bw=1134,
-       source=f"{V100_DS}, V100S PCIe column; SM count {VOLTA_WP}"),
-    _p(r"V100.*SXM2", "NVIDIA Tesla V100 SXM2", "Volta", "GV100", "7.0", 80, 1530, None,
-       fp64=7.8, fp32=15.7, fp16=125, bw=900,
-       source=f"{V100_DS}, V100 SXM2 (NVLink) column; 16 and 32 GB share the peaks; "
-              f"SM count {VOLTA_WP}"),
-    _p(r"V100.*PCIE", "NVIDIA Tesla V100 PCIe", "Volta", "GV100", "7.0", 80, 1380, None,
-       fp64=7, fp32=14, fp16=112, bw=900,
-       source=f"{V100_DS}, V100 PCIe column; SM count {VOLTA_WP}"),
+    ProductSpec(
+        pattern=r"V100S", product="NVIDIA Tesla V100S PCIe 32GB",
+        architecture="Volta", chip="GV100", compute_capability="7.0", sm_count=80,
+        boost_clock_mhz=1601, memory_gb=32,
+        fp64=8.2, fp32=16.4, fp16=130, memory_bandwidth_gbs=1134,
+        source=f"{V100_DS}, V100S PCIe column; SM count {VOLTA_WP}",
+    ),
+    ProductSpec(
+        pattern=r"V100.*SXM2", product="NVIDIA Tesla V100 SXM2",
+        architecture="Volta", chip="GV100", compute_capability="7.0", sm_count=80,
+        boost_clock_mhz=1530, memory_gb=None,
+        fp64=7.8, fp32=15.7, fp16=125, memory_bandwidth_gbs=900,
+        source=f"{V100_DS}, V100 SXM2 (NVLink) column; 16 and 32 GB share the peaks; "
+               f"SM count {VOLTA_WP}",
+    ),
+    ProductSpec(
+        pattern=r"V100.*PCIE", product="NVIDIA Tesla V100 PCIe",
+        architecture="Volta", chip="GV100", compute_capability="7.0", sm_count=80,
+        boost_clock_mhz=1380, memory_gb=None,
+        fp64=7, fp32=14, fp16=112, memory_bandwidth_gbs=900,
+        source=f"{V100_DS}, V100 PCIe column; SM count {VOLTA_WP}",
+    ),
     # --- Turing (CC 7.5) ---
-    _p(r"\bT4\b", "NVIDIA T4", "Turing", "TU104", "7.5", 40, 1590, 16,
-       fp64=0.25, fp32=8.1, fp16=65, int8=130, bw=320,
-       source=f"{T4_DS} (FP32 8.1, mixed-precision FP16/FP32 65, INT8 130, 320 GB/s); "
-              f"FP64 = FP32/32 and 40 SMs from {TURING_WP}"),
-    _p(r"RTX 2080 Ti" + _NOT_MOBILE,
-       "NVIDIA GeForce RTX 2080 Ti", "Turing", "TU102", "7.5", 68, 1545, 11,
-       fp64=0.42, fp32=13.4, fp16=53.8, int8=215.2, bw=616,
-       source=f"{TURING_WP}, RTX 2080 Ti reference-clock column (1545 MHz; the Founders Edition "
-              "runs 1635 MHz): FP16 with FP32 accumulate 53.8 (107.6 with FP16 accumulate); "
-              "FP64 = FP32/32"),
-    _p(r"RTX 2080(?! Ti| SUPER)" + _NOT_MOBILE,
-       "NVIDIA GeForce RTX 2080", "Turing", "TU104", "7.5", 46,
-       1710, 8, fp64=0.32, fp32=10.1, fp16=40.3, int8=161.1, bw=448,
-       source=f"{TURING_WP}, RTX 2080 reference-clock column (1710 MHz): FP16 with FP32 "
-              "accumulate 40.3 (80.5 with FP16 accumulate); FP64 = FP32/32"),
+    ProductSpec(
+        pattern=r"\bT4\b", product="NVIDIA T4",
+        architecture="Turing", chip="TU104", compute_capability="7.5", sm_count=40,
+        boost_clock_mhz=1590, memory_gb=16,
+        fp64=0.25, fp32=8.1, fp16=65, int8=130, memory_bandwidth_gbs=320,
+        source=f"{T4_DS} (FP32 8.1, mixed-precision FP16/FP32 65, INT8 130, 320 GB/s); "
+               f"FP64 = FP32/32 and 40 SMs from {TURING_WP}",
+    ),
+    ProductSpec(
+        pattern=r"RTX 2080 Ti" + _NOT_MOBILE, product="NVIDIA GeForce RTX 2080 Ti",
+        architecture="Turing", chip="TU102", compute_capability="7.5", sm_count=68,
+        boost_clock_mhz=1545, memory_gb=11,
+        fp64=0.42, fp32=13.4, fp16=53.8, int8=215.2, memory_bandwidth_gbs=616,
+        source=f"{TURING_WP}, RTX 2080 Ti reference-clock column (1545 MHz; the Founders Edition "
+               "runs 1635 MHz): FP16 with FP32 accumulate 53.8 (107.6 with FP16 accumulate); "
+               "FP64 = FP32/32",
+    ),
+    ProductSpec(
+        pattern=r"RTX 2080(?! Ti| SUPER)" + _NOT_MOBILE, product="NVIDIA GeForce RTX 2080",
+        architecture="Turing", chip="TU104", compute_capability="7.5", sm_count=46,
+        boost_clock_mhz=1710, memory_gb=8,
+        fp64=0.32, fp32=10.1, fp16=40.3, int8=161.1, memory_bandwidth_gbs=448,
+        source=f"{TURING_WP}, RTX 2080 reference-clock column (1710 MHz): FP16 with FP32 "
+               "accumulate 40.3 (80.5 with FP16 accumulate); FP64 = FP32/32",
+    ),
     # --- Ampere GA100 (CC 8.0): TF32/BF16/FP16/INT8 halved from the datasheet's sparse values. ---
-    _a100("SXM", 80, bw=2039),
-    _a100("PCIE", 80, bw=1935),
-    _a100("SXM", 40, bw=1555),
-    _a100("PCIE", 40, bw=1555),
-    _p(r"\bA30\b", "NVIDIA A30", "Ampere", "GA100", "8.0", 56, 1440, 24,
-       fp64=5.2, fp64_tensor=10.3, fp32=10.3, tf32=82, bf16=165, fp16=165, int8=330, bw=933,
-       source=f"{A30_DS}; {SPARSE_HALVED}; 56 SMs = 3584 FP32 cores / 64"),
+    _a100(form="SXM", memory_gb=80, memory_bandwidth_gbs=2039),
+    _a100(form="PCIE", memory_gb=80, memory_bandwidth_gbs=1935),
+    _a100(form="SXM", memory_gb=40, memory_bandwidth_gbs=1555),
+    _a100(form="PCIE", memory_gb=40, memory_bandwidth_gbs=1555),
+    ProductSpec(
+        pattern=r"\bA30\b", product="NVIDIA A30",
+        architecture="Ampere", chip="GA100", compute_capability="8.0", sm_count=56,
+        boost_clock_mhz=1440, memory_gb=24,
+        fp64=5.2, fp64_tensor=10.3, fp32=10.3, tf32=82, bf16=165, fp16=165, int8=330,
+        memory_bandwidth_gbs=933,
+        source=f"{A30_DS}; {SPARSE_HALVED}; 56 SMs = 3584 FP32 cores / 64",
+    ),
     # --- Ampere GA10x (CC 8.6) ---
-    _p(r"\bA10\b", "NVIDIA A10", "Ampere", "GA102", "8.6", 72, 1695, 24,
-       fp64=0.49, fp32=31.2, tf32=62.5, bf16=125, fp16=125, int8=250, bw=600,
-       source=f"{A10_DS}; {SPARSE_HALVED}; FP64 = FP32/64 per {GA102_WP}"),
-    _p(r"\bA40\b", "NVIDIA A40", "Ampere", "GA102", "8.6", 84, 1740, 48,
-       fp64=0.58, fp32=37.4, tf32=74.8, bf16=149.7, fp16=149.7, int8=299.3, bw=696,
-       source=f"{A40_DS} (dense figures as printed before the sparse ones); "
-              f"FP64 = FP32/64 per {GA102_WP}"),
-    _p(r"RTX A6000" + _NOT_MOBILE, "NVIDIA RTX A6000", "Ampere", "GA102", "8.6", 84, 1800, 48,
-       fp64=0.6, fp32=38.7, tf32=77.4, bf16=154.8, fp16=154.8, int8=309.7, bw=768,
-       source=f"{GA102_WP}, RTX A6000 column (FP32-accumulate tensor rates at full rate on this "
-              f"professional card), agreeing with {RTX_A6000_DS} (Tensor 309.7 TFLOPS sparse); "
-              "FP64 = FP32/64"),
-    _p(r"RTX A5000" + _NOT_MOBILE, "NVIDIA RTX A5000", "Ampere", "GA102", "8.6", 64, 1695, 24,
-       fp64=0.43, fp32=27.8, tf32=55.6, bf16=111.1, fp16=111.1, int8=222.2, bw=768,
-       source=f"{RTX_A5000_DS} (FP32 27.8, Tensor 222.2 TFLOPS sparse -> 111.1 dense FP16); "
-              f"TF32 = FP16/2, INT8 = 2 x FP16 and FP64 = FP32/64 per {GA102_WP}"),
-    _p(r"RTX 3090(?! Ti)" + _NOT_MOBILE,
-       "NVIDIA GeForce RTX 3090", "Ampere", "GA102", "8.6", 82, 1695, 24,
-       fp64=0.56, fp32=35.6, tf32=35.6, bf16=71, fp16=71, int8=284, bw=936,
-       source=f"{GA102_WP}, RTX 3090 column: FP16/BF16 with FP32 accumulate 71 (142 with FP16 "
-              "accumulate), TF32 35.6, INT8 284; FP64 = FP32/64"),
+    ProductSpec(
+        pattern=r"\bA10\b", product="NVIDIA A10",
+        architecture="Ampere", chip="GA102", compute_capability="8.6", sm_count=72,
+        boost_clock_mhz=1695, memory_gb=24,
+        fp64=0.49, fp32=31.2, tf32=62.5, bf16=125, fp16=125, int8=250, memory_bandwidth_gbs=600,
+        source=f"{A10_DS}; {SPARSE_HALVED}; FP64 = FP32/64 per {GA102_WP}",
+    ),
+    ProductSpec(
+        pattern=r"\bA40\b", product="NVIDIA A40",
+        architecture="Ampere", chip="GA102", compute_capability="8.6", sm_count=84,
+        boost_clock_mhz=1740, memory_gb=48,
+        fp64=0.58, fp32=37.4, tf32=74.8, bf16=149.7, fp16=149.7, int8=299.3,
+        memory_bandwidth_gbs=696,
+        source=f"{A40_DS} (dense figures as printed before the sparse ones); "
+               f"FP64 = FP32/64 per {GA102_WP}",
+    ),
+    ProductSpec(
+        pattern=r"RTX A6000" + _NOT_MOBILE, product="NVIDIA RTX A6000",
+        architecture="Ampere", chip="GA102", compute_capability="8.6", sm_count=84,
+        boost_clock_mhz=1800, memory_gb=48,
+        fp64=0.6, fp32=38.7, tf32=77.4, bf16=154.8, fp16=154.8, int8=309.7,
+        memory_bandwidth_gbs=768,
+        source=f"{GA102_WP}, RTX A6000 column (FP32-accumulate tensor rates at full rate on this "
+               f"professional card), agreeing with {RTX_A6000_DS} (Tensor 309.7 TFLOPS sparse); "
+               "FP64 = FP32/64",
+    ),
+    ProductSpec(
+        pattern=r"RTX A5000" + _NOT_MOBILE, product="NVIDIA RTX A5000",
+        architecture="Ampere", chip="GA102", compute_capability="8.6", sm_count=64,
+        boost_clock_mhz=1695, memory_gb=24,
+        fp64=0.43, fp32=27.8, tf32=55.6, bf16=111.1, fp16=111.1, int8=222.2,
+        memory_bandwidth_gbs=768,
+        source=f"{RTX_A5000_DS} (FP32 27.8, Tensor 222.2 TFLOPS sparse -> 111.1 dense FP16); "
+               f"TF32 = FP16/2, INT8 = 2 x FP16 and FP64 = FP32/64 per {GA102_WP}",
+    ),
+    ProductSpec(
+        pattern=r"RTX 3090(?! Ti)" + _NOT_MOBILE, product="NVIDIA GeForce RTX 3090",
+        architecture="Ampere", chip="GA102", compute_capability="8.6", sm_count=82,
+        boost_clock_mhz=1695, memory_gb=24,
+        fp64=0.56, fp32=35.6, tf32=35.6, bf16=71, fp16=71, int8=284, memory_bandwidth_gbs=936,
+        source=f"{GA102_WP}, RTX 3090 column: FP16/BF16 with FP32 accumulate 71 (142 with FP16 "
+               "accumulate), TF32 35.6, INT8 284; FP64 = FP32/64",
+    ),
     # --- Ada Lovelace (CC 8.9) ---
-    _p(r"\bL40S\b", "NVIDIA L40S", "Ada Lovelace", "AD102", "8.9", 142, 2520, 48,
-       fp64=1.43, fp32=91.6, tf32=183, bf16=362.05, fp16=362.05, fp8=733, int8=733, bw=864,
-       source=f"{L40S_DS} (dense figures as printed before the sparse ones); "
-              f"FP64 = FP32/64 per {ADA_WP}"),
+    ProductSpec(
+        pattern=r"\bL40S\b", product="NVIDIA L40S",
+        architecture="Ada Lovelace", chip="AD102", compute_capability="8.9", sm_count=142,
+        boost_clock_mhz=2520, memory_gb=48,
+        fp64=1.43, fp32=91.6, tf32=183, bf16=362.05, fp16=362.05, fp8=733, int8=733,
+        memory_bandwidth_gbs=864,
+        source=f"{L40S_DS} (dense figures as printed before the sparse ones); "
+               f"FP64 = FP32/64 per {ADA_WP}",
+    ),
     # The L40's datasheet tensor figures are half the L40S's on the same chip and clocks.
-    _p(r"\bL40\b(?!S)", "NVIDIA L40", "Ada Lovelace", "AD102", "8.9", 142, 2490, 48,
-       fp64=1.41, fp32=90.5, tf32=90.5, bf16=181.05, fp16=181.05, fp8=362, int8=362, bw=864,
-       source=f"{L40_DS} (dense figures as printed before the sparse ones); "
-              f"FP64 = FP32/64 per {ADA_WP}"),
-    _p(r"\bL4\b", "NVIDIA L4", "Ada Lovelace", "AD104", "8.9", 58, 2040, 24,
-       fp64=0.47, fp32=30.3, tf32=60, bf16=121, fp16=121, fp8=242.5, int8=242.5, bw=300,
-       source=f"{L4_DS}; {SPARSE_HALVED} (TF32 120, FP16/BF16 242, FP8/INT8 485); "
-              f"58 SMs = 7424 FP32 cores / 128; FP64 = FP32/64 per {ADA_WP}"),
-    _p(r"RTX 6000 Ada" + _NOT_MOBILE,
-       "NVIDIA RTX 6000 Ada Generation", "Ada Lovelace", "AD102", "8.9", 142,
-       2505, 48, fp64=1.42, fp32=91.1, tf32=182.1, bf16=364.2, fp16=364.2, fp8=728.5,
-       int8=728.5, bw=960,
-       source=f"{RTX_6000_ADA_DS} (FP32 91.1, Tensor 1457 TFLOPS = FP8 sparse -> 728.5 dense); "
-              f"FP16/BF16 = FP8/2, TF32 = FP8/4, FP64 = FP32/64 per {ADA_WP}"),
+    ProductSpec(
+        pattern=r"\bL40\b(?!S)", product="NVIDIA L40",
+        architecture="Ada Lovelace", chip="AD102", compute_capability="8.9", sm_count=142,
+        boost_clock_mhz=2490, memory_gb=48,
+        fp64=1.41, fp32=90.5, tf32=90.5, bf16=181.05, fp16=181.05, fp8=362, int8=362,
+        memory_bandwidth_gbs=864,
+        source=f"{L40_DS} (dense figures as printed before the sparse ones); "
+               f"FP64 = FP32/64 per {ADA_WP}",
+    ),
+    ProductSpec(
+        pattern=r"\bL4\b", product="NVIDIA L4",
+        architecture="Ada Lovelace", chip="AD104", compute_capability="8.9", sm_count=58,
+        boost_clock_mhz=2040, memory_gb=24,
+        fp64=0.47, fp32=30.3, tf32=60, bf16=121, fp16=121, fp8=242.5, int8=242.5,
+        memory_bandwidth_gbs=300,
+        source=f"{L4_DS}; {SPARSE_HALVED} (TF32 120, FP16/BF16 242, FP8/INT8 485); "
+               f"58 SMs = 7424 FP32 cores / 128; FP64 = FP32/64 per {ADA_WP}",
+    ),
+    ProductSpec(
+        pattern=r"RTX 6000 Ada" + _NOT_MOBILE, product="NVIDIA RTX 6000 Ada Generation",
+        architecture="Ada Lovelace", chip="AD102", compute_capability="8.9", sm_count=142,
+        boost_clock_mhz=2505, memory_gb=48,
+        fp64=1.42, fp32=91.1, tf32=182.1, bf16=364.2, fp16=364.2, fp8=728.5, int8=728.5,
+        memory_bandwidth_gbs=960,
+        source=f"{RTX_6000_ADA_DS} (FP32 91.1, Tensor 1457 TFLOPS = FP8 sparse -> 728.5 dense); "
+               f"FP16/BF16 = FP8/2, TF32 = FP8/4, FP64 = FP32/64 per {ADA_WP}",
+    ),
     # FP8 with FP32 accumulate: the whitepaper's 660.6 is the FP16-accumulate figure; GeForce
     # runs FP32 accumulate at half rate, 330.3 (as waredb.com lists). Unsure; see the report.
-    _p(r"RTX 4090(?! D)" + _NOT_MOBILE,
-       "NVIDIA GeForce RTX 4090", "Ada Lovelace", "AD102", "8.9", 128, 2520,
-       24, fp64=1.29, fp32=82.6, tf32=82.6, bf16=165.2, fp16=165.2, fp8=330.3, int8=660.6,
-       bw=1008,
-       source=f"{ADA_WP}, RTX 4090 column: FP16/BF16 with FP32 accumulate 165.2 (330.3 with FP16 "
-              "accumulate), TF32 82.6, INT8 660.6; FP8 with FP32 accumulate taken as half the "
-              "FP16-accumulate 660.6; FP64 = FP32/64"),
+    ProductSpec(
+        pattern=r"RTX 4090(?! D)" + _NOT_MOBILE, product="NVIDIA GeForce RTX 4090",
+        architecture="Ada Lovelace", chip="AD102", compute_capability="8.9", sm_count=128,
+        boost_clock_mhz=2520, memory_gb=24,
+        fp64=1.29, fp32=82.6, tf32=82.6, bf16=165.2, fp16=165.2, fp8=330.3, int8=660.6,
+        memory_bandwidth_gbs=1008,
+        source=f"{ADA_WP}, RTX 4090 column: FP16/BF16 with FP32 accumulate 165.2 (330.3 with FP16 "
+               "accumulate), TF32 82.6, INT8 660.6; FP8 with FP32 accumulate taken as half the "
+               "FP16-accumulate 660.6; FP64 = FP32/64",
+    ),
     # --- Hopper (CC 9.0): datasheet tensor figures are sparse; halved. ---
-    _p(r"\bH200\b.*NVL", "NVIDIA H200 NVL", "Hopper", "GH100", "9.0", 132, None, 141,
-       fp64=30, fp64_tensor=60, fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5,
-       int8=1670.5, bw=4800, source=f"{H200_DS}, H200 NVL column; {SPARSE_HALVED}"),
-    _p(r"\bH200\b", "NVIDIA H200 SXM", "Hopper", "GH100", "9.0", 132, 1980, 141,
-       fp64=34, fp64_tensor=67, fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979,
-       int8=1979, bw=4800,
-       source=f"{H200_DS}, H200 SXM column; {SPARSE_HALVED}; SM count {HOPPER_WP}"),
-    _p(r"\bH100\b.*NVL", "NVIDIA H100 NVL", "Hopper", "GH100", "9.0", 132, None, 94,
-       fp64=30, fp64_tensor=60, fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5,
-       int8=1670.5, bw=3900,
-       source=f"{H100_DS}, H100 NVL column (per GPU; an early version printed the figures for a "
-              f"pair of cards); {SPARSE_HALVED}"),
-    _p(r"\bH100\b.*PCIE", "NVIDIA H100 PCIe", "Hopper", "GH100", "9.0", 114, 1755, 80,
-       fp64=26, fp64_tensor=51, fp32=51, tf32=378, bf16=756.5, fp16=756.5, fp8=1513,
-       int8=1513, bw=2000,
-       source=f"{H100_DS}, H100 PCIe column, and {H100_PCIE_PB}; {SPARSE_HALVED}; "
-              f"114 SMs per {HOPPER_WP}"),
-    _p(r"\bH100\b.*(SXM|HBM3)", "NVIDIA H100 SXM", "Hopper", "GH100", "9.0", 132, 1980, 80,
-       fp64=34, fp64_tensor=67, fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979,
-       int8=1979, bw=3350,
-       source=f"{H100_DS}, H100 SXM column; {SPARSE_HALVED}; SM count {HOPPER_WP}"),
+    ProductSpec(
+        pattern=r"\bH200\b.*NVL", product="NVIDIA H200 NVL",
+        architecture="Hopper", chip="GH100", compute_capability="9.0", sm_count=132,
+        boost_clock_mhz=None, memory_gb=141,
+        fp64=30, fp64_tensor=60, fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5,
+        int8=1670.5, memory_bandwidth_gbs=4800,
+        source=f"{H200_DS}, H200 NVL column; {SPARSE_HALVED}",
+    ),
+    ProductSpec(
+        pattern=r"\bH200\b", product="NVIDIA H200 SXM",
+        architecture="Hopper", chip="GH100", compute_capability="9.0", sm_count=132,
+        boost_clock_mhz=1980, memory_gb=141,
+        fp64=34, fp64_tensor=67, fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979, int8=1979,
+        memory_bandwidth_gbs=4800,
+        source=f"{H200_DS}, H200 SXM column; {SPARSE_HALVED}; SM count {HOPPER_WP}",
+    ),
+    ProductSpec(
+        pattern=r"\bH100\b.*NVL", product="NVIDIA H100 NVL",
+        architecture="Hopper", chip="GH100", compute_capability="9.0", sm_count=132,
+        boost_clock_mhz=None, memory_gb=94,
+        fp64=30, fp64_tensor=60, fp32=60, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5,
+        int8=1670.5, memory_bandwidth_gbs=3900,
+        source=f"{H100_DS}, H100 NVL column (per GPU; an early version printed the figures for a "
+               f"pair of cards); {SPARSE_HALVED}",
+    ),
+    ProductSpec(
+        pattern=r"\bH100\b.*PCIE", product="NVIDIA H100 PCIe",
+        architecture="Hopper", chip="GH100", compute_capability="9.0", sm_count=114,
+        boost_clock_mhz=1755, memory_gb=80,
+        fp64=26, fp64_tensor=51, fp32=51, tf32=378, bf16=756.5, fp16=756.5, fp8=1513, int8=1513,
+        memory_bandwidth_gbs=2000,
+        source=f"{H100_DS}, H100 PCIe column, and {H100_PCIE_PB}; {SPARSE_HALVED}; "
+               f"114 SMs per {HOPPER_WP}",
+    ),
+    ProductSpec(
+        pattern=r"\bH100\b.*(SXM|HBM3)", product="NVIDIA H100 SXM",
+        architecture="Hopper", chip="GH100", compute_capability="9.0", sm_count=132,
+        boost_clock_mhz=1980, memory_gb=80,
+        fp64=34, fp64_tensor=67, fp32=67, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979, int8=1979,
+        memory_bandwidth_gbs=3350,
+        source=f"{H100_DS}, H100 SXM column; {SPARSE_HALVED}; SM count {HOPPER_WP}",
+    ),
     # --- Blackwell ---
     # The HGX B200 table has been revised: an earlier version gave 8 TB/s per GPU and a later
     # one (Glenn Lockwood's notes cite it) FP64 40 / FP32 80; we use the figures NVIDIA's HGX
     # page gives per GPU (FP64 37, FP32 75, 7.7 TB/s), the lower and more recent.
-    _p(r"\bB200\b", "NVIDIA B200 (HGX)", "Blackwell", "GB100", "10.0", 148, None, 180,
-       fp64=37, fp64_tensor=37, fp32=75, tf32=1100, bf16=2250, fp16=2250, fp8=4500, int8=4500,
-       bw=7700,
-       source=f"{HGX_B200_DS}: FP64 37, FP32 75, TF32 2.2 / FP16 4.5 / FP8 9 / INT8 9 P(FL)OPS "
-              "sparse (halved here), 7.7 TB/s; 148 SMs as CUDA reports them"),
+    ProductSpec(
+        pattern=r"\bB200\b", product="NVIDIA B200 (HGX)",
+        architecture="Blackwell", chip="GB100", compute_capability="10.0", sm_count=148,
+        boost_clock_mhz=None, memory_gb=180,
+        fp64=37, fp64_tensor=37, fp32=75, tf32=1100, bf16=2250, fp16=2250, fp8=4500, int8=4500,
+        memory_bandwidth_gbs=7700,
+        source=f"{HGX_B200_DS}: FP64 37, FP32 75, TF32 2.2 / FP16 4.5 / FP8 9 / INT8 9 P(FL)OPS "
+               "sparse (halved here), 7.7 TB/s; 148 SMs as CUDA reports them",
+    ),
     # INT8 left None: not stated with confidence for GB20x.
-    _p(r"RTX 5090(?! D)" + _NOT_MOBILE,
-       "NVIDIA GeForce RTX 5090", "Blackwell", "GB202", "12.0", 170, 2407, 32,
-       fp64=1.64, fp32=104.8, tf32=104.8, bf16=209.5, fp16=209.5, fp8=419, bw=1792,
-       source=f"{RTX_BLACKWELL_WP}, RTX 5090 column: FP16/BF16 with FP32 accumulate 209.5 (419 "
-              "with FP16 accumulate), TF32 104.8, FP8 with FP32 accumulate 419 (838 with FP16 "
-              "accumulate); FP64 = FP32/64"),
-    _rtx_pro_6000_blackwell(r".*Max-Q", "Max-Q Workstation", 2288, fp32=110, ai_tops=3511),
-    _rtx_pro_6000_blackwell(r"(?!.*(Max-Q|Server))", "Workstation", 2617, fp32=125, ai_tops=4000),
+    ProductSpec(
+        pattern=r"RTX 5090(?! D)" + _NOT_MOBILE, product="NVIDIA GeForce RTX 5090",
+        architecture="Blackwell", chip="GB202", compute_capability="12.0", sm_count=170,
+        boost_clock_mhz=2407, memory_gb=32,
+        fp64=1.64, fp32=104.8, tf32=104.8, bf16=209.5, fp16=209.5, fp8=419,
+        memory_bandwidth_gbs=1792,
+        source=f"{RTX_BLACKWELL_WP}, RTX 5090 column: FP16/BF16 with FP32 accumulate 209.5 (419 "
+               "with FP16 accumulate), TF32 104.8, FP8 with FP32 accumulate 419 (838 with FP16 "
+               "accumulate); FP64 = FP32/64",
+    ),
+    _rtx_pro_6000_blackwell(
+        suffix=r".*Max-Q", edition="Max-Q Workstation", boost_clock_mhz=2288, fp32=110,
+        ai_tops=3511,
+    ),
+    _rtx_pro_6000_blackwell(
+        suffix=r"(?!.*(Max-Q|Server))", edition="Workstation", boost_clock_mhz=2617, fp32=125,
+        ai_tops=4000,
+    ),
 )  # fmt: skip
 
 
@@ -746,15 +864,31 @@ def arch_supports(arch_list: tuple[str, ...], cc: tuple[int, int]) -> bool:
 # (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/), one table per product. Matched on
 # the NVML name and the memory size (the 40 GB and 80 GB A100 share a name stem). A card not
 # listed gets the command that lists its profiles instead of a guess.
-MIG_SMALLEST_PROFILES: tuple[tuple[str, float, float, str], ...] = (
-    # (NVML name pattern, memory from GiB, to GiB, profile)
-    (r"A30\b", 20, 26, "1g.6gb"),
-    (r"A100", 35, 45, "1g.5gb"),
-    (r"A100", 70, 85, "1g.10gb"),
-    (r"H100", 70, 85, "1g.10gb"),  # H100 SXM5 / PCIe 80 GB
-    (r"H100", 88, 100, "1g.12gb"),  # H100 NVL 94 GB, H100 96 GB
-    (r"H200", 130, 150, "1g.18gb"),  # H200 SXM and NVL 141 GB
-    (r"\bB200", 170, 190, "1g.23gb"),  # B200 180 GB
+
+
+@dataclass(frozen=True, kw_only=True)
+class MigProfile:
+    """The smallest MIG profile of the cards whose NVML name matches ``pattern`` and whose
+    memory is ``memory_from_gib`` to ``memory_to_gib`` GiB."""
+
+    pattern: str
+    memory_from_gib: float
+    memory_to_gib: float
+    profile: str
+
+
+MIG_SMALLEST_PROFILES: tuple[MigProfile, ...] = (
+    MigProfile(pattern=r"A30\b", memory_from_gib=20, memory_to_gib=26, profile="1g.6gb"),
+    MigProfile(pattern=r"A100", memory_from_gib=35, memory_to_gib=45, profile="1g.5gb"),
+    MigProfile(pattern=r"A100", memory_from_gib=70, memory_to_gib=85, profile="1g.10gb"),
+    # H100 SXM5 / PCIe 80 GB
+    MigProfile(pattern=r"H100", memory_from_gib=70, memory_to_gib=85, profile="1g.10gb"),
+    # H100 NVL 94 GB, H100 96 GB
+    MigProfile(pattern=r"H100", memory_from_gib=88, memory_to_gib=100, profile="1g.12gb"),
+    # H200 SXM and NVL 141 GB
+    MigProfile(pattern=r"H200", memory_from_gib=130, memory_to_gib=150, profile="1g.18gb"),
+    # B200 180 GB
+    MigProfile(pattern=r"\bB200", memory_from_gib=170, memory_to_gib=190, profile="1g.23gb"),
 )
 
 
@@ -764,10 +898,34 @@ def mig_smallest_profile(name: str | None, memory_total: int | None) -> str | No
     if not name or not memory_total:
         return None
     gib = memory_total / 2**30
-    for pattern, lo, hi, profile in MIG_SMALLEST_PROFILES:
-        if re.search(pattern, name) and lo <= gib <= hi:
-            return profile
+    for row in MIG_SMALLEST_PROFILES:
+        if re.search(row.pattern, name) and row.memory_from_gib <= gib <= row.memory_to_gib:
+            return row.profile
     return None
+
+
+# --- PCIe links ----------------------------------------------------------------------------------
+
+# One lane's rate in one direction after line encoding, GB/s (10^9 bytes per second): transfer
+# rate x encoding efficiency / 8 bits, from the PCI-SIG PCI Express Base Specification of each
+# generation (the revision in brackets). Protocol overhead (TLP headers, flow control) is not
+# taken off: healthy pinned host-to-device copies reach 60-87 % of these.
+PCIE_LANE_GBS: dict[int, float] = {
+    1: 0.25,  # 2.5 GT/s x 8b/10b encoding / 8 (Base Specification 1.0a)
+    2: 0.5,  # 5.0 GT/s x 8b/10b / 8 (2.0)
+    3: 0.985,  # 8.0 GT/s x 128b/130b / 8 (3.0)
+    4: 1.969,  # 16 GT/s x 128b/130b / 8 (4.0)
+    5: 3.938,  # 32 GT/s x 128b/130b / 8 (5.0)
+    6: 7.563,  # 64 GT/s PAM4 x 242/256 (FLIT mode: 242 of each 256 bytes carry data) / 8 (6.0)
+}
+
+
+def pcie_link_gbs(gen: int | None, width: int | None) -> float | None:
+    """Theoretical one-direction rate of a PCIe link of generation ``gen`` and ``width`` lanes in
+    GB/s (:data:`PCIE_LANE_GBS` x lanes); an unknown generation or width gives ``None``."""
+    if gen is None or width is None or gen not in PCIE_LANE_GBS:
+        return None
+    return PCIE_LANE_GBS[gen] * width
 
 
 if __name__ == "__main__":  # python -m gpuprobe.hardware.specs: the table in docs/peaks.md

@@ -226,7 +226,7 @@ def _gpu_for(inv: Inventory, env: dict[str, Any], device: str) -> Gpu | None:
 
 
 def _peak_of(r: BenchResult, g: Gpu) -> float | None:
-    from gpuprobe.checks.kernels import pcie_link_gbs
+    from gpuprobe.hardware.specs import pcie_link_gbs
 
     p = g.peaks
     if r.workload == "matmul" and p is not None:

@@ -29,8 +29,9 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.measure.measurement import Measurement, format_seconds
-from gpuprobe.memory.oom import classify_oom, format_bytes
+from gpuprobe.memory.oom.classify import classify_oom
 from gpuprobe.report.findings_text import findings_lines
+from gpuprobe.units import size as format_bytes
 
 __all__ = [
     "CURVE_MAX_POINTS",
@@ -203,17 +204,17 @@ def _trial(
     propagates."""
     import resource
 
-    from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_memory as tm
     from gpuprobe.frameworks.base import host_times
 
-    ft.release_memory()
+    tm.release_memory()
     if device is not None:
-        ft.reset_peak_memory(device)
+        tm.reset_peak_memory(device)
     rss0 = _rss()
     oom: str | None = None
     try:
         step(batch_size)
-        dev = device or (_cuda_device() if ft.cuda_initialized() else "cpu")
+        dev = device or (_cuda_device() if tm.cuda_initialized() else "cpu")
         if dev.startswith("cuda"):
             from gpuprobe.frameworks.torch import TorchBackend
 
@@ -231,16 +232,16 @@ def _trial(
         oom = found.message
         traceback.clear_frames(exc.__traceback__)  # the failed step's tensors go with them
     if oom is not None:
-        ft.release_memory()
+        tm.release_memory()
         return {"fits": False, "error": oom}
-    peak = ft.peak_memory(dev)
+    peak = tm.peak_memory(dev)
     kind: str | None = "cuda allocator peak"
     if peak is None and not own_process:
         kind = None
     elif peak is None:
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         peak, kind = max(0, peak_rss - rss0), "peak RSS above the trial's start"
-    ft.release_memory()
+    tm.release_memory()
     return {"fits": True, "times": times, "timer": timer, "peak": peak, "kind": kind, "device": dev}
 
 

@@ -97,7 +97,7 @@ def _vm_size() -> int:
 
 def cap_description(limit: int, device: str) -> str:
     """What a cap of ``limit`` bytes limits, in words, for a trial on ``device``."""
-    from gpuprobe.memory.oom import format_bytes
+    from gpuprobe.units import size as format_bytes
 
     if device.startswith("cuda"):
         return f"{format_bytes(limit)} of torch's CUDA allocator (set_per_process_memory_fraction)"
@@ -108,12 +108,12 @@ def cap_description(limit: int, device: str) -> str:
 
 
 def _apply_cap(limit: int, device: str) -> None:
-    from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_memory as tm
 
     if device.startswith("cuda"):
-        ft.cap_cuda_memory(limit, device)
+        tm.cap_cuda_memory(limit, device)
         return
-    ft.warm_up()  # the thread pool and allocator arenas count as start-up, not as the step
+    tm.warm_up()  # the thread pool and allocator arenas count as start-up, not as the step
     base = _vm_size()
     resource.setrlimit(resource.RLIMIT_AS, (base + limit, base + limit))
 

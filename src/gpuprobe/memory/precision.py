@@ -129,27 +129,27 @@ def _as64(torch: Any, out: Any) -> Any:
     return torch.cat([p.detach().to("cpu", torch.float64).reshape(-1) for p in parts])
 
 
-def _plan(torch: Any, ft: Any, dtype: str, model: Any, device: str) -> tuple[Any, Any, str] | str:
+def _plan(torch: Any, tp: Any, dtype: str, model: Any, device: str) -> tuple[Any, Any, str] | str:
     """(model to run, context manager factory, how) or the reason to skip."""
     null = contextlib.nullcontext
     if dtype == "fp32":
-        return model, (lambda: ft.tf32_matmul(False)) if device.startswith("cuda") else null, "fp32"
+        return model, (lambda: tp.tf32_matmul(False)) if device.startswith("cuda") else null, "fp32"
     if dtype == "tf32":
-        if not ft.tf32_supported(device):
+        if not tp.tf32_supported(device):
             return (
                 "TF32 is a tensor-core mode of NVIDIA GPUs with compute capability 8.0+; "
                 f"on {device} fp32 matmuls stay fp32"
             )
-        return model, lambda: ft.tf32_matmul(True), "fp32 tensors, TF32 matmuls"
+        return model, lambda: tp.tf32_matmul(True), "fp32 tensors, TF32 matmuls"
     if dtype in ("bf16", "fp16"):
-        if dtype == "bf16" and not ft.bf16_supported(device):
+        if dtype == "bf16" and not tp.bf16_supported(device):
             return f"{device} has no bfloat16 support (compute capability 8.0+ needed)"
         try:
-            with ft.autocast(device, dtype):
+            with tp.autocast(device, dtype):
                 pass
         except Exception as exc:
             return f"torch.autocast({device!r}, {dtype}) is not supported here: {exc}"
-        return model, lambda: ft.autocast(device, dtype), f"torch.autocast({dtype})"
+        return model, lambda: tp.autocast(device, dtype), f"torch.autocast({dtype})"
     if dtype == "int8":
         if not device.startswith("cpu"):
             return (
@@ -159,12 +159,12 @@ def _plan(torch: Any, ft: Any, dtype: str, model: Any, device: str) -> tuple[Any
         if not any(isinstance(m, torch.nn.Linear) for m in model.modules()):
             return "the model has no nn.Linear layer for quantize_dynamic to quantize"
         try:
-            q = ft.quantize_dynamic_int8(model)
+            q = tp.quantize_dynamic_int8(model)
         except Exception as exc:
             return f"quantize_dynamic failed: {type(exc).__name__}: {exc}"
         engine = torch.backends.quantized.engine
         how = f"quantize_dynamic(nn.Linear, qint8), engine {engine}, MHA fast path off"
-        return q, lambda: ft.mha_fastpath(False), how
+        return q, lambda: tp.mha_fastpath(False), how
     raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
 
 
@@ -182,6 +182,7 @@ def precision_sweep(
     deviation from fp32. ``metric(out, ref)`` (both float64 CPU tensors of the flattened
     outputs) adds a task metric, e.g. accuracy agreement. Skipped dtypes say why."""
     from gpuprobe.frameworks import torch as ft
+    from gpuprobe.frameworks import torch_precision as tp
     from gpuprobe.frameworks.torch import TorchBackend
     from gpuprobe.measure.timing import measure
 
@@ -198,7 +199,7 @@ def precision_sweep(
     )
     first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
     batch = int(first.shape[0]) if first is not None and first.dim() > 0 else 1
-    dev = device or ft.module_device(model)
+    dev = device or tp.module_device(model)
     backend = TorchBackend(dev if dev.startswith("cuda") else "cpu")
     was_training = model.training
     model.eval()
@@ -209,7 +210,7 @@ def precision_sweep(
     load = HostLoad(children=False)
     try:
         for name in order:
-            plan = _plan(torch, ft, name, model, dev)
+            plan = _plan(torch, tp, name, model, dev)
             if isinstance(plan, str):
                 results[name] = PrecisionResult(dtype=name, outcome="skipped", reason=plan)
                 continue
@@ -226,7 +227,7 @@ def precision_sweep(
             except UsageError:
                 raise
             except Exception as exc:
-                from gpuprobe.memory.oom import classify_oom
+                from gpuprobe.memory.oom.classify import classify_oom
 
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 why = f"{type(exc).__name__}: {first}"
