@@ -74,7 +74,7 @@ def test_no_package_is_callable_and_submodules_do_not_hide_the_functions() -> No
     import gpuprobe.checks.env
     import gpuprobe.machine
     import gpuprobe.measure.runner
-    import gpuprobe.trace.kineto  # noqa: F401
+    import gpuprobe.trace.kineto
 
     for name in ("doctor", "bench", "diagnose", "inventory", "record", "fit", "pack", "run"):
         assert isinstance(getattr(gpuprobe, name), types.FunctionType), name

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuprobe._version import __version__
 from gpuprobe.api import (
     bench,
     compare,
@@ -34,7 +35,6 @@ from gpuprobe.api import (
     run,
     uninstall_oom_hook,
 )
-from gpuprobe._version import __version__
 from gpuprobe.errors import GpuprobeError, InputError, UsageError
 
 if TYPE_CHECKING:

@@ -161,7 +161,13 @@ def record(
     one)."""
     from gpuprobe.monitor.record import record as _record
 
-    return _record(None if out is None else Path(out), hz=hz, pid=pid, pcie_throughput=pcie_throughput, nvml=nvml)
+    return _record(
+        None if out is None else Path(out),
+        hz=hz,
+        pid=pid,
+        pcie_throughput=pcie_throughput,
+        nvml=nvml,
+    )
 
 
 def diagnose(

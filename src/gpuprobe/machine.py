@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gpuprobe._version import __version__
 from gpuprobe._data import Record
+from gpuprobe._version import __version__
 from gpuprobe.errors import InputError
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware import specs

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuprobe.measure.history import Store, data_dir
 from gpuprobe.measure.measurement import Measurement
 from gpuprobe.measure.report import BenchReport, BenchResult, Environment
-from gpuprobe.measure.history import Store, data_dir
 
 
 def test_data_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import gpuprobe.measure.history as store_mod
+from gpuprobe.measure.history import SCHEMA_VERSION, Store, StoreError
 from gpuprobe.measure.measurement import Measurement
 from gpuprobe.measure.report import BenchReport, BenchResult, Environment
-from gpuprobe.measure.history import SCHEMA_VERSION, Store, StoreError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
