@@ -52,41 +52,47 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports() -> list[Import]:
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_pkg: bool) -> list[str]:
+    """The absolute module names an import statement in ``module`` names."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not node.level:
+        return [node.module or ""]
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return [".".join([*base, *([node.module] if node.module else [])])]
+
+
+def _module_imports(path: Path) -> list[Import]:
+    """Every import of gpuprobe in one file, with the function it is in (not under
+    ``if TYPE_CHECKING``)."""
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    is_pkg = rel.name == "__init__"
+    module = ".".join(rel.parts[:-1] if is_pkg else rel.parts)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            type_only |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
     out: list[Import] = []
-    for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(SRC.parent).with_suffix("")
-        is_pkg = rel.name == "__init__"
-        module = ".".join(rel.parts[:-1] if is_pkg else rel.parts)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        type_only: set[int] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                type_only |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-
-        def visit(node: ast.AST, function: ast.FunctionDef | ast.AsyncFunctionDef | None) -> None:
-            for child in ast.iter_child_nodes(node):
-                inner = (
-                    child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
-                )
-                if isinstance(child, (ast.Import, ast.ImportFrom)) and id(child) not in type_only:
-                    if isinstance(child, ast.Import):
-                        targets = [a.name for a in child.names]
-                    elif child.level:
-                        base = module.split(".")
-                        if not is_pkg:
-                            base = base[:-1]
-                        base = base[: len(base) - (child.level - 1)]
-                        targets = [".".join([*base, *([child.module] if child.module else [])])]
-                    else:
-                        targets = [child.module or ""]
-                    for t in targets:
-                        if t == "gpuprobe" or t.startswith("gpuprobe."):
-                            out.append(Import(module, t, child.lineno, function))
-                visit(child, inner or function)
-
-        visit(tree, None)
+    stack: list[tuple[ast.AST, Function | None]] = [(tree, None)]
+    while stack:
+        node, function = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and id(child) not in type_only:
+                for t in _targets(child, module, is_pkg):
+                    if t == "gpuprobe" or t.startswith("gpuprobe."):
+                        out.append(Import(module, t, child.lineno, function))
+            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            stack.append((child, inner or function))
     return out
+
+
+def _imports() -> list[Import]:
+    return [i for path in sorted(SRC.rglob("*.py")) for i in _module_imports(path)]
 
 
 IMPORTS = _imports()
