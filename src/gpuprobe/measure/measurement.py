@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe._data import Record
+from gpuprobe.units import seconds as format_seconds  # the one duration format, kept importable
 
 __all__ = ["SPREAD_WARN_FRACTION", "Measurement", "format_seconds", "quantile", "rel_error"]
 
@@ -37,17 +38,6 @@ def rel_error(out: Any, ref: Any) -> float:
     denom = float(np.linalg.norm(ref)) or 1.0
     err = float(np.linalg.norm(out - ref)) / denom
     return err if np.isfinite(err) else float("inf")
-
-
-def format_seconds(s: float | None) -> str:
-    """1.5e-05 -> '15.0 µs', 0.0123 -> '12.3 ms', 2.5 -> '2.50 s'."""
-    if s is None:
-        return "n/a"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} µs"
-    if s < 1:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s:.3g} s"
 
 
 @dataclass(frozen=True)
