@@ -149,23 +149,6 @@ class Measurement(Record):
         )
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from gpuprobe.report.reprs import measurement_html
 
-        warning = self.warning
-        warn = (
-            ""
-            if warning is None
-            else f"<br><b style='color:#9a6700'>warning:</b> {escape(warning)}"
-        )
-        rate = ""
-        if self.flops:
-            rate = f", {self.flops / 1e9:.4g} GFLOP/s"
-        elif self.bytes_per_s:
-            rate = f", {self.bytes_per_s / 1e9:.4g} GB/s"
-        return (
-            f"<div class='gpuprobe-measurement'><b>{escape(self.name)}</b> "
-            f"[{escape(self.framework)} {escape(self.device)}]: median "
-            f"{format_seconds(self.median)} (p20 {format_seconds(self.p20)}, p80 "
-            f"{format_seconds(self.p80)}, min {format_seconds(self.min)}; n={self.n}, "
-            f"{escape(self.timer)}){rate}{warn}</div>"
-        )
+        return measurement_html(self)

@@ -14,10 +14,14 @@ import io
 import re
 from collections.abc import Callable, Iterable
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuprobe.findings import Finding, status_counts, worst_first
+from gpuprobe.findings import Finding, Status, status_counts, worst_first
 from gpuprobe.report.style import STATUS_COLORS
+from gpuprobe.units import seconds
+
+if TYPE_CHECKING:
+    from gpuprobe.measure.measurement import Measurement
 
 __all__ = [
     "capture",
@@ -27,6 +31,7 @@ __all__ = [
     "finding_table_html",
     "findings_html",
     "fix_html",
+    "measurement_html",
     "result_html",
     "status_counts",
     "text_html",
@@ -117,3 +122,26 @@ def result_html(result: object) -> str:
     """A result whose ``str`` is a plain-text table (PackReport, FitResult, PrecisionReport) as
     HTML: that text in a <pre> of class ``gpuprobe-<its class name in lower case>``."""
     return text_html(str(result), css_class=f"gpuprobe-{type(result).__name__.lower()}")
+
+
+def measurement_html(m: Measurement) -> str:
+    """A measurement in one line: median, p20, p80, min, n, timer, its rate, and the spread
+    warning when the times vary too much."""
+    warning = m.warning
+    warn = (
+        ""
+        if warning is None
+        else f"<br><b style='color:{STATUS_COLORS[Status.WARN]}'>warning:</b> {escape(warning)}"
+    )
+    rate = ""
+    if m.flops:
+        rate = f", {m.flops / 1e9:.4g} GFLOP/s"
+    elif m.bytes_per_s:
+        rate = f", {m.bytes_per_s / 1e9:.4g} GB/s"
+    return (
+        f"<div class='gpuprobe-measurement'><b>{escape(m.name)}</b> "
+        f"[{escape(m.framework)} {escape(m.device)}]: median "
+        f"{seconds(m.median)} (p20 {seconds(m.p20)}, p80 "
+        f"{seconds(m.p80)}, min {seconds(m.min)}; n={m.n}, "
+        f"{escape(m.timer)}){rate}{warn}</div>"
+    )
