@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 
 from gpuprobe._data import Record
 
-__all__ = ["Evidence", "Finding", "Status", "worst", "worst_first"]
+__all__ = [
+    "Evidence",
+    "Finding",
+    "Status",
+    "findings_lines",
+    "status_counts",
+    "worst",
+    "worst_first",
+]
 
 
 class Status(str, enum.Enum):
@@ -114,9 +122,9 @@ class Finding(Record):
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from gpuprobe.report.reprs import finding_html
+        from gpuprobe.report.reprs import finding_table_html
 
-        return f"<table>{finding_html(self)}</table>"
+        return finding_table_html(self)
 
 
 def worst(findings: Iterable[Finding]) -> Status:
@@ -128,3 +136,33 @@ def worst(findings: Iterable[Finding]) -> Status:
 def worst_first(findings: Iterable[Finding]) -> list[Finding]:
     """Findings sorted fail, warn, info, ok, skipped; stable within a status."""
     return sorted(findings, key=lambda f: -f.status.rank)
+
+
+def status_counts(findings: Iterable[Finding]) -> str:
+    """``"1 fail, 2 warn, 9 ok"`` (worst first, statuses with none left out): the findings in a
+    result's one-line ``repr``."""
+    fs = list(findings)
+    counts = [(s, sum(f.status is s for f in fs)) for s in sorted(Status, key=lambda s: -s.rank)]
+    return ", ".join(f"{n} {s.value}" for s, n in counts if n) or "no findings"
+
+
+def findings_lines(
+    findings: Iterable[Finding],
+    *,
+    skip: tuple[str, ...] = (),
+    no_details: tuple[str, ...] = (),
+    no_fix: tuple[str, ...] = (),
+) -> list[str]:
+    """Findings as plain-text lines under a result's table (its ``__str__``): ``  [status]
+    title``, then ``- detail`` lines and ``fix:``; ids in ``skip`` are left out, those in
+    ``no_details`` / ``no_fix`` shown without them."""
+    lines: list[str] = []
+    for f in findings:
+        if f.id in skip:
+            continue
+        lines.append(f"  [{f.status.value}] {f.title}")
+        if f.id not in no_details:
+            lines.extend(f"         - {d}" for d in f.details)
+        if f.fix and f.id not in no_fix:
+            lines.append(f"         fix: {f.fix}")
+    return lines

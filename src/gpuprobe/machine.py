@@ -20,6 +20,7 @@ from gpuprobe.errors import InputError
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware import specs
 from gpuprobe.hardware.types import CudaView, Driver, Gpu, Host, PciDevice
+from gpuprobe.units import gib
 
 __all__ = ["CUDA_ENV_VARS", "SCHEMA_VERSION", "Inventory", "enrich_gpu", "inventory", "load"]
 
@@ -75,7 +76,7 @@ class Inventory(Record):
 
     def __repr__(self) -> str:
         h = self.host
-        mem = f", {h.memory_total / 2**30:.0f} GiB" if h.memory_total else ""
+        mem = f", {gib(h.memory_total, 0)}" if h.memory_total else ""
         cores = f", {h.logical_cores} cores" if h.logical_cores else ""
         gpus = ", ".join(g.name or f"GPU {g.index}" for g in self.gpus) or "no GPU"
         fws = ", ".join(
@@ -88,10 +89,9 @@ class Inventory(Record):
         )
 
     def __str__(self) -> str:
-        from gpuprobe.report.reprs import capture
-        from gpuprobe.report.terminal import render_inventory
+        from gpuprobe.report.terminal import inventory_text
 
-        return capture(lambda con: render_inventory(self, con))
+        return inventory_text(self)
 
 
 def load(path: str | Path) -> Inventory:

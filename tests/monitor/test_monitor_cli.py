@@ -13,8 +13,9 @@ from cli_helper import run_gpuprobe
 from replay_nvml import DATA, ReplayNvml, no_nvml
 from rich.console import Console
 
-from gpuprobe.monitor.live import TopView, bar, run_top, sparkline
+from gpuprobe.monitor.live import TopView
 from gpuprobe.monitor.timeline import TIMELINE_NAME
+from gpuprobe.report.top import bar, run_top, sparkline
 
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
 

@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 import gpuprobe.cli as cli
+from gpuprobe.report.trace_ranks import render_kernel_diff_text
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.kernel_diff import (
     KERNEL_CHANGE_FRACTION,
@@ -17,7 +18,6 @@ from gpuprobe.trace.kernel_diff import (
     compare_kernels,
 )
 from gpuprobe.trace.kineto import read_trace
-from gpuprobe.trace.report_ranks import render_kernel_diff_text
 
 from .realdata import DIFF_CONTROL, DIFF_TEST, gpu_events, load
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from gpuprobe.report.trace_ranks import render_kernels_text, short_kernel_name
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.kernels import (
     FAMILIES,
@@ -18,7 +19,6 @@ from gpuprobe.trace.kernels import (
     launch_stats,
 )
 from gpuprobe.trace.kineto import read_trace
-from gpuprobe.trace.report_ranks import render_kernels_text, short_kernel_name
 
 from .realdata import CPU_ONLY, DIFF_TEST, DLRM_FILES, MI250, gpu_events, load
 

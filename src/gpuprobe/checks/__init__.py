@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gpuprobe._data import Record
 from gpuprobe.checks.worker import WorkerResult
 from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK
-from gpuprobe.findings import Finding, Status, worst, worst_first
+from gpuprobe.findings import Finding, Status, status_counts, worst, worst_first
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.machine import Inventory
 
@@ -61,8 +61,6 @@ class DoctorReport(Record):
         return doctor_html(self)
 
     def __repr__(self) -> str:
-        from gpuprobe.report.reprs import status_counts
-
         elapsed = f", {self.elapsed_s:.1f} s" if self.elapsed_s is not None else ""
         mode = "" if self.live else ", recorded snapshot"
         return (
@@ -71,10 +69,9 @@ class DoctorReport(Record):
         )
 
     def __str__(self) -> str:
-        from gpuprobe.report.reprs import capture
-        from gpuprobe.report.terminal import render_doctor
+        from gpuprobe.report.terminal import doctor_text
 
-        return capture(lambda con: render_doctor(self, con))
+        return doctor_text(self)
 
 
 def judge(inv: Inventory, workers: list[WorkerResult] | None = None) -> list[Finding]:

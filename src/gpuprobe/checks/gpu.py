@@ -9,6 +9,7 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.nvml import lost_gpu_fix
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.machine import Inventory
+from gpuprobe.units import MIB, gib_value
 
 __all__ = ["check_gpus", "lost_gpu_finding"]
 
@@ -18,7 +19,6 @@ OTHER_PROCESS_MEMORY_WARN_FRACTION = 0.10  # of the card's memory held by other 
 # below it (a desktop's Xorg, a monitor) it is only information. gpuprobe's own judgement.
 RETIRED_PAGES_WARN = 1  # any retired page is worth knowing; NVIDIA's RMA threshold is 60
 # (NVIDIA "Dynamic Page Retirement" doc, DA-08347) and DCGM warns on pending retirement.
-MIB = 2**20
 
 
 def lost_gpu_finding(subject: str, error: str | None, index: int | None = None) -> Finding:
@@ -54,10 +54,6 @@ def _unreadable(g: Gpu) -> list[Finding]:
     ]
 
 
-def _gib(b: int | None) -> float | None:
-    return round(b / 2**30, 2) if b is not None else None
-
-
 def _processes(g: Gpu) -> list[Finding]:
     me = os.getpid()
     others = [p for p in g.processes if p.pid != me]
@@ -77,7 +73,7 @@ def _processes(g: Gpu) -> list[Finding]:
             f"({frac:.0%} of its memory): {who}",
             (
                 Evidence("processes", len(others)),
-                Evidence("memory_held", _gib(used), "GiB"),
+                Evidence("memory_held", gib_value(used), "GiB"),
                 Evidence("fraction", round(frac * 100, 1), "%"),
             ),
             fix="wait for them or stop them ('nvidia-smi' lists them; 'kill PID' for your own); "
@@ -235,10 +231,10 @@ def check_gpus(inv: Inventory, system: str | None = None) -> list[Finding]:
                 Finding(
                     "gpu-ok",
                     Status.OK,
-                    f"{g.label}: {_gib(g.memory_total)} GiB, {g.temperature_c} °C, "
+                    f"{g.label}: {gib_value(g.memory_total)} GiB, {g.temperature_c} °C, "
                     f"{g.power_draw_w} W of {g.power_limit_w} W, no ECC or memory-repair problems",
                     (
-                        Evidence("memory_total", _gib(g.memory_total), "GiB"),
+                        Evidence("memory_total", gib_value(g.memory_total), "GiB"),
                         Evidence("temperature", g.temperature_c, "°C"),
                         Evidence("ecc_mode", g.ecc_mode),
                     ),

@@ -28,13 +28,10 @@ def print_json(data: Any) -> None:
 @contextmanager
 def progress(enabled: bool, what: str) -> Iterator[Callable[[str], None]]:
     """A spinner on stderr while something runs; yields a function that updates its text."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda _msg: None
-        return
-    from rich.status import Status
+    from gpuprobe.report.progress import progress as status_line
 
-    with Status(what, console=console(stderr=True)) as status:
-        yield lambda msg: status.update(f"{what}: {msg}")
+    with status_line(what, enabled=enabled) as line:
+        yield line.update
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away

@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from gpuprobe.cli._args import float_in
@@ -66,40 +64,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-@contextmanager
-def _bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar on stderr (only on a terminal)."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("starting", total=None)
-
-        def update(label: str, done: int, total: int) -> None:
-            bar.update(task, description=label, completed=done, total=total)
-
-        yield update
-
-
 def run(args: argparse.Namespace) -> int:
     from gpuprobe.errors import UsageError
     from gpuprobe.measure import bench
+    from gpuprobe.report.progress import progress
 
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
     kwargs: dict[str, Any] = {}
     if args.budget is not None:
         kwargs["budget_s"] = args.budget
-    with _bar(not args.json) as update:
+    with progress("starting", enabled=not args.json, bar="steps") as bar:
         report = bench(
             args.workloads or None,
             args.backend,
@@ -107,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             quick=args.quick,
             save=not args.no_save,
             compare=args.compare,
-            progress=update,
+            progress=bar.step if bar.active else None,
             **kwargs,
         )
     if args.plot:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
 
 from gpuprobe.errors import EXIT_OK, UsageError
@@ -63,40 +62,23 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _progress() -> tuple[Any, Any]:
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    bar = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-        console=None,
-    )
-    return bar, bar.add_task("reading trace", total=None)
-
-
 def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
+    from gpuprobe.report.progress import progress
     from gpuprobe.trace import diagnose_with_context
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
-    if size >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not args.json:
-        bar, task = _progress()
-        with bar:
-            return diagnose_with_context(
-                path,
-                steps=args.steps,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
-    return diagnose_with_context(path, steps=args.steps)
+    shown = size >= PROGRESS_MIN_BYTES and not args.json
+    with progress("reading trace", enabled=shown, bar="bytes") as bar:
+        return diagnose_with_context(
+            path, steps=args.steps, progress=bar.advance if bar.active else None
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     """Diagnose one trace, the ranks of a job (a folder or several traces), or compare two;
     returns the exit code (0; 2 for bad input)."""
     from gpuprobe.findings import Status
-    from gpuprobe.trace.report import print_comparison, print_diagnosis
+    from gpuprobe.report.trace_text import print_comparison, print_diagnosis
 
     traces = list(args.trace or [])
     if len(traces) > 1 or (len(traces) == 1 and os.path.isdir(traces[0])):
@@ -125,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_comparison(comparison)
             if kdiff is not None:
-                from gpuprobe.trace.report_ranks import print_kernel_diff
+                from gpuprobe.report.trace_ranks import print_kernel_diff
 
                 print()
                 print_kernel_diff(kdiff)
@@ -136,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     diag, ctx = _diagnose(args.trace, args)
     if args.html:
-        from gpuprobe.trace.html import write_html
+        from gpuprobe.report.trace_html import write_html
 
         write_html(args.html, diag, ctx, args.html_step)
     kb = None
@@ -152,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_diagnosis(diag, verbose=args.verbose)
         if kb is not None:
-            from gpuprobe.trace.report_ranks import print_kernels
+            from gpuprobe.report.trace_ranks import print_kernels
 
             print()
             print_kernels(kb)
@@ -164,26 +146,22 @@ def run(args: argparse.Namespace) -> int:
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     """Several ranks of one job: a folder, or one trace file per rank."""
     from gpuprobe.findings import Status
+    from gpuprobe.report.progress import progress
     from gpuprobe.trace.ranks import diagnose_ranks, find_trace_files
 
     if args.html:
         raise UsageError("--html draws one trace: give a single TRACE file")
     files = find_trace_files(traces)
     total = sum(os.path.getsize(f) for f in files)
-    if total >= PROGRESS_MIN_BYTES and sys.stderr.isatty() and not args.json:
-        bar, task = _progress()
-        with bar:
-            ranks = diagnose_ranks(
-                files,
-                steps=args.steps,
-                progress=lambda done, size: bar.update(task, completed=done, total=size),
-            )
-    else:
-        ranks = diagnose_ranks(files, steps=args.steps)
+    shown = total >= PROGRESS_MIN_BYTES and not args.json
+    with progress("reading trace", enabled=shown, bar="bytes") as bar:
+        ranks = diagnose_ranks(
+            files, steps=args.steps, progress=bar.advance if bar.active else None
+        )
     if args.json:
         print(json.dumps(ranks.to_dict(), indent=2))
     else:
-        from gpuprobe.trace.report_ranks import print_ranks
+        from gpuprobe.report.trace_ranks import print_ranks
 
         print_ranks(ranks)
     return 1 if ranks.status is Status.FAIL else EXIT_OK

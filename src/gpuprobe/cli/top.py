@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from gpuprobe.errors import UsageError
-    from gpuprobe.monitor.live import run_top
+    from gpuprobe.report.top import run_top
 
     if not 0.05 <= args.interval <= 10:
         raise UsageError(f"--interval must be between 0.05 and 10 seconds, not {args.interval}")

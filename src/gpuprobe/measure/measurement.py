@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe._data import Record
+from gpuprobe.units import seconds as format_seconds  # the one duration format, kept importable
 
 __all__ = ["SPREAD_WARN_FRACTION", "Measurement", "format_seconds", "quantile", "rel_error"]
 
@@ -37,17 +38,6 @@ def rel_error(out: Any, ref: Any) -> float:
     denom = float(np.linalg.norm(ref)) or 1.0
     err = float(np.linalg.norm(out - ref)) / denom
     return err if np.isfinite(err) else float("inf")
-
-
-def format_seconds(s: float | None) -> str:
-    """1.5e-05 -> '15.0 µs', 0.0123 -> '12.3 ms', 2.5 -> '2.50 s'."""
-    if s is None:
-        return "n/a"
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} µs"
-    if s < 1:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s:.3g} s"
 
 
 @dataclass(frozen=True)
@@ -159,23 +149,6 @@ class Measurement(Record):
         )
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from gpuprobe.report.reprs import measurement_html
 
-        warning = self.warning
-        warn = (
-            ""
-            if warning is None
-            else f"<br><b style='color:#9a6700'>warning:</b> {escape(warning)}"
-        )
-        rate = ""
-        if self.flops:
-            rate = f", {self.flops / 1e9:.4g} GFLOP/s"
-        elif self.bytes_per_s:
-            rate = f", {self.bytes_per_s / 1e9:.4g} GB/s"
-        return (
-            f"<div class='gpuprobe-measurement'><b>{escape(self.name)}</b> "
-            f"[{escape(self.framework)} {escape(self.device)}]: median "
-            f"{format_seconds(self.median)} (p20 {format_seconds(self.p20)}, p80 "
-            f"{format_seconds(self.p80)}, min {format_seconds(self.min)}; n={self.n}, "
-            f"{escape(self.timer)}){rate}{warn}</div>"
-        )
+        return measurement_html(self)

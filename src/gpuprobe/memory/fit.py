@@ -25,12 +25,11 @@ from typing import Any, Literal
 
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, UsageError
-from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.findings import Evidence, Finding, Status, findings_lines, status_counts
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.measure.measurement import Measurement, format_seconds
 from gpuprobe.memory.oom.classify import classify_oom
-from gpuprobe.report.findings_text import findings_lines
 from gpuprobe.units import size as format_bytes
 
 __all__ = [
@@ -122,8 +121,6 @@ class FitResult(Record):
         return render_text(self)
 
     def __repr__(self) -> str:
-        from gpuprobe.report.reprs import status_counts
-
         best = "nothing fits" if self.best is None else f"largest that fits {self.best}"
         knee = f", knee {self.knee}" if self.knee is not None else ""
         return (
@@ -132,9 +129,9 @@ class FitResult(Record):
         )
 
     def _repr_html_(self) -> str:
-        from gpuprobe.report.reprs import text_html
+        from gpuprobe.report.reprs import result_html
 
-        return text_html(render_text(self), css_class="gpuprobe-fitresult")
+        return result_html(self)
 
 
 def _rate(v: float | None) -> str:

@@ -26,11 +26,10 @@ from typing import Any, Literal
 
 from gpuprobe._data import Record
 from gpuprobe.errors import UsageError
-from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.findings import Evidence, Finding, Status, findings_lines, status_counts
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
 from gpuprobe.measure.measurement import format_seconds
-from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
     "DTYPES",
@@ -95,8 +94,6 @@ class PrecisionReport(Record):
         return render_text(self)
 
     def __repr__(self) -> str:
-        from gpuprobe.report.reprs import status_counts
-
         rows = ", ".join(
             f"{r.dtype} {r.speedup:.2f}×" if r.speedup is not None else f"{r.dtype} {r.outcome}"
             for r in self.results
@@ -107,9 +104,9 @@ class PrecisionReport(Record):
         )
 
     def _repr_html_(self) -> str:
-        from gpuprobe.report.reprs import text_html
+        from gpuprobe.report.reprs import result_html
 
-        return text_html(render_text(self), css_class="gpuprobe-precisionreport")
+        return result_html(self)
 
 
 def _flat_tensors(torch: Any, out: Any) -> list[Any]:

@@ -1,76 +1,52 @@
-"""``gpuprobe top``: a live terminal view (rich) of every GPU, the processes on it, and the host.
+"""The data behind ``gpuprobe top``: the recent samples of every GPU and the host, and what this
+host knows of the processes on them (name, CPU %, RSS), kept by a :class:`TopView`.
 
-Per GPU: utilization and memory bars with a history sparkline, power, temperature, SM clock, PCIe
-link and clock event reasons, and the processes on it (GPU memory, SM %, and their host CPU % and
-RSS). The host: a bar per core, memory, load. With no GPU the host is shown alone, with the
-reason. Built on the same :class:`~gpuprobe.monitor.sampler.Sampler` as ``gpuprobe run``.
+Built on the same :class:`~gpuprobe.monitor.sampler.Sampler` as ``gpuprobe run``. The screen
+itself (rich bars, sparklines, tables, the live loop) is :mod:`gpuprobe.report.top`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import select
-import sys
-import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from gpuprobe._text import strip_control
 from gpuprobe.monitor.records import Sample
-from gpuprobe.monitor.sampler import NvmlFactory, Sampler
-from gpuprobe.report.fields import gib
+from gpuprobe.monitor.sampler import Sampler
 
-__all__ = ["HISTORY", "TopView", "bar", "run_top", "sparkline"]
+__all__ = ["CPU_PROCESSES", "HISTORY", "Machine", "ProcessHost", "TopView"]
 
 HISTORY = 60  # samples kept for the sparklines
-_SPARKS = "▁▂▃▄▅▆▇█"
-BUSY_STYLE_PERCENT = (50.0, 85.0)  # %: below green... above red-ish; nvtop-like colouring
 CPU_PROCESSES = 8  # rows of the busiest-processes table shown when there is no GPU
-QUIT_KEYS = ("q", "Q")
 
 
-def sparkline(values: Sequence[float | None], width: int = 40) -> str:
-    """0-100 values as block characters (n/a as a space), the last ``width`` of them."""
-    out = []
-    for v in list(values)[-width:]:
-        if v is None:
-            out.append(" ")
-        else:
-            out.append(_SPARKS[min(len(_SPARKS) - 1, max(0, int(v / 100 * len(_SPARKS))))])
-    return "".join(out)
+@dataclass(frozen=True)
+class Machine:
+    """The host's name, cores, memory (bytes) and load average, read now."""
+
+    hostname: str
+    cores: int | None
+    memory_total: int
+    load_average: tuple[float, float, float] | None
 
 
-def _style(pct: float) -> str:
-    lo, hi = BUSY_STYLE_PERCENT
-    return "green" if pct < lo else "yellow" if pct < hi else "red"
+@dataclass(frozen=True)
+class ProcessHost:
+    """A GPU process as this host sees it (None where it cannot: gone, or another PID
+    namespace, as in a container without ``--pid=host``)."""
 
-
-def bar(pct: float | None, width: int = 24) -> Text:
-    """A text bar for a 0-100 value, coloured by level; n/a when unknown."""
-    if pct is None:
-        return Text("[" + " " * width + "]  n/a", style="dim")
-    pct = max(0.0, min(100.0, pct))
-    n = round(pct / 100 * width)
-    return Text.assemble("[", ("█" * n, _style(pct)), ("·" * (width - n), "dim"), f"] {pct:5.1f}%")
-
-
-def _gib(b: int | None) -> str:
-    return gib(b, 1, unit=False)
-
-
-def _na(v: object, unit: str = "") -> str:
-    return "n/a" if v is None else f"{v}{unit}"
+    name: str
+    cpu_percent: float | None  # of one core, since the last reading
+    rss: int | None  # bytes
 
 
 class TopView:
-    """Keeps recent samples and renders them."""
+    """Keeps the recent samples and what the host says of the processes in them."""
 
     def __init__(self, sampler: Sampler, history: int = HISTORY) -> None:
         self.sampler = sampler
@@ -82,22 +58,34 @@ class TopView:
         """Add the newest sample."""
         self.samples.append(sample)
 
-    def _proc_host(self, pid: int) -> tuple[str, str, str]:
-        """(name, CPU %, RSS GiB) of a GPU process as this host sees it."""
+    def machine(self) -> Machine:
+        """The host's name, cores, memory and load average."""
+        load = None
+        with contextlib.suppress(OSError, AttributeError):
+            a, b, c = os.getloadavg()
+            load = (a, b, c)
+        return Machine(os.uname().nodename, psutil.cpu_count(), psutil.virtual_memory().total, load)
+
+    def gpu_lost(self, index: int) -> bool:
+        """True when NVML says the GPU ``index`` has fallen off the bus."""
+        g = next((g for g in self.sampler.gpus if g.index == index), None)
+        session_lost: Any = getattr(self.sampler.session, "lost", None)
+        return (g is not None and g.lost) or (callable(session_lost) and session_lost(index))
+
+    def process_host(self, pid: int) -> ProcessHost:
+        """Name, CPU % and RSS of a GPU process as this host sees it."""
         p = self._procs.get(pid)
         try:
             if p is None:
                 p = self._procs[pid] = psutil.Process(pid)
                 p.cpu_percent(None)
             with p.oneshot():
-                return (
-                    strip_control(p.name()),
-                    f"{p.cpu_percent(None):.0f}",
-                    _gib(p.memory_info().rss),
+                return ProcessHost(
+                    strip_control(p.name()), p.cpu_percent(None), p.memory_info().rss
                 )
         except psutil.Error:  # gone, or another PID namespace (a container without --pid=host)
             self._procs.pop(pid, None)
-            return ("?", "n/a", "n/a")
+            return ProcessHost("?", None, None)
 
     def cpu_processes(self, n: int = CPU_PROCESSES) -> list[tuple[int, str, str, float, int]]:
         """The ``n`` processes using the most CPU since the last call: (pid, name, user, CPU %
@@ -120,234 +108,8 @@ class TopView:
         rows.sort(key=lambda r: (-r[3], -r[4]))
         return rows[:n]
 
-    def _cpu_processes(self) -> RenderableType:
-        t = Table(
-            title="busiest processes on the CPU",
-            title_justify="left",
-            box=None,
-            padding=(0, 2),
-            show_edge=False,
-            header_style="dim",
-        )
-        for col in ("PID", "name", "user", "CPU %", "RSS GiB"):
-            t.add_column(col, justify="left" if col in ("name", "user") else "right")
-        for pid, name, user, cpu, rss in self.cpu_processes():
-            t.add_row(str(pid), name, user, f"{cpu:.0f}", _gib(rss))
-        return t
+    def render(self) -> Any:
+        """The whole screen, as a rich renderable (:func:`gpuprobe.report.top.render_top`)."""
+        from gpuprobe.report.top import render_top
 
-    def render(self) -> RenderableType:
-        """The whole screen."""
-        s = self.samples[-1] if self.samples else None
-        parts: list[RenderableType] = []
-        vm = psutil.virtual_memory()
-        parts.append(
-            Text.assemble(
-                ("gpuprobe top", "bold"),
-                f"  {os.uname().nodename}  {psutil.cpu_count()} cores  "
-                f"{vm.total / 2**30:.1f} GiB  {time.strftime('%H:%M:%S')}",
-            )
-        )
-        if s is None:
-            parts.append(Text("waiting for the first sample…", style="dim"))
-            return Group(*parts)
-        gpus = {g.index: g for g in self.sampler.gpus}
-        if not s.gpus:
-            drv = self.sampler.driver
-            parts.append(
-                Text(
-                    f"No GPU: {drv.error or drv.status}. Showing the host and the processes "
-                    "using its CPU.",
-                    style="yellow",
-                )
-            )
-        for tick in s.gpus:
-            gs = tick.sample
-            g = gpus.get(gs.index)
-            hist: list[float | None] = [
-                next((t.sample.utilization_gpu for t in x.gpus if t.sample.index == gs.index), None)
-                for x in self.samples
-            ]
-            mem_pct = (
-                100.0 * gs.memory_used / g.memory_total
-                if g and g.memory_total and gs.memory_used is not None
-                else None
-            )
-            parts.append(Text(f"GPU {gs.index}  {(g.name if g else None) or ''}", style="bold"))
-            session_lost = getattr(self.sampler.session, "lost", None)
-            if (g is not None and g.lost) or (callable(session_lost) and session_lost(gs.index)):
-                from gpuprobe.hardware.nvml import lost_gpu_fix
-
-                fix = lost_gpu_fix(gs.index)
-                parts.append(Text(f"  NVML: GPU is lost. {fix}", style="bold red"))
-            elif g is not None and g.nvml_error:
-                parts.append(Text(f"  NVML cannot read it: {g.nvml_error}", style="yellow"))
-            parts.append(
-                Text.assemble("  util ", bar(gs.utilization_gpu), "  ", (sparkline(hist), "cyan"))
-            )
-            parts.append(
-                Text.assemble(
-                    "  mem  ",
-                    bar(mem_pct),
-                    f"  {_gib(gs.memory_used)}/{_gib(g.memory_total if g else None)} GiB",
-                )
-            )
-            limit = g.power_limit_w if g else None
-            reasons = [r for r in gs.clock_event_reasons or () if r != "gpu_idle"]
-            parts.append(
-                Text(
-                    f"  power {_na(None if gs.power_w is None else round(gs.power_w))}"
-                    f"/{_na(None if limit is None else round(limit))} W  temp "
-                    f"{_na(gs.temperature_c, ' °C')}  SM {_na(gs.sm_clock_mhz, ' MHz')}  "
-                    f"mem {_na(gs.mem_clock_mhz, ' MHz')}  PCIe gen{_na(gs.pcie_gen)} "
-                    f"x{_na(gs.pcie_width)}"
-                    + (
-                        # NVML counts PCIe throughput in KiB/s (nvml.h "KB/s", 1024 bytes)
-                        f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MiB/s"
-                        if gs.pcie_rx_kbs is not None and gs.pcie_tx_kbs is not None
-                        else ""
-                    )
-                    + (f"  clocks held by: {', '.join(reasons)}" if reasons else ""),
-                )
-            )
-            if tick.processes:
-                t = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
-                for col in ("PID", "name", "GPU mem GiB", "SM %", "CPU %", "RSS GiB"):
-                    t.add_column(col, justify="left" if col == "name" else "right")
-                for p in tick.processes:
-                    name, cpu, rss = self._proc_host(p.pid)
-                    t.add_row(str(p.pid), name, _gib(p.used_memory), _na(p.sm_percent), cpu, rss)
-                parts.append(t)
-            else:
-                parts.append(Text("  no processes", style="dim"))
-        if not s.gpus:
-            parts.append(self._cpu_processes())
-        cores = s.host.cpu_percent
-        mean = sum(cores) / len(cores) if cores else None
-        host_hist: list[float | None] = [
-            sum(x.host.cpu_percent) / len(x.host.cpu_percent) if x.host.cpu_percent else None
-            for x in self.samples
-        ]
-        parts.append(
-            Text.assemble(
-                ("Host", "bold"), "  cpu ", bar(mean), "  ", (sparkline(host_hist), "cyan")
-            )
-        )
-        cols = 4 if len(cores) > 8 else 2
-        grid = Table.grid(padding=(0, 3))
-        for _ in range(cols):
-            grid.add_column()
-        row: list[RenderableType] = []
-        for i, v in enumerate(cores):
-            row.append(Text.assemble(f"  {i:>3} ", bar(v, width=12)))
-            if len(row) == cols:
-                grid.add_row(*row)
-                row = []
-        if row:
-            grid.add_row(*row, *[""] * (cols - len(row)))
-        parts.append(grid)
-        used = s.host.memory_used
-        total = vm.total
-        load = ""
-        with contextlib.suppress(OSError, AttributeError):
-            load = "  load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-        parts.append(
-            Text.assemble(
-                "  mem  ",
-                bar(100.0 * used / total if used is not None and total else None),
-                f"  {_gib(used)}/{_gib(total)} GiB{load}",
-            )
-        )
-        return Group(*parts)
-
-
-def _sleep(seconds: float) -> str:
-    time.sleep(seconds)
-    return ""
-
-
-@contextlib.contextmanager
-def _keys() -> Iterator[Callable[[float], str]]:
-    """A function that waits up to its argument in seconds for keys typed on the terminal and
-    returns them ("" when none). The terminal is in cbreak mode meanwhile (keys arrive without
-    Enter, Ctrl-C still interrupts) and is put back afterwards."""
-    try:
-        import termios
-        import tty
-
-        fd = sys.stdin.fileno()
-        old = termios.tcgetattr(fd) if os.isatty(fd) else None
-    except (ImportError, OSError, ValueError, AttributeError):
-        old = None
-    if old is None:
-        yield _sleep
-        return
-
-    def wait(seconds: float) -> str:
-        ready, _, _ = select.select([fd], [], [], max(0.0, seconds))
-        if not ready:
-            return ""
-        return os.read(fd, 64).decode(errors="replace") or ""
-
-    try:
-        tty.setcbreak(fd)
-        yield wait
-    finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, old)
-
-
-def run_top(
-    *,
-    interval: float = 1.0,
-    iterations: int | None = None,
-    console: Console | None = None,
-    nvml: NvmlFactory | None = None,
-    sink: Callable[[Sample], None] | None = None,
-    pcie_throughput: bool = False,
-) -> TopView:
-    """Show the view every ``interval`` seconds, ``iterations`` times (forever when None) and
-    return it. On a terminal the screen is redrawn in place and ``q`` quits; otherwise each frame
-    is printed."""
-    from rich.live import Live
-
-    console = console or Console()
-    kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
-    hz = min(20.0, max(0.1, 1.0 / interval))
-    with Sampler(hz=hz, pcie_throughput=pcie_throughput, **kwargs) as sampler:
-        view = TopView(sampler)
-        if not sampler.gpus:
-            view.cpu_processes()  # a process's CPU % is measured from this first reading on
-        first_wait = min(interval, 0.5)  # CPU % needs two readings
-        deadline = time.monotonic() + first_wait
-        done = 0
-
-        quit_asked = False
-
-        def step(wait: Callable[[float], str]) -> None:
-            nonlocal deadline, done, quit_asked
-            while (delay := deadline - time.monotonic()) > 0:
-                if any(k in wait(delay) for k in QUIT_KEYS):
-                    quit_asked = True
-                    return
-            deadline = max(deadline + interval, time.monotonic())
-            sample = sampler.take()
-            view.update(sample)
-            if sink is not None:
-                sink(sample)
-            done += 1
-
-        if console.is_terminal and iterations != 1:
-            with (
-                _keys() as wait,
-                Live(
-                    view.render(), console=console, auto_refresh=False, screen=iterations is None
-                ) as live,
-            ):
-                while (iterations is None or done < iterations) and not quit_asked:
-                    step(wait)
-                    if not quit_asked:
-                        live.update(view.render(), refresh=True)
-        else:
-            while iterations is None or done < iterations:
-                step(_sleep)
-                console.print(view.render())
-    return view
+        return render_top(self)

@@ -34,14 +34,13 @@ import psutil
 
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, UsageError
-from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.findings import Evidence, Finding, Status, findings_lines, status_counts
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import host_busy_finding, others_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.run import EXIT_NOT_FOUND, resolve_command
 from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
-from gpuprobe.report.findings_text import findings_lines
 
 __all__ = [
     "CORE_CAPACITY_SLACK",
@@ -142,8 +141,6 @@ class PackReport(Record):
         return render_text(self)
 
     def __repr__(self) -> str:
-        from gpuprobe.report.reprs import status_counts
-
         n = "none" if self.recommended is None else str(self.recommended)
         return (
             f"<PackReport {len(self.levels)} levels of {' '.join(self.command)[:60]}: run {n} "
@@ -151,9 +148,9 @@ class PackReport(Record):
         )
 
     def _repr_html_(self) -> str:
-        from gpuprobe.report.reprs import text_html
+        from gpuprobe.report.reprs import result_html
 
-        return text_html(render_text(self), css_class="gpuprobe-packreport")
+        return result_html(self)
 
 
 def parse_counts(text: str) -> list[int]:

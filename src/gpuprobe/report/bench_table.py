@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuprobe.findings import worst_first
-from gpuprobe.measure.measurement import format_seconds
 from gpuprobe.measure.report import BenchReport, BenchResult, Comparison
 from gpuprobe.report.terminal import render_findings
+from gpuprobe.units import seconds
 
 __all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
 
@@ -89,7 +89,7 @@ def _notes(r: BenchResult) -> str:
     if v.get("rel_error") is not None:
         parts.append(f"err {v['rel_error']:.1e}")
     if v.get("note_s") is not None:
-        parts.append(f"note: {format_seconds(v['note_s'])}")
+        parts.append(f"note: {seconds(v['note_s'])}")
     if v.get("speedup") is not None:
         parts.append(f"{v['speedup']:.2f}× vs one after the other")
     if r.workload == "scale" and r.case == "naive" and v.get("correct_s"):
@@ -97,7 +97,7 @@ def _notes(r: BenchResult) -> str:
             parts.append("host clock: right on a CPU, whose calls are synchronous")
         else:
             parts.append(
-                f"host clock saw the launch only; the device took {format_seconds(v['correct_s'])}"
+                f"host clock saw the launch only; the device took {seconds(v['correct_s'])}"
             )
     if r.conditions is not None and r.conditions.sm_clock_mhz_max is not None:
         c = r.conditions
@@ -136,8 +136,8 @@ def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple
             backend,
             r.case,
             format_size(r),
-            format_seconds(m.median),
-            f"{format_seconds(m.p20)}–{format_seconds(m.p80)}",
+            seconds(m.median),
+            f"{seconds(m.p20)}–{seconds(m.p80)}",
             str(m.n),
             _rate(r),
         ]
@@ -164,7 +164,7 @@ def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple
 
 
 def _figure(x: float, unit: str) -> str:
-    return format_seconds(x) if unit == "s" else f"{x:.4g} {unit}"
+    return seconds(x) if unit == "s" else f"{x:.4g} {unit}"
 
 
 def _comparison(c: Comparison) -> Table:

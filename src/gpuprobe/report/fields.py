@@ -1,15 +1,16 @@
 """The rows shown for an inventory, shared by the terminal and the notebook renderers, so both show
-the same facts with the same units. ``None`` becomes ``n/a``."""
+the same facts with the same units (bytes through :mod:`gpuprobe.units`). ``None`` becomes
+``n/a``."""
 
 from __future__ import annotations
 
 from gpuprobe.frameworks.base import FrameworkInfo
 from gpuprobe.hardware.types import Gpu, Host
 from gpuprobe.machine import Inventory
+from gpuprobe.units import NA, gib
 
-__all__ = ["NA", "driver_rows", "framework_row", "gib", "gpu_rows", "host_rows", "na", "size"]
+__all__ = ["FRAMEWORK_HEADER", "NA", "driver_rows", "framework_row", "gpu_rows", "host_rows", "na"]
 
-NA = "n/a"
 FRAMEWORK_HEADER = ("framework", "version", "CUDA", "cuDNN", "compiled for", "GPUs it sees")
 
 
@@ -22,24 +23,6 @@ def na(value: object, unit: str = "") -> str:
     if isinstance(value, float):
         value = f"{value:.4g}"
     return f"{value} {unit}".strip() if unit else str(value)
-
-
-def gib(b: float | None, digits: int = 2, *, unit: bool = True) -> str:
-    """Bytes as GiB with ``digits`` decimals (``unit=False``: the number alone, for ``3.0/24.0
-    GiB``)."""
-    if b is None:
-        return NA
-    return f"{b / 2**30:.{digits}f}" + (" GiB" if unit else "")
-
-
-def size(b: float | None) -> str:
-    """Bytes in the unit that reads best: ``512 KiB``, ``37.4 MiB``, ``1.50 GiB``."""
-    if b is None:
-        return NA
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= scale:
-            return f"{b / scale:.3g} {unit}" if unit != "GiB" else f"{b / scale:.2f} GiB"
-    return f"{b:.0f} B"
 
 
 def host_rows(h: Host) -> list[tuple[str, str]]:

@@ -16,8 +16,8 @@ from pathlib import Path
 from gpuprobe.findings import Finding, Status
 from gpuprobe.monitor.summary import RunSummary, command_text
 from gpuprobe.monitor.timeline import TIMELINE_NAME, Timeline
-from gpuprobe.report.fields import size
 from gpuprobe.report.reprs import code_html, fix_html
+from gpuprobe.units import size
 
 __all__ = ["render_run_html", "write_run_report"]
 

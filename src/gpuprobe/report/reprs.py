@@ -4,6 +4,8 @@ A result's ``repr`` is one line (what it is, the verdict, the few numbers that m
 dump of its fields; ``str`` is the same text the command prints; ``_repr_html_`` is what Jupyter
 shows. Rich renders text here with ``force_jupyter=False``: a rich console in a notebook otherwise
 displays what it renders as a side output, so the result would show twice.
+
+``status_counts`` is :func:`gpuprobe.findings.status_counts`, kept importable from here.
 """
 
 from __future__ import annotations
@@ -12,29 +14,29 @@ import io
 import re
 from collections.abc import Callable, Iterable
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuprobe.findings import Finding, Status, worst_first
+from gpuprobe.findings import Finding, Status, status_counts, worst_first
+from gpuprobe.report.style import STATUS_COLORS
+from gpuprobe.units import seconds
+
+if TYPE_CHECKING:
+    from gpuprobe.measure.measurement import Measurement
 
 __all__ = [
-    "STATUS_COLORS",
     "capture",
     "capture_html",
     "code_html",
     "finding_html",
+    "finding_table_html",
     "findings_html",
     "fix_html",
+    "measurement_html",
+    "result_html",
     "status_counts",
     "text_html",
 ]
 
-STATUS_COLORS = {
-    "ok": "#1a7f37",
-    "info": "#0969da",
-    "warn": "#9a6700",
-    "fail": "#cf222e",
-    "skipped": "#6e7781",
-}
 TEXT_WIDTH = 100  # columns of str(result): wider than a terminal's 80, narrower than a notebook
 
 
@@ -66,13 +68,6 @@ def capture_html(render: Callable[[Any], None], width: int = TEXT_WIDTH) -> str:
     return str(con.export_html(inline_styles=True, code_format="<pre>{code}</pre>"))
 
 
-def status_counts(findings: Iterable[Finding]) -> str:
-    """``"1 fail, 2 warn, 9 ok"`` (worst first, statuses with none left out)."""
-    fs = list(findings)
-    counts = [(s, sum(f.status is s for f in fs)) for s in sorted(Status, key=lambda s: -s.rank)]
-    return ", ".join(f"{n} {s.value}" for s, n in counts if n) or "no findings"
-
-
 _TICKS = re.compile(r"`([^`]+)`")
 
 
@@ -90,7 +85,7 @@ def fix_html(fix: str) -> str:
 
 def finding_html(f: Finding) -> str:
     """One finding as a table row: status, id, title with evidence, details and fix."""
-    color = STATUS_COLORS[f.status.value]
+    color = STATUS_COLORS[f.status]
     evidence = ", ".join(str(e) for e in f.evidence)
     details = "".join(f"<br><small>– {code_html(d)}</small>" for d in f.details)
     fix = f"<br><b>fix:</b> {fix_html(f.fix)}" if f.fix else ""
@@ -100,6 +95,11 @@ def finding_html(f: Finding) -> str:
         f"</td><td style='vertical-align:top'><code>{escape(f.id)}</code></td>"
         f"<td style='text-align:left'>{code_html(f.title)}{ev}{details}{fix}</td></tr>"
     )
+
+
+def finding_table_html(f: Finding) -> str:
+    """One finding as a one-row table (``Finding._repr_html_``)."""
+    return f"<table>{finding_html(f)}</table>"
 
 
 def findings_html(findings: Iterable[Finding], title: str = "findings") -> str:
@@ -115,4 +115,33 @@ def text_html(text: str, findings: Iterable[Finding] = (), css_class: str = "gpu
     """A result's text (its table) in a <pre>, then its findings as a table."""
     return (
         f"<div class='{escape(css_class)}'><pre>{escape(text)}</pre>{findings_html(findings)}</div>"
+    )
+
+
+def result_html(result: object) -> str:
+    """A result whose ``str`` is a plain-text table (PackReport, FitResult, PrecisionReport) as
+    HTML: that text in a <pre> of class ``gpuprobe-<its class name in lower case>``."""
+    return text_html(str(result), css_class=f"gpuprobe-{type(result).__name__.lower()}")
+
+
+def measurement_html(m: Measurement) -> str:
+    """A measurement in one line: median, p20, p80, min, n, timer, its rate, and the spread
+    warning when the times vary too much."""
+    warning = m.warning
+    warn = (
+        ""
+        if warning is None
+        else f"<br><b style='color:{STATUS_COLORS[Status.WARN]}'>warning:</b> {escape(warning)}"
+    )
+    rate = ""
+    if m.flops:
+        rate = f", {m.flops / 1e9:.4g} GFLOP/s"
+    elif m.bytes_per_s:
+        rate = f", {m.bytes_per_s / 1e9:.4g} GB/s"
+    return (
+        f"<div class='gpuprobe-measurement'><b>{escape(m.name)}</b> "
+        f"[{escape(m.framework)} {escape(m.device)}]: median "
+        f"{seconds(m.median)} (p20 {seconds(m.p20)}, p80 "
+        f"{seconds(m.p80)}, min {seconds(m.min)}; n={m.n}, "
+        f"{escape(m.timer)}){rate}{warn}</div>"
     )

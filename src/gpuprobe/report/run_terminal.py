@@ -8,23 +8,15 @@ from pathlib import Path
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from gpuprobe.findings import Status
 from gpuprobe.monitor.summary import RunSummary, command_text
-from gpuprobe.report.fields import gib, size
+from gpuprobe.report.style import STATUS_STYLE
+from gpuprobe.units import NA, gib, size
 
-__all__ = ["STATUS_STYLE", "render_summary"]
-
-STATUS_STYLE = {
-    Status.FAIL: "bold red",
-    Status.WARN: "bold yellow",
-    Status.INFO: "bold blue",
-    Status.OK: "bold green",
-    Status.SKIPPED: "dim",
-}
+__all__ = ["render_summary"]
 
 
 def _na(v: object) -> str:
-    return "n/a" if v is None else str(v)
+    return NA if v is None else str(v)
 
 
 def _gib(b: int | None) -> str:

@@ -16,16 +16,10 @@ from gpuprobe.report.fields import (
     gpu_rows,
     host_rows,
 )
+from gpuprobe.report.reprs import capture
+from gpuprobe.report.style import STATUS_LABEL, STATUS_STYLE
 
-__all__ = ["STATUS_STYLE", "render_doctor", "render_findings", "render_inventory"]
-
-STATUS_STYLE: dict[Status, tuple[str, str]] = {
-    Status.OK: ("ok", "green"),
-    Status.INFO: ("info", "cyan"),
-    Status.WARN: ("warn", "yellow"),
-    Status.FAIL: ("FAIL", "bold red"),
-    Status.SKIPPED: ("skip", "dim"),
-}
+__all__ = ["doctor_text", "inventory_text", "render_doctor", "render_findings", "render_inventory"]
 
 
 def _kv(rows: list[tuple[str, str]], title: str) -> Panel:
@@ -85,8 +79,9 @@ def render_findings(findings: list[Finding], console: Console, title: str) -> No
     t.add_column("check", no_wrap=True, style="dim")
     t.add_column("finding", overflow="fold", ratio=1)
     for f in findings:
-        label, style = STATUS_STYLE[f.status]
-        t.add_row(Text(label, style=style), f.id, _finding_cell(f))
+        t.add_row(
+            Text(STATUS_LABEL[f.status], style=STATUS_STYLE[f.status]), f.id, _finding_cell(f)
+        )
     console.print(t)
 
 
@@ -98,7 +93,7 @@ def render_doctor(report: object, console: Console) -> None:
     for group, findings in report.by_group().items():
         render_findings(findings, console, group.capitalize())
     counts = {s: sum(1 for f in report.findings if f.status is s) for s in Status}
-    style = STATUS_STYLE[report.status][1]
+    style = STATUS_STYLE[report.status]
     summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
     verdict = {
         Status.FAIL: "something is broken: see the FAIL rows and their fixes",
@@ -111,3 +106,13 @@ def render_doctor(report: object, console: Console) -> None:
     console.print(
         Text.assemble(("verdict: ", "bold"), (verdict, style), f"  [{summary}]{elapsed}{mode}")
     )
+
+
+def inventory_text(inv: Inventory) -> str:
+    """The inventory as plain text (``str(inventory)``)."""
+    return capture(lambda con: render_inventory(inv, con))
+
+
+def doctor_text(report: object) -> str:
+    """The doctor's report as plain text (``str(report)``)."""
+    return capture(lambda con: render_doctor(report, con))

@@ -13,7 +13,8 @@
             prof.step()
 
 The stages: :mod:`.kineto` streams the file into compact columns, :mod:`.analysis` computes the
-per-step breakdown, :mod:`.rules` judge it, :mod:`.report` and :mod:`.html` show it.
+per-step breakdown, :mod:`.rules` judge it; :mod:`gpuprobe.report.trace_text`,
+:mod:`~gpuprobe.report.trace_ranks` and :mod:`~gpuprobe.report.trace_html` show it.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class KernelDiff(Record):
         return next((c for c in self.changes if c.name == name), None)
 
     def __str__(self) -> str:
-        from gpuprobe.trace.report_ranks import render_kernel_diff_text
+        from gpuprobe.report.trace_ranks import render_kernel_diff_text
 
         return render_kernel_diff_text(self)
 

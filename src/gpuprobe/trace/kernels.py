@@ -215,7 +215,7 @@ class KernelBreakdown(Record):
         return next((f for f in self.families if f.family == name), None)
 
     def __str__(self) -> str:
-        from gpuprobe.trace.report_ranks import render_kernels_text
+        from gpuprobe.report.trace_ranks import render_kernels_text
 
         return render_kernels_text(self)
 

@@ -7,7 +7,6 @@ All are frozen dataclasses with ``to_dict()``/``from_dict()`` (``--json``), and
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 
 from gpuprobe._data import Record
@@ -141,27 +140,14 @@ class Diagnosis(Record):
         return [f for f in worst_first(self.findings) if f.status in (Status.WARN, Status.FAIL)]
 
     def __str__(self) -> str:
-        from gpuprobe.trace.report import render_text
+        from gpuprobe.report.trace_text import render_text
 
         return render_text(self)
 
     def _repr_html_(self) -> str:
-        rows = []
-        for f in worst_first(self.findings):
-            ev = "; ".join(html.escape(str(e)) for e in f.evidence)
-            rows.append(
-                f"<tr><td><b>{html.escape(f.status.value)}</b></td><td><b>{html.escape(f.id)}</b> "
-                f"{html.escape(f.title)}"
-                f"<br><small>{ev}</small></td><td><code>{html.escape(f.fix)}</code></td></tr>"
-            )
-        s = self.summary
-        busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
-        return (
-            f"<div><b>gpuprobe diagnose</b> {html.escape(s.path)}: {len(s.steps)} steps, "
-            f"GPU busy {busy}<table><tr><th>status</th><th>finding</th><th>fix</th></tr>"
-            + "".join(rows)
-            + "</table></div>"
-        )
+        from gpuprobe.report.trace_html import diagnosis_html
+
+        return diagnosis_html(self)
 
 
 @dataclass(frozen=True)
@@ -210,6 +196,6 @@ class Comparison(Record):
     findings: tuple[FindingChange, ...]
 
     def __str__(self) -> str:
-        from gpuprobe.trace.report import render_comparison_text
+        from gpuprobe.report.trace_text import render_comparison_text
 
         return render_comparison_text(self)

@@ -131,10 +131,13 @@ class profile:
             print(f"gpuprobe.profile: trace written to {self.path}, not diagnosed: {exc.message}")
             return
         if self.show:
-            from gpuprobe.trace.report import print_diagnosis
+            self._show(self.diagnosis)
 
-            print_diagnosis(self.diagnosis)
-            print(f"trace written to {self.path}; see it again with: gpuprobe diagnose {self.path}")
+    def _show(self, diagnosis: Diagnosis) -> None:
+        from gpuprobe.report.trace_text import print_diagnosis
+
+        print_diagnosis(diagnosis)
+        print(f"trace written to {self.path}; see it again with: gpuprobe diagnose {self.path}")
 
     # -- decorator --------------------------------------------------------------------------
 

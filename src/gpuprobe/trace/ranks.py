@@ -23,7 +23,6 @@ would name the wrong rank: the ranks that wait have the longest steps.
 
 from __future__ import annotations
 
-import html
 import os
 import re
 import time
@@ -212,40 +211,14 @@ class MultiRankDiagnosis(Record):
         return next((r for r in self.ranks if r.rank == rank), None)
 
     def __str__(self) -> str:
-        from gpuprobe.trace.report_ranks import render_ranks_text
+        from gpuprobe.report.trace_ranks import render_ranks_text
 
         return render_ranks_text(self)
 
     def _repr_html_(self) -> str:
-        def pct(x: float | None) -> str:
-            return "n/a" if x is None else f"{100 * x:.1f} %"
+        from gpuprobe.report.trace_html import ranks_html
 
-        head = "".join(
-            f"<th>{h}</th>"
-            for h in ("rank", "steps", "step (µs)", "busy", "comm (µs)", "overlap", "wait (µs)")
-        )
-        rows = "".join(
-            f"<tr><td>{r.rank}{' ⚑' if r.rank == self.straggler else ''}</td><td>{r.steps}</td>"
-            f"<td>{_num(r.step_median_us)}</td><td>{pct(r.gpu_busy_fraction)}</td>"
-            f"<td>{_num(r.comm_us)}</td><td>{pct(r.overlap_fraction)}</td>"
-            f"<td>{_num(r.comm_wait_us)}</td></tr>"
-            for r in self.ranks
-        )
-        finds = "".join(
-            f"<li><b>{html.escape(f.status.value)} {html.escape(f.id)}</b> "
-            f"{html.escape(f.title)}<br><small>"
-            + "; ".join(html.escape(str(e)) for e in f.evidence)
-            + f"</small><br><code>{html.escape(f.fix)}</code></li>"
-            for f in worst_first(self.findings)
-        )
-        return (
-            f"<div><b>gpuprobe diagnose</b>: {len(self.ranks)} ranks<ul>{finds}</ul>"
-            f"<table><tr>{head}</tr>{rows}</table></div>"
-        )
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:,.0f}"
+        return ranks_html(self)
 
 
 def _short(name: str) -> str:

@@ -7,10 +7,10 @@ import io
 from typing import Any
 
 from gpuprobe.findings import Status, worst_first
+from gpuprobe.report.style import STATUS_STYLE
 from gpuprobe.trace.model import IDLE_CAUSES, Comparison, Diagnosis
 
 __all__ = [
-    "STATUS_STYLE",
     "plain_table",
     "print_comparison",
     "print_diagnosis",
@@ -18,13 +18,6 @@ __all__ = [
     "render_text",
 ]
 
-STATUS_STYLE = {
-    Status.FAIL: "bold red",
-    Status.WARN: "yellow",
-    Status.INFO: "cyan",
-    Status.OK: "green",
-    Status.SKIPPED: "dim",
-}
 _MAX_STEP_ROWS = 12  # rows of the step table before eliding the middle
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.findings import Status, worst_first
+from gpuprobe.report.style import STATUS_STYLE
 from gpuprobe.trace.kernel_diff import KernelDiff
 from gpuprobe.trace.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.trace.ranks import MultiRankDiagnosis
@@ -29,13 +30,6 @@ __all__ = [
 TEXT_WIDTH = 80  # columns of the plain-text rendering (str(), pipes); a terminal's own is used live
 KERNEL_NAME_CHARS = 44  # characters of a kernel name shown in tables; the rest is elided
 
-_STATUS_STYLE = {
-    Status.FAIL: "bold red",
-    Status.WARN: "yellow",
-    Status.INFO: "cyan",
-    Status.OK: "green",
-    Status.SKIPPED: "dim",
-}
 # (pattern, replacement) applied in order to make a kernel name short and still telling: ATen's
 # element-wise and reduce wrappers hide the functor that says what the kernel does.
 _SHORTEN: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -75,7 +69,7 @@ def _console(console: object | None) -> Any:
 
 
 def _table(title: str | None = None) -> Any:
-    from gpuprobe.trace.report import plain_table
+    from gpuprobe.report.trace_text import plain_table
 
     return plain_table(title)
 
@@ -102,7 +96,7 @@ def _findings(con: Any, findings: Any) -> None:
     from rich.text import Text
 
     for f in worst_first(findings):
-        style = _STATUS_STYLE[f.status]
+        style = STATUS_STYLE[f.status]
         subject = f" [{f.subject}]" if f.subject else ""
         con.print(
             Text.assemble(

@@ -14,13 +14,22 @@ from collections.abc import Iterable
 import numpy as np
 
 from gpuprobe.errors import InputError
-from gpuprobe.findings import Status, worst_first
+from gpuprobe.findings import worst_first
+from gpuprobe.report.style import STATUS_COLORS
 from gpuprobe.trace import patterns as P
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY, GPU_KIND_MEMSET
 from gpuprobe.trace.model import Diagnosis
+from gpuprobe.trace.ranks import MultiRankDiagnosis
 
-__all__ = ["MAX_BOXES_PER_ROW", "choose_step", "render_html", "write_html"]
+__all__ = [
+    "MAX_BOXES_PER_ROW",
+    "choose_step",
+    "diagnosis_html",
+    "ranks_html",
+    "render_html",
+    "write_html",
+]
 
 MAX_BOXES_PER_ROW = 3000  # longest boxes kept per timeline row, to keep the page light
 _WIDTH = 800  # px of the time axis (the SVG scales to the page: viewBox)
@@ -44,13 +53,6 @@ _IDLE_COLORS = {
     "launch": "#f1c40f",
     "short": "#48c9b0",
     "other": "#bdc3c7",
-}
-_STATUS_COLORS = {
-    Status.FAIL: "#c0392b",
-    Status.WARN: "#d68910",
-    Status.INFO: "#2874a6",
-    Status.OK: "#1e8449",
-    Status.SKIPPED: "#7f8c8d",
 }
 
 
@@ -257,7 +259,7 @@ def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str
     label = "whole trace" if st.number is None else f"ProfilerStep#{st.number}"
     findings = []
     for f in worst_first(d.findings):
-        color = _STATUS_COLORS[f.status]
+        color = STATUS_COLORS[f.status]
         ev = "".join(f"<li>{html.escape(str(e))}</li>" for e in f.evidence)
         det = "".join(f"<li>{html.escape(x)}</li>" for x in f.details[:5])
         fix = f"<p><b>fix:</b> <code>{html.escape(f.fix)}</code></p>" if f.fix else ""
@@ -315,3 +317,57 @@ def write_html(path: str, d: Diagnosis, ctx: TraceContext, step: int | None = No
     except OSError as exc:
         raise InputError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
     return path
+
+
+def diagnosis_html(d: Diagnosis) -> str:
+    """A diagnosis for a notebook (``Diagnosis._repr_html_``): the findings as a table."""
+    rows = []
+    for f in worst_first(d.findings):
+        ev = "; ".join(html.escape(str(e)) for e in f.evidence)
+        rows.append(
+            f"<tr><td><b>{html.escape(f.status.value)}</b></td><td><b>{html.escape(f.id)}</b> "
+            f"{html.escape(f.title)}"
+            f"<br><small>{ev}</small></td><td><code>{html.escape(f.fix)}</code></td></tr>"
+        )
+    s = d.summary
+    busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
+    return (
+        f"<div><b>gpuprobe diagnose</b> {html.escape(s.path)}: {len(s.steps)} steps, "
+        f"GPU busy {busy}<table><tr><th>status</th><th>finding</th><th>fix</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
+    )
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def ranks_html(d: MultiRankDiagnosis) -> str:
+    """The multi-rank diagnosis for a notebook: the findings, then one row per rank."""
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f} %"
+
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("rank", "steps", "step (µs)", "busy", "comm (µs)", "overlap", "wait (µs)")
+    )
+    rows = "".join(
+        f"<tr><td>{r.rank}{' ⚑' if r.rank == d.straggler else ''}</td><td>{r.steps}</td>"
+        f"<td>{_num(r.step_median_us)}</td><td>{pct(r.gpu_busy_fraction)}</td>"
+        f"<td>{_num(r.comm_us)}</td><td>{pct(r.overlap_fraction)}</td>"
+        f"<td>{_num(r.comm_wait_us)}</td></tr>"
+        for r in d.ranks
+    )
+    finds = "".join(
+        f"<li><b>{html.escape(f.status.value)} {html.escape(f.id)}</b> "
+        f"{html.escape(f.title)}<br><small>"
+        + "; ".join(html.escape(str(e)) for e in f.evidence)
+        + f"</small><br><code>{html.escape(f.fix)}</code></li>"
+        for f in worst_first(d.findings)
+    )
+    return (
+        f"<div><b>gpuprobe diagnose</b>: {len(d.ranks)} ranks<ul>{finds}</ul>"
+        f"<table><tr>{head}</tr>{rows}</table></div>"
+    )
