@@ -18,10 +18,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuprobe.findings import Finding
+from gpuprobe.findings import Finding, status_counts
 from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
 from gpuprobe.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
@@ -82,16 +83,13 @@ class Recording:
         from gpuprobe.report.html import write_run_report
 
         p = Path(path) if path else self.out / "report.html"
-        write_run_report(self.timeline, self.summary, html_path=p)
-        return p
+        return write_run_report(self.timeline, self.summary, html_path=p)[0]
 
     def __repr__(self) -> str:
         state = "done" if self.done else "recording"
         n = self._sampler.samples
         if not self.done:
             return f"<Recording {state}: {n} samples in {self.out}>"
-        from gpuprobe.report.reprs import status_counts
-
         s = self.summary
         return (
             f"<Recording {state}: {s.duration_s:.1f} s, {n} samples in {self.out}; "
@@ -101,24 +99,23 @@ class Recording:
     def __str__(self) -> str:
         if not self.done:
             return repr(self)
-        from gpuprobe.report.reprs import capture
-        from gpuprobe.report.run_terminal import render_summary
+        from gpuprobe.report.run_terminal import summary_text
 
-        return capture(lambda con: con.print(render_summary(self.summary)))
+        return summary_text(self.summary)
 
     def _repr_html_(self) -> str:
         """The summary and findings; the charts are ``rec.plot()``."""
-        from html import escape
-
         if not self.done:
             return f"<pre>{escape(repr(self))}</pre>"
-        from gpuprobe.report.reprs import capture_html
-        from gpuprobe.report.run_terminal import render_summary
+        from gpuprobe.report.run_terminal import summary_html
 
-        return capture_html(lambda con: con.print(render_summary(self.summary))) + (
-            "<p><small>charts: <code>rec.plot()</code>; the HTML report: "
-            "<code>rec.report()</code></small></p>"
-        )
+        return summary_html(self.summary, _HTML_FOOTER)
+
+
+_HTML_FOOTER = (
+    "<p><small>charts: <code>rec.plot()</code>; the HTML report: "
+    "<code>rec.report()</code></small></p>"
+)
 
 
 @contextmanager

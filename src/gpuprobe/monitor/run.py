@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from gpuprobe.errors import GpuprobeError, UsageError
+from gpuprobe.findings import status_counts
 from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
 from gpuprobe.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
@@ -83,8 +84,6 @@ class RunResult:
     def __repr__(self) -> str:
         judged = ""
         if self.summary is not None:
-            from gpuprobe.report.reprs import status_counts
-
             judged = f"; findings: {status_counts(self.summary.findings)}"
         return (
             f"<RunResult exit code {self.exit_code}: {self.duration_s:.1f} s, "
@@ -94,11 +93,9 @@ class RunResult:
     def __str__(self) -> str:
         if self.summary is None:
             return repr(self)
-        from gpuprobe.report.reprs import capture
-        from gpuprobe.report.run_terminal import render_summary
+        from gpuprobe.report.run_terminal import summary_text
 
-        summary = self.summary
-        return capture(lambda con: con.print(render_summary(summary, paths=self.files)))
+        return summary_text(self.summary, paths=self.files)
 
 
 def finish_run(result: RunResult, write: WriteFiles | None = None) -> RunResult:

@@ -12,7 +12,7 @@ from gpuprobe.monitor.summary import RunSummary, command_text
 from gpuprobe.report.style import STATUS_STYLE
 from gpuprobe.units import NA, gib, size
 
-__all__ = ["render_summary"]
+__all__ = ["render_summary", "summary_html", "summary_text"]
 
 
 def _na(v: object) -> str:
@@ -75,3 +75,17 @@ def render_summary(
     if paths:
         lines.append(Text("wrote " + "  ".join(str(p) for p in paths), style="dim"))
     return Group(*lines)
+
+
+def summary_text(s: RunSummary, *, paths: Sequence[Path] = ()) -> str:
+    """The summary as plain text (``print(recording)``, ``print(run_result)``)."""
+    from gpuprobe.report.reprs import capture
+
+    return capture(lambda con: con.print(render_summary(s, paths=paths)))
+
+
+def summary_html(s: RunSummary, footer: str = "") -> str:
+    """The summary as notebook HTML, then ``footer`` (already HTML)."""
+    from gpuprobe.report.reprs import capture_html
+
+    return capture_html(lambda con: con.print(render_summary(s))) + footer
