@@ -12,7 +12,12 @@ Modules:
   memory release.
 - :mod:`gpuprobe.parallel.sources`: inputs as dask arrays: NumPy, CuPy, torch, dask, and lazy
   ``.npy`` / Zarr / Parquet files larger than memory.
-- :mod:`gpuprobe.parallel.lstsq`: :func:`~gpuprobe.parallel.lstsq.lstsq` and :class:`LstsqReport`.
+- :mod:`gpuprobe.parallel.kernels`: the block kernels that run on the workers (top-level
+  functions, so Dask pickles them by reference).
+- :mod:`gpuprobe.parallel.solvers`: normal equations with refinement, TSQR, local SGD, and the
+  sessions that run them on a cluster or in this process.
+- :mod:`gpuprobe.parallel.lstsq`: :func:`~gpuprobe.parallel.lstsq.lstsq`, :class:`LstsqReport`
+  and its findings.
 - :mod:`gpuprobe.parallel.scale`: the worker-count sweep behind ``gpuprobe scale lstsq``.
 
 Nothing heavy is imported here; Dask is imported only when a solve starts.

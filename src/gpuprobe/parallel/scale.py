@@ -37,6 +37,7 @@ from gpuprobe.parallel.engine import (
     open_engine,
     require_dask,
 )
+from gpuprobe.parallel.kernels import _orthogonal, _synthetic_block
 from gpuprobe.parallel.lstsq import (
     EXACT_ERROR_OK,
     METHODS,
@@ -81,7 +82,6 @@ CONTENTION_MAX_COMM_SHARE = 0.2
 # Synthetic problems: "gaussian" (standard normal A, κ set by --cond through a fixed orthogonal
 # V and geometric singular values), "uniform" (E6's numpy.random.rand data).
 PROBLEMS = ("gaussian", "uniform")
-NOISE = 0.1  # standard deviation of the noise added to b = A·x_true
 
 
 @dataclass(frozen=True)
@@ -260,26 +260,6 @@ class ScaleResult(Record):
 
 
 # -- synthetic problems, made on the workers -----------------------------------------------------
-
-
-def _orthogonal(n: int, seed: int) -> np.ndarray:
-    q, r = np.linalg.qr(np.random.default_rng([seed, 1]).standard_normal((n, n)))
-    return q * np.sign(np.diagonal(r))
-
-
-def _synthetic_block(
-    i: int, rows: int, n: int, kind: str, cond: float, seed: int, v: np.ndarray | None, tag: int
-) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng([seed, 2, i])
-    if kind == "uniform":
-        a = rng.random((rows, n))
-        b = rng.random(rows)  # E6: b = np.random.rand(m), no model behind it
-        return a, b
-    a = rng.standard_normal((rows, n))
-    if v is not None:
-        a = (a * np.geomspace(1.0, 1.0 / cond, n)) @ v.T
-    x_true = np.random.default_rng([seed, 3]).standard_normal(n)
-    return a, a @ x_true + NOISE * rng.standard_normal(rows)
 
 
 def synthetic_problem(
