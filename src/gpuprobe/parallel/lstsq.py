@@ -20,14 +20,14 @@ holds it, and one tree reduction of fan-in :data:`REDUCE_FAN_IN` combines the pi
 
 The work is split in three: the block kernels that run on the workers
 (:mod:`gpuprobe.parallel.kernels`), the solvers that drive them (:mod:`gpuprobe.parallel.solvers`),
-and here the entry point, the report and its findings.
+and here the entry point, the report's data and its findings. How a report reads (text, HTML) is
+:mod:`gpuprobe.report.lstsq`.
 
 Times in this module are seconds.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import time
 import warnings
@@ -127,19 +127,7 @@ def expected_error_bound(kappa: float | None) -> float:
     return max(EXACT_ERROR_OK, AGREEMENT_KAPPA2_FACTOR * kappa * kappa * EPS64)
 
 
-# -- the report -----------------------------------------------------------------------------------
-
-
-def _fmt(v: float | None, spec: str = ".4g") -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
-def _html_table(title: str, rows: Sequence[tuple[str, str]]) -> str:
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-        for k, v in rows
-    )
-    return f"<table><caption>{html.escape(title)}</caption>{body}</table>"
+# -- the report (how it reads: gpuprobe.report.lstsq) ----------------------------------------------
 
 
 @dataclass(frozen=True, repr=False)
@@ -188,116 +176,25 @@ class LstsqReport(Record):
     extended_passes: int = 0  # refinement passes made in extended precision
 
     def summary(self) -> list[tuple[str, str]]:
-        """(label, value) rows for people."""
-        e = self.engine
-        rows = [
-            (
-                "method",
-                self.method
-                + ("" if self.method == self.requested else f" (asked: {self.requested})")
-                + ("" if self.exact else " — an approximation"),
-            ),
-            (
-                "problem",
-                f"{self.rows} × {self.cols} float64 from {self.source}, "
-                f"{self.row_blocks} × {self.col_blocks} blocks",
-            ),
-            ("residual ‖b−Ax‖", _fmt(self.residual_norm, ".10g")),
-            (
-                "κ(A) estimate",
-                f"{_fmt(self.cond_estimate)}"
-                + (f" ({self.cond_source})" if self.cond_source else ""),
-            ),
-            ("rank", "n/a" if self.rank is None else str(self.rank)),
-            (
-                "time",
-                f"{self.wall_s:.3f} s, the whole call: set-up {self.setup_s:.3f} s, solve "
-                f"{self.solve_s:.3f} s"
-                if e.cluster == "in-process"
-                else f"{self.wall_s:.3f} s, the whole call: set-up {self.setup_s:.3f} s, compute "
-                f"{self.compute_s:.3f} s, communication {self.communication_s:.3f} s "
-                f"({self.communication_share:.0%}; transfers {self.transfer_s:.3f} s)",
-            ),
-            (
-                "passes over A",
-                f"{self.passes} ({self.refinement_steps} refinement step(s)"
-                + (
-                    f", {self.extended_passes} in extended precision"
-                    if self.extended_passes
-                    else ""
-                )
-                + ")",
-            ),
-            ("engine", f"{e.cluster}: {self.engine_reason}" if self.engine_reason else e.cluster),
-        ]
-        if e.cluster == "in-process":
-            rows.append(
-                (
-                    "threads",
-                    f"{e.blas_threads or 'n/a'} BLAS thread(s) ({e.blas_library or 'BLAS n/a'}); "
-                    f"CPU used {_fmt(self.cpu_per_worker, '.2f')} core(s)",
-                )
-            )
-        else:
-            rows.append(
-                (
-                    "workers",
-                    f"{self.workers_used} used of {e.workers} {e.kind} worker(s) on "
-                    f"{e.cluster} {e.scheduler}; {e.threads_per_worker} task thread(s) and "
-                    f"{e.blas_threads or 'n/a'} BLAS thread(s) each; CPU used "
-                    f"{_fmt(self.cpu_per_worker, '.2f')} core(s) per worker",
-                )
-            )
-        if self.reference:
-            rows.append(
-                (
-                    f"vs {self.reference}",
-                    f"relative error {_fmt(self.error_vs_reference, '.3g')}, residual "
-                    f"{_fmt(self.reference_residual_norm, '.10g')}, "
-                    f"{_fmt(self.reference_s, '.3f')} s",
-                )
-            )
-        if self.distance_from_exact is not None:
-            rows.append(
-                (
-                    "vs exact",
-                    f"off by {self.distance_from_exact:.3g} (relative); exact "
-                    f"residual {_fmt(self.exact_residual_norm, '.10g')}",
-                )
-            )
-        for f in self.findings:
-            rows.append((f"[{f.status.value}] {f.id}", f.title))
-        return rows
+        """(label, value) rows for people (:func:`gpuprobe.report.lstsq.lstsq_summary`)."""
+        from gpuprobe.report.lstsq import lstsq_summary
+
+        return lstsq_summary(self)
 
     def __repr__(self) -> str:
-        err = (
-            ""
-            if self.error_vs_reference is None
-            else f", error {self.error_vs_reference:.2g} vs {self.reference}"
-        )
-        off = (
-            ""
-            if self.distance_from_exact is None
-            else f", off the exact solution by {self.distance_from_exact:.2g}"
-        )
-        return (
-            f"LstsqReport({self.method}, {self.rows}×{self.cols} "
-            + (
-                "in process"
-                if self.engine.cluster == "in-process"
-                else f"on {self.workers_used} worker(s)"
-            )
-            + f": residual {self.residual_norm:.6g}, κ≈{_fmt(self.cond_estimate, '.3g')}, "
-            f"{self.wall_s:.3f} s (compute {self.compute_s:.3f} s, communication "
-            f"{self.communication_s:.3f} s){err}{off})"
-        )
+        from gpuprobe.report.lstsq import lstsq_repr
+
+        return lstsq_repr(self)
 
     def __str__(self) -> str:
-        width = max(len(k) for k, _ in self.summary())
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in self.summary())
+        from gpuprobe.report.lstsq import lstsq_text
+
+        return lstsq_text(self)
 
     def _repr_html_(self) -> str:
-        return _html_table("gpuprobe.lstsq", self.summary())
+        from gpuprobe.report.lstsq import lstsq_html
+
+        return lstsq_html(self)
 
 
 class LstsqResult(NamedTuple):
