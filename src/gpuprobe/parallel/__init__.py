@@ -2,7 +2,7 @@
 
 Each worker reduces its rows to ``AᵢᵀAᵢ`` and ``Aᵢᵀbᵢ`` (``normal``) or to a small R factor
 (``tsqr``); one tree reduction combines them, and the client solves an ``n × n`` system. The
-``local-sgd`` method (E6 in ``references/README.md``: shards, local SGD, models averaged every
+``local-sgd`` method (E6, ``docs/experiments.md#e6``: shards, local SGD, models averaged every
 epoch) is kept as the baseline, and reported as the approximation it is.
 
 Modules:

@@ -13,7 +13,7 @@ holds it, and one tree reduction of fan-in :data:`REDUCE_FAN_IN` combines the pi
   norm, so no further pass is needed. The SVD of the n × n R gives κ(A) without squaring it, the
   rank, and, for a rank-deficient A, the minimum-norm solution (with a
   :class:`RankDeficiencyWarning`).
-- ``local-sgd``: E6 (``references/README.md``): the rows in shards, SGD on a sample of each shard,
+- ``local-sgd``: E6 (``docs/experiments.md#e6``): the rows in shards, SGD on a sample of each shard,
   the models averaged every epoch. Kept as the baseline and reported as an approximation, with its
   distance from the exact solution (computed by ``auto`` on the same cluster, untimed).
 - ``auto``: ``normal``, with its switch to ``tsqr`` reported as information rather than a warning.
@@ -72,6 +72,7 @@ from gpuprobe.parallel.solvers import (
     _Unsafe,
 )
 from gpuprobe.parallel.sources import Problem, as_dask_problem, is_path, local_problem
+from gpuprobe.units import MIB, gib
 
 __all__ = [
     "AGREEMENT_KAPPA2_FACTOR",
@@ -105,7 +106,7 @@ ENGINES = ("auto", "in-process", "dask")
 
 # Rows per block for in-process solves: large blocks keep BLAS efficient and the per-block
 # n × n work small; a block is the most this process copies at once (float64 conversion, [Aᵢ bᵢ]).
-LOCAL_BLOCK_BYTES = 256 * 2**20
+LOCAL_BLOCK_BYTES = 256 * MIB
 # A .npy file is solved in this process when it is at most this fraction of the memory available
 # now (its blocks are read through the page cache); larger files go to a Dask cluster.
 LOCAL_FILE_MEMORY_FRACTION = 0.5
@@ -260,8 +261,8 @@ def _numpy_reference(s: Any) -> tuple[np.ndarray | None, float | None, str]:
             None,
             None,
             (
-                f"numpy.linalg.lstsq needs about {need / 2**30:.1f} GiB here, more than "
-                f"{REFERENCE_MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB free"
+                f"numpy.linalg.lstsq needs about {gib(need, 1)} here, more than "
+                f"{REFERENCE_MEMORY_FRACTION:.0%} of the {gib(avail, 1)} free"
             ),
         )
     a, b = s.arrays()

@@ -1,4 +1,5 @@
-"""The worker-count sweep behind ``gpuprobe scale lstsq``: E6 done right.
+"""The worker-count sweep behind ``gpuprobe scale lstsq``: E6 (``docs/experiments.md#e6``) done
+right.
 
 One cluster with the most workers asked for; for each worker count ``w`` the data is held by the
 first ``w`` workers and every method runs on those alone, so each worker is the same size (one task
@@ -50,6 +51,7 @@ from gpuprobe.parallel.lstsq import (
     lstsq,
 )
 from gpuprobe.parallel.sources import default_chunk_rows, read_problem
+from gpuprobe.units import gib
 
 __all__ = [
     "CONTENTION_MAX_COMM_SHARE",
@@ -243,8 +245,8 @@ def _numpy_baseline(
     avail = psutil.virtual_memory().available
     if need > REFERENCE_MEMORY_FRACTION * avail:
         note = (
-            f"needs about {need / 2**30:.1f} GiB, more than "
-            f"{REFERENCE_MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB free"
+            f"needs about {gib(need, 1)}, more than "
+            f"{REFERENCE_MEMORY_FRACTION:.0%} of the {gib(avail, 1)} free"
         )
         return Baseline("numpy.linalg.lstsq", None, note=note), None
     a_np, b_np = client.gather(client.compute([a, b]))
