@@ -13,7 +13,9 @@ import pytest
 
 from gpuprobe.errors import InputError, UsageError
 from gpuprobe.findings import Status
+from gpuprobe.parallel import kernels as K
 from gpuprobe.parallel import lstsq as L
+from gpuprobe.parallel import solvers as S
 from gpuprobe.parallel.lstsq import (
     EPS64,
     NORMAL_MAX_KAPPA2_EPS,
@@ -72,7 +74,7 @@ def test_well_conditioned_matches_numpy(client, conditioned, rhs, numpy_solution
 
 
 def test_normal_refines_and_reads_a_once_more_per_pass(client, conditioned, rhs, monkeypatch):
-    monkeypatch.setattr(L, "REFINE_CHEAP_ELEMENTS", 0)  # refine as a large A would be
+    monkeypatch.setattr(S, "REFINE_CHEAP_ELEMENTS", 0)  # refine as a large A would be
     a = conditioned(2000, 30, cond=1e3)
     b = rhs(a)
     x0, rep0 = lstsq(a, b, "normal", client=client, max_refine=0)
@@ -338,12 +340,12 @@ def test_split_times_busiest_worker():
         },
         {"worker": "w2", "startstops": [{"action": "compute", "start": 0.0, "stop": 1.0}]},
     ]
-    t = L._split_times(recs, wall=4.0, dense=0.25)
+    t = S._split_times(recs, wall=4.0, dense=0.25)
     assert t["compute_s"] == pytest.approx(2.75)
     assert t["communication_s"] == pytest.approx(1.25)
     assert t["transfer_s"] == pytest.approx(0.5)
     assert t["workers_used"] == 2
-    assert L._split_times([], wall=1.0, dense=5.0)["communication_s"] == 0.0
+    assert S._split_times([], wall=1.0, dense=5.0)["communication_s"] == 0.0
 
 
 def test_expected_error_bound():
@@ -419,7 +421,7 @@ def test_cholesky_solves_with_or_without_scipy(monkeypatch, conditioned, scipy_p
         pytest.skip("scipy is not installed")
     a = conditioned(200, 30, cond=100.0)
     g, v = a.T @ a, np.arange(30.0)
-    chol = L._Cholesky(g)
+    chol = S._Cholesky(g)
     assert (chol._tri is None) is (not scipy_present)
     assert rel(chol.solve(v), np.linalg.solve(g, v)) <= 1e-10
 
@@ -446,8 +448,8 @@ def test_blocks_held_by_worker_processes_are_aligned():
     odd = raw[start : start + 800].view(np.float64).reshape(20, 5)  # 8- but not 64-byte aligned
     odd[...] = np.arange(100.0).reshape(20, 5)
     assert odd.ctypes.data % 64 != 0
-    out = L._aligned(odd)
-    assert out.ctypes.data % L.BLOCK_ALIGN_BYTES == 0
+    out = K._aligned(odd)
+    assert out.ctypes.data % K.BLOCK_ALIGN_BYTES == 0
     np.testing.assert_array_equal(out, odd)
     good = np.ones((64, 8))
-    assert good.ctypes.data % 64 != 0 or L._aligned(good) is good
+    assert good.ctypes.data % 64 != 0 or K._aligned(good) is good

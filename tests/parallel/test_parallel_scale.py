@@ -15,10 +15,10 @@ from gpuprobe.parallel.scale import (
     ScaleRow,
     _findings,
     _with_speedup,
-    plot_scale,
     scale_lstsq,
     synthetic_problem,
 )
+from gpuprobe.report.scale_plots import plot_scale
 
 pytest.importorskip("distributed")
 

@@ -2,7 +2,7 @@
 
 Each worker reduces its rows to ``AᵢᵀAᵢ`` and ``Aᵢᵀbᵢ`` (``normal``) or to a small R factor
 (``tsqr``); one tree reduction combines them, and the client solves an ``n × n`` system. The
-``local-sgd`` method (E6 in ``references/README.md``: shards, local SGD, models averaged every
+``local-sgd`` method (E6, ``docs/experiments.md#e6``: shards, local SGD, models averaged every
 epoch) is kept as the baseline, and reported as the approximation it is.
 
 Modules:
@@ -12,7 +12,12 @@ Modules:
   memory release.
 - :mod:`gpuprobe.parallel.sources`: inputs as dask arrays: NumPy, CuPy, torch, dask, and lazy
   ``.npy`` / Zarr / Parquet files larger than memory.
-- :mod:`gpuprobe.parallel.lstsq`: :func:`~gpuprobe.parallel.lstsq.lstsq` and :class:`LstsqReport`.
+- :mod:`gpuprobe.parallel.kernels`: the block kernels that run on the workers (top-level
+  functions, so Dask pickles them by reference).
+- :mod:`gpuprobe.parallel.solvers`: normal equations with refinement, TSQR, local SGD, and the
+  sessions that run them on a cluster or in this process.
+- :mod:`gpuprobe.parallel.lstsq`: :func:`~gpuprobe.parallel.lstsq.lstsq`, :class:`LstsqReport`
+  and its findings.
 - :mod:`gpuprobe.parallel.scale`: the worker-count sweep behind ``gpuprobe scale lstsq``.
 
 Nothing heavy is imported here; Dask is imported only when a solve starts.

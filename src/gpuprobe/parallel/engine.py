@@ -33,6 +33,7 @@ from typing import Any
 
 from gpuprobe._data import Record
 from gpuprobe.errors import UsageError
+from gpuprobe.units import NA, gib
 
 __all__ = [
     "DASK_INSTALL_HINT",
@@ -145,11 +146,9 @@ def workers_state(client: Any) -> str:
     if not bad:
         return f"{n} worker(s), all running"
 
-    def gib(v: Any) -> str:
-        return "n/a" if not v else f"{v / 2**30:.1f} GiB"
-
     parts = [
-        f"{w['address']} {w['status']} (memory {gib(w['memory'])} of limit {gib(w['memory_limit'])})"
+        f"{w['address']} {w['status']} (memory {gib(w['memory'] or None, 1)} of limit "
+        f"{gib(w['memory_limit'] or None, 1)})"
         for w in bad
     ]
     return f"{n} worker(s); " + "; ".join(parts)
@@ -308,7 +307,7 @@ class Engine:
         i = self.info
         return (
             f"Engine({i.cluster} at {i.scheduler}: {i.workers} {i.kind} worker(s) × "
-            f"{i.threads_per_worker} thread(s), BLAS threads {i.blas_threads or 'n/a'})"
+            f"{i.threads_per_worker} thread(s), BLAS threads {i.blas_threads or NA})"
         )
 
 

@@ -1,4 +1,5 @@
-"""The worker-count sweep behind ``gpuprobe scale lstsq``: E6 done right.
+"""The worker-count sweep behind ``gpuprobe scale lstsq``: E6 (``docs/experiments.md#e6``) done
+right.
 
 One cluster with the most workers asked for; for each worker count ``w`` the data is held by the
 first ``w`` workers and every method runs on those alone, so each worker is the same size (one task
@@ -9,6 +10,9 @@ chunks through ``dask.array.linalg.lstsq``.
 
 Synthetic problems are made on the workers, block by block from a seed (untimed, held in memory);
 ``--input`` files are read lazily, once per worker count.
+
+This module runs the sweep and judges it (findings); how the result reads (text, HTML) is
+:mod:`gpuprobe.report.lstsq` and its charts are :mod:`gpuprobe.report.scale_plots`.
 
 Times in this module are seconds.
 """
@@ -37,17 +41,17 @@ from gpuprobe.parallel.engine import (
     open_engine,
     require_dask,
 )
+from gpuprobe.parallel.kernels import _orthogonal, _synthetic_block
 from gpuprobe.parallel.lstsq import (
-    EXACT_ERROR_OK,
     METHODS,
     REFERENCE_MEMORY_FRACTION,
     SgdSettings,
     _ev,
-    _html_table,
     expected_error_bound,
     lstsq,
 )
 from gpuprobe.parallel.sources import default_chunk_rows, read_problem
+from gpuprobe.units import gib
 
 __all__ = [
     "CONTENTION_MAX_COMM_SHARE",
@@ -58,8 +62,6 @@ __all__ = [
     "Baseline",
     "ScaleResult",
     "ScaleRow",
-    "plot_scale",
-    "scale_figure",
     "scale_lstsq",
     "synthetic_problem",
 ]
@@ -67,9 +69,6 @@ __all__ = [
 # Parallel efficiency below which adding workers is reported as a warning: gpuprobe's choice, a
 # third of each added worker's time lost to communication, waiting or imbalance.
 PARALLEL_EFFICIENCY_WARN = 0.67
-# Columns of the sweep's table left out, first to last, when it is wider than the terminal: the
-# comparisons with numpy and the CPU share matter least next to time, speedup and the error.
-TABLE_DROP_ORDER = ("speed vs numpy", "cpu/worker", "comm", "residual", "efficiency")
 # CPU each worker got during a run, in cores (process CPU seconds / wall seconds / workers), below
 # which other processes are taking the cores and the speedups say more about them than about the
 # method: gpuprobe's choice (a BLAS-bound worker on an idle core measures 0.9-1.0 here).
@@ -81,7 +80,6 @@ CONTENTION_MAX_COMM_SHARE = 0.2
 # Synthetic problems: "gaussian" (standard normal A, κ set by --cond through a fixed orthogonal
 # V and geometric singular values), "uniform" (E6's numpy.random.rand data).
 PROBLEMS = ("gaussian", "uniform")
-NOISE = 0.1  # standard deviation of the noise added to b = A·x_true
 
 
 @dataclass(frozen=True)
@@ -152,67 +150,16 @@ class ScaleResult(Record):
         )
 
     def table(self) -> list[list[str]]:
-        """Header and rows for people."""
-        out = [
-            [
-                "method",
-                "workers",
-                "time s",
-                "speedup",
-                "efficiency",
-                "comm",
-                "cpu/worker",
-                "residual",
-                "error vs numpy",
-                "speed vs numpy",
-            ]
-        ]
-        for r in self.results:
-            name = r.requested if r.method == r.requested else f"{r.requested}→{r.method}"
-            out.append(
-                [
-                    name + ("" if r.exact else " (approx.)"),
-                    str(r.workers),
-                    f"{r.wall_s:.3f}",
-                    f"{r.speedup:.2f}",
-                    f"{r.efficiency:.0%}",
-                    f"{r.communication_share:.0%}",
-                    "n/a" if r.cpu_per_worker is None else f"{r.cpu_per_worker:.2f}",
-                    f"{r.residual_norm:.8g}",
-                    "n/a" if r.error_vs_numpy is None else f"{r.error_vs_numpy:.2e}",
-                    "n/a"
-                    if r.times_faster_than_numpy is None
-                    else f"{r.times_faster_than_numpy:.2f}×",
-                ]
-            )
-        return out
+        """Header and rows for people (:func:`gpuprobe.report.lstsq.scale_table`)."""
+        from gpuprobe.report.lstsq import scale_table
+
+        return scale_table(self)
 
     def header(self) -> list[str]:
         """The lines above the table."""
-        lines = [
-            f"least squares {self.rows} × {self.cols} float64 ({self.problem}), "
-            f"{self.row_blocks} row blocks of {self.chunk_rows} rows",
-            f"cluster: {self.cluster}; per worker {self.threads_per_worker} task thread, "
-            f"{self.blas_threads_per_worker or 'n/a'} BLAS thread(s) "
-            f"({self.blas_library or 'BLAS n/a'}); {self.cores} cores; best of {self.repeats}",
-        ]
-        for b in self.baselines:
-            if b.wall_s is None:
-                lines.append(f"{b.name}: not run ({b.note})")
-            else:
-                tried = ", ".join(
-                    f"{k} thread(s) {v:.3f} s" for k, v in b.seconds_by_threads.items()
-                )
-                where = (
-                    f"best with {b.threads} BLAS thread(s); {tried}"
-                    if b.workers is None
-                    else f"{b.workers} worker(s), same chunks"
-                )
-                err = "" if b.error_vs_numpy is None else f", error vs numpy {b.error_vs_numpy:.2e}"
-                lines.append(
-                    f"{b.name}: {b.wall_s:.3f} s ({where}), residual {b.residual_norm:.8g}{err}"
-                )
-        return lines
+        from gpuprobe.report.lstsq import scale_header
+
+        return scale_header(self)
 
     def __str__(self) -> str:
         return self.text()
@@ -220,66 +167,30 @@ class ScaleResult(Record):
     def text(self, width: int | None = None) -> str:
         """The header, the table and the findings; with ``width``, the table leaves out its least
         useful columns until it fits (and says which), never cutting a number."""
-        from gpuprobe.report.fit import columns_that_fit, left_out_note
+        from gpuprobe.report.lstsq import scale_text
 
-        tab = self.table()
-        keep = list(range(len(tab[0])))
-        if width is not None:
-            keep = columns_that_fit(tab[0], tab[1:], width, drop_order=TABLE_DROP_ORDER, sep=2)
-        tab = [[row[i] for i in keep] for row in tab]
-        widths = [max(len(row[i]) for row in tab) for i in range(len(tab[0]))]
-        body = [
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in tab
-        ]
-        note = left_out_note(self.table()[0], keep)
-        notes = [f"[{f.status.value}] {f.title}" for f in self.findings]
-        return "\n".join(
-            [*self.header(), "", *body, *([note] if note else []), "", *notes]
-        ).rstrip()
+        return scale_text(self, width)
 
     def __repr__(self) -> str:
-        best = {r.requested: r for r in self.results}
-        parts = ", ".join(f"{m} {r.wall_s:.3g} s on {r.workers}" for m, r in best.items())
-        return f"ScaleResult({self.rows}×{self.cols}, {len(self.results)} runs: {parts})"
+        from gpuprobe.report.lstsq import scale_repr
+
+        return scale_repr(self)
 
     def _repr_html_(self) -> str:
-        tab = self.table()
-        head = "".join(f"<th>{h}</th>" for h in tab[0])
-        body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in tab[1:])
-        info = _html_table(
-            "gpuprobe scale lstsq", [(f"#{i}", line) for i, line in enumerate(self.header(), 1)]
-        )
-        return f"{info}<table><tr>{head}</tr>{body}</table>"
+        from gpuprobe.report.lstsq import scale_html
+
+        return scale_html(self)
 
     def plot(self, path: str | Path | None = None) -> Any:
         """The speedup and error charts as a matplotlib figure (Jupyter shows it inline); with
-        ``path``, written there and the path returned (see :func:`plot_scale`)."""
-        if path is None:
-            return scale_figure(self)
-        return plot_scale(self, path)
+        ``path``, written there (PNG or SVG) and the path returned
+        (:mod:`gpuprobe.report.scale_plots`)."""
+        from gpuprobe.report.scale_plots import plot_scale, scale_figure
+
+        return scale_figure(self) if path is None else plot_scale(self, path)
 
 
 # -- synthetic problems, made on the workers -----------------------------------------------------
-
-
-def _orthogonal(n: int, seed: int) -> np.ndarray:
-    q, r = np.linalg.qr(np.random.default_rng([seed, 1]).standard_normal((n, n)))
-    return q * np.sign(np.diagonal(r))
-
-
-def _synthetic_block(
-    i: int, rows: int, n: int, kind: str, cond: float, seed: int, v: np.ndarray | None, tag: int
-) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng([seed, 2, i])
-    if kind == "uniform":
-        a = rng.random((rows, n))
-        b = rng.random(rows)  # E6: b = np.random.rand(m), no model behind it
-        return a, b
-    a = rng.standard_normal((rows, n))
-    if v is not None:
-        a = (a * np.geomspace(1.0, 1.0 / cond, n)) @ v.T
-    x_true = np.random.default_rng([seed, 3]).standard_normal(n)
-    return a, a @ x_true + NOISE * rng.standard_normal(rows)
 
 
 def synthetic_problem(
@@ -334,8 +245,8 @@ def _numpy_baseline(
     avail = psutil.virtual_memory().available
     if need > REFERENCE_MEMORY_FRACTION * avail:
         note = (
-            f"needs about {need / 2**30:.1f} GiB, more than "
-            f"{REFERENCE_MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB free"
+            f"needs about {gib(need, 1)}, more than "
+            f"{REFERENCE_MEMORY_FRACTION:.0%} of the {gib(avail, 1)} free"
         )
         return Baseline("numpy.linalg.lstsq", None, note=note), None
     a_np, b_np = client.gather(client.compute([a, b]))
@@ -673,55 +584,3 @@ def _findings(
         *_approximations(rows, sizes),
         *_contention(rows, cores),
     ]
-
-
-# -- the plot -----------------------------------------------------------------------------------
-
-
-def scale_figure(result: ScaleResult) -> Any:
-    """Speedup and error against workers, one line per method, on a figure object (never pyplot,
-    so the user's matplotlib backend is left alone)."""
-    from gpuprobe.report.chart import new_chart
-
-    fig = new_chart(figsize=(10, 4), layout="constrained")
-    ax1, ax2 = fig.subplots(1, 2)
-    sizes = sorted({r.workers for r in result.results})
-    ax1.plot(sizes, [w / sizes[0] for w in sizes], "k:", label="ideal")
-    for method in dict.fromkeys(r.requested for r in result.results):
-        rows = [r for r in result.results if r.requested == method]
-        ws = [r.workers for r in rows]
-        ax1.plot(ws, [r.speedup for r in rows], "o-", label=method)
-        errs = [r.error_vs_numpy for r in rows]
-        if all(e is not None for e in errs):
-            ax2.plot(ws, [max(e, 1e-17) for e in errs], "o-", label=method)  # type: ignore[type-var]
-    shown = [r.error_vs_numpy for r in result.results if r.error_vs_numpy is not None]
-    if shown:  # whole decades from float64's rounding level up, so 4e-15 does not look large
-        low = min(1e-17, min(max(e, 1e-17) for e in shown) / 10)
-        ax2.set_ylim(low, max(1e-8, max(shown) * 10))
-        ax2.axhline(EXACT_ERROR_OK, color="grey", ls="--", lw=1, label=f"{EXACT_ERROR_OK:g}")
-    ax1.set(
-        xlabel="workers", ylabel=f"speedup over {sizes[0]} worker(s)", xticks=sizes, title="speedup"
-    )
-    ax2.set(
-        xlabel="workers",
-        ylabel="relative error vs numpy.linalg.lstsq",
-        yscale="log",
-        xticks=sizes,
-        title="error",
-    )
-    ax1.legend()
-    if ax2.lines:
-        ax2.legend()
-    fig.suptitle(f"gpuprobe scale lstsq: {result.rows} × {result.cols} ({result.problem})")
-    return fig
-
-
-def plot_scale(result: ScaleResult, path: str | Path) -> Path:
-    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"--plot {out}: give a .png or .svg file name")
-    fig = scale_figure(result)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    return out

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.errors import InputError
+from gpuprobe.units import MIB, gib
 
 __all__ = [
     "CHUNK_TARGET_BYTES",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 # Bytes per row block: dask.array's default "array.chunk-size" (128 MiB, dask/dask.yaml).
-CHUNK_TARGET_BYTES = 128 * 2**20
+CHUNK_TARGET_BYTES = 128 * MIB
 # Largest row block as a fraction of one GPU's memory: 1/16 to 1/8 keeps room for the Gram or QR
 # work on the same card (research/benchmarks-and-lstsq.md §5, NVIDIA/cudf PR #16821).
 GPU_CHUNK_FRACTION = 1 / 16
@@ -388,8 +389,8 @@ def local_problem(
         if size > memory_fraction * avail:
             return None
         why = (
-            f".npy data of {size / 2**30:.2f} GiB, within {memory_fraction:.0%} of the "
-            f"{avail / 2**30:.1f} GiB available: read block by block in this process"
+            f".npy data of {gib(size)}, within {memory_fraction:.0%} of the "
+            f"{gib(avail, 1)} available: read block by block in this process"
         )
     else:
         why = "in-memory array: solved in this process with threaded BLAS, no copy of A"
