@@ -38,7 +38,8 @@ MATMUL_REL_ERR_FAIL = 1e-2
 E1_REL_ERR_FAIL = 1e-3  # a float32 sum of 10^6-10^8 positive terms stays far below this
 GPU_SPEEDUP_WARN = 1.0  # a GPU not faster than the CPU on E1 or a 4096³ matmul is broken
 PINNED_H2D_WARN_FRACTION = 0.5  # of the link's theoretical rate; healthy links reach 60-87 %
-# (research/benchmarks-and-lstsq.md: T4 9.7/15.8, A100 25/31.5, H800 55/63 GB/s)
+# (public measurements: T4 9.7/15.8 GB/s; A100 25/31.5, nvbandwidth README and issue #42;
+# H800 ~55/63 GB/s, SM copies 35 H2D / 53 D2H in NVIDIA/nvbandwidth#24)
 THROTTLE_WARN_REASONS = (
     "hw_slowdown",
     "hw_thermal_slowdown",

@@ -2,7 +2,7 @@
 
 Targets (sub-commands; more can be added beside ``lstsq``):
 
-- ``lstsq``: data-parallel least squares (E6 done right): for each worker count and method, time,
+- ``lstsq``: data-parallel least squares (E6 done right; docs/experiments.md#e6): for each worker count and method, time,
   speedup, parallel efficiency, communication share, residual and error against
   ``numpy.linalg.lstsq``; optionally a plot of speedup and error against workers.
 
@@ -70,7 +70,8 @@ def register(sub: Any) -> None:
 
     lp = targets.add_parser(
         "lstsq",
-        help="data-parallel least squares: normal equations, TSQR, E6's local SGD",
+        help="data-parallel least squares: normal equations, TSQR, and the local SGD of E6 "
+        "(docs/experiments.md#e6)",
         description="Solve min ||b - Ax|| on each worker count with each method and compare "
         "with numpy.linalg.lstsq. Without --input, a synthetic problem is made on the workers.",
     )
@@ -225,8 +226,9 @@ def run_lstsq(args: argparse.Namespace) -> int:
     workers = args.workers or _default_workers()
     if args.scheduler is None:
         workers = _clamp_workers(workers)
-    status = _progress()
-    try:
+    from gpuprobe.report.progress import progress
+
+    with progress("starting the Dask cluster", keep_title=False) as status:
         result = scale_lstsq(
             rows=args.rows or 100_000,
             cols=args.cols or 500,
@@ -244,11 +246,8 @@ def run_lstsq(args: argparse.Namespace) -> int:
             compare_numpy=not args.no_numpy,
             compare_dask=args.compare_dask,
             sgd=sgd,
-            progress=status.update if status else None,
+            progress=status.update if status.active else None,
         )
-    finally:
-        if status:
-            status.stop()
     if args.plot:
         result.plot(args.plot)
     if args.json:
@@ -260,28 +259,3 @@ def run_lstsq(args: argparse.Namespace) -> int:
         if args.plot:
             print(f"\nplot: {args.plot}")
     return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK
-
-
-class _Status:
-    """A one-line spinner on stderr (only when stderr is a terminal)."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-
-        self._status = Console(stderr=True).status("starting the Dask cluster")
-        self._status.start()
-
-    def update(self, message: str) -> None:
-        self._status.update(message)
-
-    def stop(self) -> None:
-        self._status.stop()
-
-
-def _progress() -> _Status | None:
-    if not sys.stderr.isatty():
-        return None
-    try:
-        return _Status()
-    except ImportError:
-        return None

@@ -37,7 +37,7 @@ REL_ERROR_LIMIT: dict[str, float] = {
 }
 EXPRESSION_REL_ERROR_LIMIT = 1e-3  # float32 sum vs float64 (doctor's E1_REL_ERR_FAIL)
 MATMUL_PEAK_WARN_FRACTION = 0.5  # of the spec's dense peak at n ≥ 4096; cuBLAS reaches 70-90 %
-# (research/benchmarks-and-lstsq.md: GH200 FP32 63.0/66.9 TFLOPS)
+# (GH200 FP32 63.0 of 66.9 TFLOPS measured in the public mredenti/PowerCapping results)
 MATMUL_PEAK_MIN_N = 4096
 D2D_PEAK_WARN_FRACTION = 0.6  # of spec memory bandwidth; measured copies reach 75-89 %
 # (research: T4 240/320, A100 1355/1555, A800 1727/1935 GB/s)

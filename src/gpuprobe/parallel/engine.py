@@ -6,8 +6,8 @@
   solvers' work is BLAS/LAPACK, which releases the GIL, and in-memory inputs are then shared
   without a copy.
 - On GPUs (``devices="gpu"`` or a list of device ids, or CuPy inputs): one worker per GPU, with
-  dask-cuda's ``LocalCUDACluster`` and its memory settings (section 5 of
-  ``research/benchmarks-and-lstsq.md``): a device memory limit below the card, RMM's asynchronous
+  dask-cuda's ``LocalCUDACluster`` and its memory settings (dask-cuda's docs and issues #859,
+  #986, #1075): a device memory limit below the card, RMM's asynchronous
   pool that gives memory back above a threshold, and CuPy routed through RMM.
 - ``client=`` or ``scheduler="tcp://…"``: an existing cluster, left as it was found.
 
@@ -59,8 +59,8 @@ DASK_INSTALL_HINT = 'pip install "gpuprobe[dask]"'
 # dask-cuda's own default (LocalCUDACluster device_memory_limit=0.8).
 DEVICE_MEMORY_LIMIT_FRACTION = 0.8
 # Fraction of each card's memory above which RMM's asynchronous pool returns freed memory to the
-# driver, so a failed solve does not keep the card full; research/benchmarks-and-lstsq.md §5
-# (rmm_async with rmm_release_threshold; dask-cuda#859, #1075).
+# driver, so a failed solve does not keep the card full (rmm_async with rmm_release_threshold;
+# rapidsai/dask-cuda#859, #1075).
 RMM_RELEASE_THRESHOLD_FRACTION = 0.5
 # Fraction of the memory available when a process cluster starts that its workers share equally
 # as their memory limits (Dask's default is the machine's total, whatever else runs on it).

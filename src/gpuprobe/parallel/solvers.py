@@ -78,8 +78,8 @@ EPS64 = float(np.finfo(np.float64).eps)  # 2.22e-16, float64 machine epsilon
 # by κ²·eps again (Higham §20.5), so at 1e-5 the REFINE_MAX_STEPS passes reach float64's limit.
 # κ comes from LAPACK's condition estimator, measured at 1-2× the true κ₂ (tests).
 NORMAL_MAX_KAPPA2_EPS = 1e-5
-# Refinement steps at most after the first solve; research/benchmarks-and-lstsq.md §4 ("fp64 plus
-# 1-2 refinement steps"), one more for the extended-precision passes. Each pass costs 4mn flops
+# Refinement steps at most after the first solve: iterative refinement (r = b - Ax; RᵀR·dx = Aᵀr)
+# needs 1-2 steps in fp64 for κ(AᵀA) = κ(A)² (Higham, Accuracy and Stability, ch. 12), one more for the extended-precision passes. Each pass costs 4mn flops
 # and one n-vector reduction; a pass that cannot change x is not made (see _refine).
 REFINE_MAX_STEPS = 3
 # Refinement converges when each step shrinks the error by about κ²·eps (Higham 2002, §20.5);

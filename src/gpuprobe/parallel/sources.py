@@ -46,7 +46,7 @@ __all__ = [
 # Bytes per row block: dask.array's default "array.chunk-size" (128 MiB, dask/dask.yaml).
 CHUNK_TARGET_BYTES = 128 * MIB
 # Largest row block as a fraction of one GPU's memory: 1/16 to 1/8 keeps room for the Gram or QR
-# work on the same card (research/benchmarks-and-lstsq.md §5, NVIDIA/cudf PR #16821).
+# work on the same card (rapidsai/cudf PR #16821).
 GPU_CHUNK_FRACTION = 1 / 16
 
 
