@@ -17,24 +17,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gpuprobe import api
 from gpuprobe._version import __version__
-from gpuprobe.api import (
-    bench,
-    compare,
-    diagnose,
-    diagnose_ranks,
-    doctor,
-    explain_oom,
-    fit,
-    install_oom_hook,
-    inventory,
-    lstsq,
-    pack,
-    precision_sweep,
-    record,
-    run,
-    uninstall_oom_hook,
-)
+from gpuprobe.api import *  # noqa: F403  (the functions: api.__all__)
 from gpuprobe.errors import GpuprobeError, InputError, UsageError
 
 if TYPE_CHECKING:
@@ -76,23 +61,9 @@ __all__ = [
     "Status",
     "UsageError",
     "__version__",
-    "bench",
-    "compare",
-    "diagnose",
-    "diagnose_ranks",
-    "doctor",
-    "explain_oom",
-    "fit",
-    "install_oom_hook",
-    "inventory",
-    "lstsq",
-    "pack",
-    "precision_sweep",
     "profile",
-    "record",
-    "run",
-    "uninstall_oom_hook",
 ]
+__all__ += api.__all__
 
 
 def __getattr__(name: str) -> Any:

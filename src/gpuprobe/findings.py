@@ -7,8 +7,9 @@ numbers with units, and the fix: the command to run or the line of code to chang
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuprobe._data import Record
 
@@ -16,6 +17,7 @@ __all__ = [
     "Evidence",
     "Finding",
     "Status",
+    "apply_rules",
     "findings_lines",
     "status_counts",
     "worst",
@@ -166,3 +168,9 @@ def findings_lines(
         if f.fix and f.id not in no_fix:
             lines.append(f"         fix: {f.fix}")
     return lines
+
+
+def apply_rules(rules: Iterable[Callable[..., list[Finding]]], *args: Any) -> list[Finding]:
+    """Every rule's findings for ``args``, in rule order: how each judge (a trace's, a
+    recording's) runs its ``RULES`` tuple. Sort with :func:`worst_first` to show."""
+    return [f for rule in rules for f in rule(*args)]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuprobe.findings import Finding
+from gpuprobe.findings import Finding, apply_rules
 from gpuprobe.monitor.rules import gpu, host, memory, recording, starvation, throttle
 from gpuprobe.monitor.summary import GpuStats, RunContext
 
@@ -40,11 +40,7 @@ GPU_RULES: tuple[GpuRule, ...] = (
 
 def each_used_gpu(ctx: RunContext) -> list[Finding]:
     """The :data:`GPU_RULES` on each GPU the command used, one GPU after the other."""
-    out: list[Finding] = []
-    for st in ctx.used_gpus:
-        for rule in GPU_RULES:
-            out.extend(rule(ctx, st))
-    return out
+    return [f for st in ctx.used_gpus for f in apply_rules(GPU_RULES, ctx, st)]
 
 
 RULES: tuple[Rule, ...] = (
@@ -66,7 +62,4 @@ RULES: tuple[Rule, ...] = (
 
 def run_rules(ctx: RunContext) -> list[Finding]:
     """Every rule's findings, in rule order (sort with ``worst_first`` to show)."""
-    out: list[Finding] = []
-    for rule in RULES:
-        out.extend(rule(ctx))
-    return out
+    return apply_rules(RULES, ctx)

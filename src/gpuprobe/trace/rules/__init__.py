@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuprobe.findings import Finding
+from gpuprobe.findings import Finding, apply_rules
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.rules import copies, gpu_time, input, loops, memory, precision, sync
 
@@ -32,7 +32,4 @@ RULES: tuple[Rule, ...] = (
 
 def run_rules(ctx: TraceContext) -> list[Finding]:
     """Every rule's findings, in rule order (sort with ``worst_first`` to show)."""
-    out: list[Finding] = []
-    for rule in RULES:
-        out.extend(rule(ctx))
-    return out
+    return apply_rules(RULES, ctx)
