@@ -13,13 +13,13 @@ Units: seconds, bytes, hertz.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the types only; at run time each function imports what it calls
+    import os
+    from collections.abc import Callable, Iterable, Sequence
+    from contextlib import AbstractContextManager
+
     from gpuprobe.checks import DoctorReport
     from gpuprobe.machine import FrameworkMode, Inventory
     from gpuprobe.measure.report import BenchReport
@@ -54,7 +54,8 @@ __all__ = [
     "uninstall_oom_hook",
 ]
 
-PathLike = str | os.PathLike[str]
+if TYPE_CHECKING:
+    PathLike = str | os.PathLike[str]
 
 
 def inventory(frameworks: FrameworkMode = "auto") -> Inventory:
@@ -133,11 +134,12 @@ def run(
     ``report.html`` and ``report.png``. The result carries the command's exit code, the summary
     (``None`` when no timeline could be read), the files written and notes on what could not be.
     A report that cannot be written is a note, never an exception: the exit code survives."""
+    import time
+    from pathlib import Path
+
     from gpuprobe.monitor.run import finish_run, run_command
 
     if out is None:
-        import time
-
         out = Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
     result = run_command(cmd, Path(out), hz=hz, pcie_throughput=pcie_throughput)
     if not report:
@@ -159,6 +161,8 @@ def record(
     (default: this one) with its children while the block runs; ``rec.findings``, ``rec.plot()``
     and ``rec.report()`` afterwards. ``out`` is a new or empty directory (default: a temporary
     one)."""
+    from pathlib import Path
+
     from gpuprobe.monitor.record import record as _record
 
     return _record(
