@@ -402,14 +402,15 @@ def test_numpy_blocks_moved_to_gpu_and_cupy_input_alone(conditioned, rhs):
 
 def test_public_api_and_memory_released_after_failure(client, monkeypatch):
     import gpuprobe
+    from gpuprobe import api
 
-    assert gpuprobe.lstsq is lstsq
+    assert gpuprobe.lstsq is api.lstsq  # the typed public function, which calls lstsq
     calls = []
     monkeypatch.setattr(L, "release_memory", lambda c: calls.append(c))
     a = np.ones((50, 2))
     a[0, 0] = np.inf
     with pytest.raises(InputError):
-        lstsq(a, np.ones(50), client=client)
+        gpuprobe.lstsq(a, np.ones(50), client=client)
     assert calls == [client]
 
 
