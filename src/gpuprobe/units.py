@@ -10,7 +10,7 @@ This module is at the bottom of the layers: judges use it for titles, ``report/`
 
 from __future__ import annotations
 
-__all__ = ["GIB", "KIB", "MIB", "NA", "gib", "gib_value", "rate", "seconds", "size"]
+__all__ = ["GIB", "KIB", "MIB", "NA", "count", "gib", "gib_value", "rate", "seconds", "size"]
 
 NA = "n/a"  # a value that was not measured or is not supported (nvitop's NA)
 KIB = 2**10
@@ -57,6 +57,14 @@ def seconds(s: float | None) -> str:
     if s < 1:
         return f"{s * 1e3:.3g} ms"
     return f"{s:.3g} s"
+
+
+def count(v: float | None) -> str:
+    """A quantity without a unit prefix (samples/s, items/s): ``12,345`` from 100 up, three
+    significant figures below (``42.5``, ``0.123``)."""
+    if v is None:
+        return NA
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def rate(value: float | None, unit: str, digits: int = 3) -> str:

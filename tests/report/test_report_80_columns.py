@@ -182,7 +182,8 @@ def test_run_summary_keeps_every_number_when_piped(tmp_path: Path) -> None:
 
 
 def test_fit_and_plain_tables_fit_when_asked(tmp_path: Path) -> None:
-    from gpuprobe.memory.fit import fit, render_text
+    from gpuprobe.memory.fit import fit
+    from gpuprobe.report.fit_text import fit_text as render_text
 
     r = fit(lambda b: sum(range(b * 1000)), [1, 2, 4, 8, 16], repeats=1)
     text = render_text(r)

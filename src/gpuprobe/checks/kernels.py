@@ -19,7 +19,7 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.specs import pcie_link_gbs
 from gpuprobe.hardware.types import Gpu, GpuSample
 from gpuprobe.machine import Inventory
-from gpuprobe.measure.measurement import format_seconds
+from gpuprobe.units import seconds
 
 __all__ = [
     "E1_NOTE",
@@ -164,7 +164,7 @@ def judge_cpu(results: list[WorkerResult]) -> list[Finding]:
                 continue
             label = f"{r.framework} {'cpu ' if r.framework != 'numpy' else ''}{m.metadata['dtype']}"
             ev.append(_ev_time(f"e1 {label}", m.median))
-            parts.append(f"{label} {format_seconds(m.median)}")
+            parts.append(f"{label} {seconds(m.median)}")
             note = E1_NOTE.get(label)
             if note is not None and m.metadata.get("n") == E1_NOTE_N:
                 ev.append(_ev_time(f"note: {label}", note))

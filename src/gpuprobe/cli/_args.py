@@ -66,7 +66,7 @@ positive_int = int_in(1, MAX_BATCH)
 def size_bytes(text: str) -> int:
     """A size like ``2GiB`` or ``512MiB``, from 1 MiB to 1 PiB."""
     from gpuprobe.memory.oom.classify import parse_size
-    from gpuprobe.units import size as format_bytes
+    from gpuprobe.units import size
 
     try:
         value = parse_size(text)
@@ -74,7 +74,6 @@ def size_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if not MIN_SIZE_BYTES <= value <= MAX_SIZE_BYTES:
         raise argparse.ArgumentTypeError(
-            f"{text}: give a size from {format_bytes(MIN_SIZE_BYTES)} to "
-            f"{format_bytes(MAX_SIZE_BYTES)}"
+            f"{text}: give a size from {size(MIN_SIZE_BYTES)} to {size(MAX_SIZE_BYTES)}"
         )
     return value

@@ -13,8 +13,9 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.hardware.load import HOST_BUSY_WARN_FRACTION as HOST_BUSY_WARN_FRACTION
 from gpuprobe.hardware.load import host_busy_finding
 from gpuprobe.machine import Inventory
-from gpuprobe.measure.measurement import SPREAD_WARN_FRACTION, format_seconds
+from gpuprobe.measure.measurement import SPREAD_WARN_FRACTION
 from gpuprobe.measure.report import BenchResult, WorkerRun
+from gpuprobe.units import seconds
 
 __all__ = ["REL_ERROR_LIMIT", "crossover_size", "judge"]
 
@@ -357,8 +358,8 @@ def _naive(results: Sequence[BenchResult]) -> list[Finding]:
                 _f(
                     "bench-naive-timing-misleading",
                     Status.WARN,
-                    f"{fw} {dev}: a host clock around x * 2 says {format_seconds(naive.seconds)}; "
-                    f"the device took {format_seconds(right.seconds)} ({ratio:.0f}× more): "
+                    f"{fw} {dev}: a host clock around x * 2 says {seconds(naive.seconds)}; "
+                    f"the device took {seconds(right.seconds)} ({ratio:.0f}× more): "
                     "E8's mistake (docs/experiments.md#e8)",
                     [Evidence("naive", naive.seconds, "s"), Evidence("device", right.seconds, "s")],
                     fix="time GPU work with events (torch.cuda.Event(enable_timing=True)) or call "

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuprobe._data import Record
-from gpuprobe.units import seconds as format_seconds  # the one duration format, kept importable
+from gpuprobe.units import seconds
 
-__all__ = ["SPREAD_WARN_FRACTION", "Measurement", "format_seconds", "quantile", "rel_error"]
+__all__ = ["SPREAD_WARN_FRACTION", "Measurement", "quantile", "rel_error"]
 
 # IQR / median above which a measurement's median is not to be trusted alone: the threshold
 # torch.utils.benchmark.Measurement warns at (_IQR_WARN_THRESHOLD = 0.1).
@@ -133,9 +133,9 @@ class Measurement(Record):
 
     def __str__(self) -> str:
         text = (
-            f"{self.name} [{self.framework} {self.device}]: median {format_seconds(self.median)} "
-            f"(p20 {format_seconds(self.p20)}, p80 {format_seconds(self.p80)}, "
-            f"min {format_seconds(self.min)}, n={self.n}, {self.timer})"
+            f"{self.name} [{self.framework} {self.device}]: median {seconds(self.median)} "
+            f"(p20 {seconds(self.p20)}, p80 {seconds(self.p80)}, "
+            f"min {seconds(self.min)}, n={self.n}, {self.timer})"
         )
         warning = self.warning
         return text if warning is None else f"{text}\n  WARNING: {warning}"
@@ -145,7 +145,7 @@ class Measurement(Record):
         flag = "; WARNING: too spread to trust" if self.too_spread else ""
         return (
             f"<Measurement {self.name} [{self.framework} {self.device}]: median "
-            f"{format_seconds(self.median)}{spread}, n={self.n}, {self.timer}{flag}>"
+            f"{seconds(self.median)}{spread}, n={self.n}, {self.timer}{flag}>"
         )
 
     def _repr_html_(self) -> str:

@@ -25,12 +25,12 @@ from typing import Any, Literal
 
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, UsageError
-from gpuprobe.findings import Evidence, Finding, Status, findings_lines, status_counts
+from gpuprobe.findings import Evidence, Finding, Status, status_counts
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
-from gpuprobe.measure.measurement import Measurement, format_seconds
+from gpuprobe.measure.measurement import Measurement
 from gpuprobe.memory.oom.classify import classify_oom
-from gpuprobe.units import size as format_bytes
+from gpuprobe.units import count, seconds, size
 
 __all__ = [
     "CURVE_MAX_POINTS",
@@ -83,8 +83,8 @@ class FitTrial(Record):
         if not self.fits:
             return f"{self.batch_size}: out of memory"
         return (
-            f"{self.batch_size}: {format_seconds(self.median_s)}/step, "
-            f"{_rate(self.throughput)} samples/s, peak {format_bytes(self.peak_memory)}"
+            f"{self.batch_size}: {seconds(self.median_s)}/step, "
+            f"{count(self.throughput)} samples/s, peak {size(self.peak_memory)}"
         )
 
 
@@ -118,7 +118,9 @@ class FitResult(Record):
         return sorted((b, float(v)) for b, v in pts.items() if v is not None)
 
     def __str__(self) -> str:
-        return render_text(self)
+        from gpuprobe.report.fit_text import fit_text
+
+        return fit_text(self)
 
     def __repr__(self) -> str:
         best = "nothing fits" if self.best is None else f"largest that fits {self.best}"
@@ -132,12 +134,6 @@ class FitResult(Record):
         from gpuprobe.report.reprs import result_html
 
         return result_html(self)
-
-
-def _rate(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
 def trial_bound(candidates: int) -> int:
@@ -533,9 +529,9 @@ def judge(r: FitResult) -> list[Finding]:
                 id="fit-knee",
                 status=Status.INFO,
                 title=(
-                    f"throughput flattens from batch {r.knee}: {_rate(k.throughput)} samples/s, "
+                    f"throughput flattens from batch {r.knee}: {count(k.throughput)} samples/s, "
                     f"{100 * (k.throughput or 0) / top:.0f} % of the best "
-                    f"({_rate(top)} at {r.best_throughput_batch})"
+                    f"({count(top)} at {r.best_throughput_batch})"
                 ),
                 evidence=(
                     Evidence("knee", r.knee),
@@ -553,28 +549,3 @@ def judge(r: FitResult) -> list[Finding]:
             )
         )
     return out
-
-
-def render_text(r: FitResult) -> str:
-    """The result as a plain-text table with the findings under it."""
-    head = f"gpuprobe fit: batch sizes {r.smallest}..{r.largest} ({r.candidates} candidates)"
-    lines = [head]
-    if r.cap:
-        lines.append(f"  memory cap: {r.cap}")
-    lines.append(
-        f"  search: {r.search_trials} trials (bound ⌈log2 {r.candidates}⌉ + 2 = {r.trial_bound}), "
-        f"tolerance {100 * r.tolerance:g} %, timer {r.timer}, "
-        + ("each trial in its own process" if r.isolated else "in this process")
-    )
-    lines.append(f"  {'batch':>8}  {'fits':<4}  {'step':>10}  {'samples/s':>11}  {'peak mem':>10}")
-    for t in r.trials:
-        mark = "" if t.phase == "search" else " (curve)"
-        if t.fits:
-            lines.append(
-                f"  {t.batch_size:>8}  {'yes':<4}  {format_seconds(t.median_s):>10}  "
-                f"{_rate(t.throughput):>11}  {format_bytes(t.peak_memory):>10}{mark}"
-            )
-        else:
-            lines.append(f"  {t.batch_size:>8}  {'OOM':<4}  {'':>10}  {'':>11}  {'':>10}{mark}")
-    lines += findings_lines(r.findings, no_details=("fit-nothing-fits",))
-    return "\n".join(lines)

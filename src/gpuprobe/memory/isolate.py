@@ -97,12 +97,12 @@ def _vm_size() -> int:
 
 def cap_description(limit: int, device: str) -> str:
     """What a cap of ``limit`` bytes limits, in words, for a trial on ``device``."""
-    from gpuprobe.units import size as format_bytes
+    from gpuprobe.units import size
 
     if device.startswith("cuda"):
-        return f"{format_bytes(limit)} of torch's CUDA allocator (set_per_process_memory_fraction)"
+        return f"{size(limit)} of torch's CUDA allocator (set_per_process_memory_fraction)"
     return (
-        f"{format_bytes(limit)} of address space per trial process (RLIMIT_AS, on top of what "
+        f"{size(limit)} of address space per trial process (RLIMIT_AS, on top of what "
         "the interpreter and torch had mapped at start)"
     )
 

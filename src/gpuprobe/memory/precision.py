@@ -26,10 +26,9 @@ from typing import Any, Literal
 
 from gpuprobe._data import Record
 from gpuprobe.errors import UsageError
-from gpuprobe.findings import Evidence, Finding, Status, findings_lines, status_counts
+from gpuprobe.findings import Evidence, Finding, Status, status_counts
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import HostLoad, host_busy_finding
-from gpuprobe.measure.measurement import format_seconds
 
 __all__ = [
     "DTYPES",
@@ -91,7 +90,9 @@ class PrecisionReport(Record):
         return next((r for r in self.results if r.dtype == dtype), None)
 
     def __str__(self) -> str:
-        return render_text(self)
+        from gpuprobe.report.precision_text import precision_text
+
+        return precision_text(self)
 
     def __repr__(self) -> str:
         rows = ", ".join(
@@ -445,35 +446,3 @@ def judge(r: PrecisionReport, cpu_flags: frozenset[str] | None = None) -> list[F
                 )
             )
     return out
-
-
-def _num(v: float | None, fmt: str = ".2g") -> str:
-    if v is None:
-        return "n/a"
-    if v == 0:
-        return "0"
-    return format(v, fmt)
-
-
-def render_text(r: PrecisionReport) -> str:
-    """The report as a plain-text table with the findings under it."""
-    lines = [f"gpuprobe precision: {r.device}, batch {r.batch}"]
-    metric = f"  {r.metric_name or 'metric':>10}" if r.metric_name else ""
-    lines.append(
-        f"  {'dtype':<6}  {'latency':>10}  {'samples/s':>10}  {'speedup':>7}  "
-        f"{'max abs':>8}  {'rel err':>8}{metric}"
-    )
-    for x in r.results:
-        if x.outcome != "ok":
-            lines.append(f"  {x.dtype:<6}  {x.outcome}: {x.reason}")
-            continue
-        m = f"  {_num(x.metric, '.4g'):>10}" if r.metric_name else ""
-        tp = f"{x.throughput:,.0f}" if x.throughput else "n/a"
-        lines.append(
-            f"  {x.dtype:<6}  {format_seconds(x.median_s):>10}  {tp:>10}  "
-            f"{(x.speedup or 0):>6.2f}x  {_num(x.max_abs):>8}  {_num(x.rel_error):>8}{m}"
-        )
-    lines += findings_lines(r.findings, skip=("precision-skipped",))
-    for n in r.notes:
-        lines.append(f"  note: {n}")
-    return "\n".join(lines)

@@ -19,7 +19,6 @@ import contextlib
 import math
 import os
 import re
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -34,13 +33,14 @@ import psutil
 
 from gpuprobe._data import Record
 from gpuprobe.errors import GpuprobeError, UsageError
-from gpuprobe.findings import Evidence, Finding, Status, findings_lines, status_counts
+from gpuprobe.findings import Evidence, Finding, Status, status_counts
 from gpuprobe.hardware.host import usable_cores
 from gpuprobe.hardware.load import host_busy_finding, others_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import Sample
 from gpuprobe.monitor.run import EXIT_NOT_FOUND, resolve_command
 from gpuprobe.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
+from gpuprobe.units import count
 
 __all__ = [
     "CORE_CAPACITY_SLACK",
@@ -138,7 +138,9 @@ class PackReport(Record):
     findings: tuple[Finding, ...] = ()
 
     def __str__(self) -> str:
-        return render_text(self)
+        from gpuprobe.report.pack_text import pack_text
+
+        return pack_text(self)
 
     def __repr__(self) -> str:
         n = "none" if self.recommended is None else str(self.recommended)
@@ -436,12 +438,6 @@ def _change(ratio: float) -> str:
     return f"add {pct} %" if pct > 0 else f"lose {-pct} %"
 
 
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
 def judge(r: PackReport) -> list[Finding]:
     """pack-copy-failed, pack-no-rate, pack-recommend, pack-mig, pack-mps, pack-cpu-only."""
     out: list[Finding] = []
@@ -504,9 +500,9 @@ def judge(r: PackReport) -> list[Finding]:
                 id="pack-recommend",
                 status=Status.OK,
                 title=(
-                    f"run one copy at a time: {_fmt(rec.throughput)} {r.unit}{beyond}"
+                    f"run one copy at a time: {count(rec.throughput)} {r.unit}{beyond}"
                     if rec.n == 1
-                    else f"run {rec.n} at once: {_fmt(rec.throughput)} {r.unit} in total, "
+                    else f"run {rec.n} at once: {count(rec.throughput)} {r.unit} in total, "
                     f"{gain:.2f}x N={first.n}, each copy {rec.slowdown or 1:.2f}x slower{beyond}"
                 )
                 if gain is not None
@@ -625,37 +621,3 @@ def judge(r: PackReport) -> list[Finding]:
         )
     )
     return out
-
-
-def render_text(r: PackReport) -> str:
-    """The report as a plain-text table with the findings under it."""
-    load = (
-        f", load average {r.load_average[0]:.2f} {r.load_average[1]:.2f} {r.load_average[2]:.2f}"
-        if r.load_average
-        else ""
-    )
-    gpus = f"{r.sharing.gpus} GPU" + ("s" if r.sharing.gpus != 1 else "")
-    lines = [f"gpuprobe pack: {shlex.join(r.command)}", f"  machine: {r.cores} cores, {gpus}{load}"]
-    gpu_col = r.sharing.gpus > 0  # no GPU: no GPU column, so the table fits 80 columns
-    lines.append(
-        f" {'N':>3}  {'wall':>7}  {'per copy':>8}  {'slowdown':>8}  {'throughput':>10}  "
-        f"{'copies CPU':>10}  {'host busy':>9}" + (f"  {'GPU util':>8}" if gpu_col else "")
-    )
-    for lv in r.levels:
-        mark = "*" if lv.n == r.recommended else " "
-        failed = f"  ({lv.failed} failed)" if lv.failed else ""
-        gpu = f"{lv.gpu_util_percent:.0f} %" if lv.gpu_util_percent is not None else "n/a"
-        host = f"{lv.host_busy_percent:.0f} %" if lv.host_busy_percent is not None else "n/a"
-        used = f"{lv.cpu_percent:.0f} %" if lv.cpu_percent is not None else "n/a"
-        lines.append(
-            f"{mark}{lv.n:>3}  {lv.wall_s:>6.2f}s  {lv.mean_copy_s:>7.2f}s  "
-            f"{(lv.slowdown or 1):>7.2f}x  {_fmt(lv.throughput):>10}  {used:>10}  {host:>9}"
-            + (f"  {gpu:>8}" if gpu_col else "")
-            + failed
-        )
-    lines.append(
-        f"  * recommended; throughput: {r.unit}; copies CPU: their CPU seconds over the wall "
-        "time, % of one core; host busy: all cores, whoever used them"
-    )
-    lines += findings_lines(r.findings)
-    return "\n".join(lines)

@@ -22,7 +22,7 @@ from typing import Any
 
 from gpuprobe._data import Record
 from gpuprobe._text import strip_control
-from gpuprobe.findings import Finding, worst_first
+from gpuprobe.findings import Finding, status_counts, worst_first
 from gpuprobe.hardware.load import others_cores
 from gpuprobe.hardware.types import Gpu
 from gpuprobe.monitor.records import Sample, TreeSample
@@ -129,8 +129,6 @@ class RunSummary(Record):
     findings: tuple[Finding, ...]
 
     def __repr__(self) -> str:
-        from gpuprobe.report.reprs import status_counts
-
         return (
             f"<RunSummary {command_text(self.command, 60)}: {self.duration_s:.1f} s, exit code "
             f"{'n/a' if self.exit_code is None else self.exit_code}, {self.samples} samples; "

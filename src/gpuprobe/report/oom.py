@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuprobe.report.findings_text import findings_lines
+from gpuprobe.findings import findings_lines
 
 if TYPE_CHECKING:
     from gpuprobe.memory.oom.judge import OomReport

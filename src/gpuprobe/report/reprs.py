@@ -4,8 +4,6 @@ A result's ``repr`` is one line (what it is, the verdict, the few numbers that m
 dump of its fields; ``str`` is the same text the command prints; ``_repr_html_`` is what Jupyter
 shows. Rich renders text here with ``force_jupyter=False``: a rich console in a notebook otherwise
 displays what it renders as a side output, so the result would show twice.
-
-``status_counts`` is :func:`gpuprobe.findings.status_counts`, kept importable from here.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from collections.abc import Callable, Iterable
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from gpuprobe.findings import Finding, Status, status_counts, worst_first
+from gpuprobe.findings import Finding, Status, worst_first
 from gpuprobe.report.style import STATUS_COLORS
 from gpuprobe.units import seconds
 
@@ -33,7 +31,6 @@ __all__ = [
     "fix_html",
     "measurement_html",
     "result_html",
-    "status_counts",
     "text_html",
 ]
 
