@@ -179,3 +179,19 @@ def test_type_checkers_see_the_real_types(tmp_path: Path) -> None:
     assert 'Revealed type is "gpuprobe.checks.DoctorReport"' in out, out
     assert 'Revealed type is "gpuprobe.trace.model.Diagnosis"' in out, out
     assert 'Revealed type is "gpuprobe.monitor.run.RunResult"' in out, out
+
+
+@pytest.mark.parametrize("call", ["run", "pack"])
+def test_a_command_given_as_one_string_is_refused_before_anything_starts(
+    tmp_path: Path, call: str
+) -> None:
+    with pytest.raises(
+        UsageError,
+        match=r"one string; give it as an argument list, such as "
+        r"\['python3', 'train.py'\]",
+    ) as err:
+        if call == "run":
+            gpuprobe.run("python3 train.py", tmp_path / "r")
+        else:
+            gpuprobe.pack("python3 train.py", [1])
+    assert err.value.exit_code == 2 and not (tmp_path / "r").exists()

@@ -380,11 +380,11 @@ def pack(
     """Run ``counts[i]`` copies of ``cmd`` at once, level after level, and report each level's
     wall times, total throughput and slowdown, with the N to run. ``rate`` is a regular
     expression whose first group is a number the command prints (e.g. ``r"([\\d.]+) it/s"``)."""
+    executable = resolve_command(cmd)
     cmd = list(cmd)
     levels_n = parse_counts(
         ",".join(str(c) for c in counts) if not isinstance(counts, str) else counts
     )
-    executable = resolve_command(cmd)
     rate_rx = None
     if rate is not None:
         try:

@@ -130,7 +130,14 @@ def finish_run(result: RunResult, write: WriteFiles | None = None) -> RunResult:
 
 
 def resolve_command(cmd: Sequence[str]) -> str:
-    """The executable ``cmd[0]`` will run, or a clear error with exit code 127."""
+    """The executable ``cmd[0]`` will run, or a clear error with exit code 127 (2 for a command
+    given as one string: gpuprobe never runs a shell)."""
+    if isinstance(cmd, str):
+        example = ", ".join(repr(w) for w in cmd.split()[:3]) or "'python', 'train.py'"
+        raise UsageError(
+            f"the command {cmd!r} is one string; give it as an argument list, such as "
+            f"[{example}] (gpuprobe never runs a shell)"
+        )
     if not cmd:
         raise UsageError("no command given: gpuprobe run [OPTIONS] -- CMD [ARGS...]")
     name = cmd[0]
@@ -185,8 +192,8 @@ def run_command(
     Refuses an unwritable ``out_dir`` (:class:`~gpuprobe.errors.InputError`, exit 2) and a
     command that is not found or not executable (exit 127) before anything starts.
     """
-    cmd = list(cmd)
     executable = resolve_command(cmd)
+    cmd = list(cmd)
     writer = TimelineWriter.create(out_dir)  # refuses before the command starts
     forwarded: list[str] = []
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
