@@ -92,81 +92,57 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
         f"(host waited {wait_per[i]:.0f} µs), GPU idle from syncs {idle_per[i]:.0f} µs"
         for i, s in enumerate(ctx.steps)
     ]
+
+    def sync_finding(
+        status: Status, title: str, fix: str = "", listed: bool = True
+    ) -> list[Finding]:
+        return [
+            Finding(
+                id="sync",
+                status=status,
+                title=title,
+                evidence=tuple(evidence),
+                fix=fix,
+                group=GROUP,
+                details=tuple(details) if listed else (),
+            )
+        ]
+
     if not ctx.has_gpu:
         if median(reads_per) >= SYNC_MIN_PER_STEP:
-            return [
-                Finding(
-                    id="sync",
-                    status=Status.INFO,
-                    title=f"{median(reads_per):.0f} .item()/scalar reads per step: on a GPU each "
-                    "one waits for all queued work (CPU-only trace, so no wait measured)",
-                    evidence=tuple(evidence),
-                    fix=_FIX,
-                    group=GROUP,
-                    details=tuple(details),
-                )
-            ]
-        return [
-            Finding(
-                id="sync",
-                status=Status.OK,
-                title=f"No scalar reads in most steps ({step_range(ctx)})",
-                evidence=tuple(evidence),
-                group=GROUP,
+            return sync_finding(
+                Status.INFO,
+                f"{median(reads_per):.0f} .item()/scalar reads per step: on a GPU each "
+                "one waits for all queued work (CPU-only trace, so no wait measured)",
+                _FIX,
             )
-        ]
+        return sync_finding(
+            Status.OK, f"No scalar reads in most steps ({step_range(ctx)})", listed=False
+        )
     per_step = median(sync_per)
     if per_step < SYNC_MIN_PER_STEP:
-        return [
-            Finding(
-                id="sync",
-                status=Status.OK,
-                title=f"No host-device sync in most steps ({step_range(ctx)})",
-                evidence=tuple(evidence),
-                group=GROUP,
-                details=tuple(details),
-            )
-        ]
+        return sync_finding(Status.OK, f"No host-device sync in most steps ({step_range(ctx)})")
     what = ", ".join(f"{k} ×{v}" for k, v in names.most_common(3))
     autotune = int(_in_conv(ctx, np.nonzero(sync)[0]).sum())
     evidence.append(Evidence("syncs_inside_convolutions", autotune))
     if autotune >= 0.5 * int(sync.sum()):
-        return [
-            Finding(
-                id="sync",
-                status=Status.INFO,
-                title=f"{autotune} of the {int(sync.sum())} syncs run inside convolutions: cuDNN "
-                "autotuning (torch.backends.cudnn.benchmark=True), which happens once per input "
-                "shape, so these steps are not the steady state",
-                evidence=tuple(evidence),
-                fix="profile later steps, after autotuning: torch.profiler.schedule(wait=2, "
-                "warmup=2, active=3), or keep input shapes fixed so it tunes only once",
-                group=GROUP,
-                details=tuple(details),
-            )
-        ]
-    if median(share) >= SYNC_IDLE_WARN_FRACTION:
-        return [
-            Finding(
-                id="sync",
-                status=Status.WARN,
-                title=f"{per_step:.0f} host-device sync{'' if per_step == 1 else 's'} {per(ctx)}; "
-                f"the GPU idles "
-                f"{pct(median(share))} % of the step in them and while refilling after ({what})",
-                evidence=tuple(evidence),
-                fix=_FIX,
-                group=GROUP,
-                details=tuple(details),
-            )
-        ]
-    return [
-        Finding(
-            id="sync",
-            status=Status.INFO,
-            title=f"{per_step:.0f} host-device sync{'' if per_step == 1 else 's'} {per(ctx)}, but they cost the GPU only "
-            f"{pct(median(share))} % of the step ({what})",
-            evidence=tuple(evidence),
-            group=GROUP,
-            details=tuple(details),
+        return sync_finding(
+            Status.INFO,
+            f"{autotune} of the {int(sync.sum())} syncs run inside convolutions: cuDNN "
+            "autotuning (torch.backends.cudnn.benchmark=True), which happens once per input "
+            "shape, so these steps are not the steady state",
+            "profile later steps, after autotuning: torch.profiler.schedule(wait=2, "
+            "warmup=2, active=3), or keep input shapes fixed so it tunes only once",
         )
-    ]
+    syncs = f"{per_step:.0f} host-device sync{'' if per_step == 1 else 's'} {per(ctx)}"
+    if median(share) >= SYNC_IDLE_WARN_FRACTION:
+        return sync_finding(
+            Status.WARN,
+            f"{syncs}; the GPU idles {pct(median(share))} % of the step in them and while "
+            f"refilling after ({what})",
+            _FIX,
+        )
+    return sync_finding(
+        Status.INFO,
+        f"{syncs}, but they cost the GPU only {pct(median(share))} % of the step ({what})",
+    )
