@@ -142,6 +142,8 @@ def test_run_records_judges_and_writes_the_report(tmp_path: Path) -> None:
     assert saved["exit_code"] == 3 and result.samples >= 2
     assert result.findings == result.summary.findings
     assert "exit code 3" in repr(result)
+    page = result._repr_html_()
+    assert "monitor-exit" in page and "report.html" in page and "exit code 3" in str(result)
 
 
 def test_run_without_report_writes_the_timeline_only(tmp_path: Path) -> None:

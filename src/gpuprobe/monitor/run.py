@@ -18,6 +18,7 @@ Times are seconds.
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import shutil
 import signal
@@ -96,6 +97,17 @@ class RunResult:
         from gpuprobe.report.run_terminal import summary_text
 
         return summary_text(self.summary, paths=self.files)
+
+    def _repr_html_(self) -> str:
+        """The summary and findings in a notebook; the charts are in ``report.html``."""
+        if self.summary is None:
+            return f"<pre>{html.escape(repr(self))}</pre>"
+        from gpuprobe.report.run_terminal import summary_html
+
+        return summary_html(
+            self.summary,
+            f"<p><small>files: {html.escape(', '.join(map(str, self.files)))}</small></p>",
+        )
 
 
 def finish_run(result: RunResult, write: WriteFiles | None = None) -> RunResult:

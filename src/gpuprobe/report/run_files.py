@@ -21,22 +21,20 @@ __all__ = ["write_run_files"]
 
 
 def write_run_files(
-    tl: Timeline, summary: RunSummary, out_dir: Path, *, summary_json: bool = True
+    tl: Timeline, summary: RunSummary, out_dir: Path
 ) -> tuple[list[Path], list[str]]:
-    """Write report.html and report.png (and ``summary.json``) into ``out_dir``; return the paths
-    written and a note for each file that could not be."""
+    """Write report.html, report.png and summary.json into ``out_dir``; return the paths written
+    and a note for each file that could not be."""
     from gpuprobe.report.html import write_run_report
 
     notes: list[str] = []
     paths: list[Path] = []
-    if summary_json:
-        summary_path = out_dir / "summary.json"
-        try:
-            text = json.dumps(summary.to_dict(), indent=1) + "\n"
-            summary_path.write_text(text, encoding="utf-8")
-            paths.append(summary_path)
-        except OSError as exc:
-            notes.append(f"gpuprobe: cannot write {summary_path}: {exc.strerror or exc}")
+    summary_path = out_dir / "summary.json"
+    try:
+        summary_path.write_text(json.dumps(summary.to_dict(), indent=1) + "\n", encoding="utf-8")
+        paths.append(summary_path)
+    except OSError as exc:
+        notes.append(f"gpuprobe: cannot write {summary_path}: {exc.strerror or exc}")
     try:
         paths = [
             *write_run_report(
