@@ -143,7 +143,7 @@ def test_run_records_judges_and_writes_the_report(tmp_path: Path) -> None:
     assert result.findings == result.summary.findings
     assert "exit code 3" in repr(result)
     page = result._repr_html_()
-    assert "monitor-exit" in page and "report.html" in page and "exit code 3" in str(result)
+    assert "exit code 3" in page and "report.html" in page and "exit code 3" in str(result)
 
 
 def test_run_without_report_writes_the_timeline_only(tmp_path: Path) -> None:
