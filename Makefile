@@ -8,7 +8,7 @@ TORCH  ?= torch==2.13.0
 PIP     = $(BIN)/python -m pip --disable-pip-version-check -q
 TORCH_ARG = $(if $(strip $(TORCH)),"$(TORCH)")
 
-.PHONY: run test setup setup-test lint typecheck bench clean FORCE
+.PHONY: run test setup setup-test lint typecheck bench clean gpu-wheels FORCE
 
 run: $(VENV)/.run-ok
 	$(BIN)/gpuprobe doctor
@@ -48,6 +48,20 @@ lint: $(VENV)/.test-ok
 
 typecheck: $(VENV)/.test-ok
 	$(BIN)/mypy
+
+# The wheels a lent GPU machine needs (it reaches no registry; docs/gpu-session.md): this
+# project's wheel, and the pure-Python packages its image lacks, for its Python 3.12 on x86-64.
+# dask and distributed at the version dask-cuda 26.10 pins; traceinsight (HTA) and plotly for
+# the diagnose-vs-HTA step. About 14 MB, carried as .whl (git ignores it).
+GPU_WHEELS = dask==2026.7.1 distributed==2026.7.1 dask-cuda==26.10.0 partd==1.4.2 locket==1.0.0 \
+	tblib==3.2.2 zict==3.0.0 tornado==6.6.1 traceinsight==0.6.1 plotly==7.1.0
+gpu-wheels: $(VENV)/.run-ok
+	rm -rf .whl && mkdir -p .whl
+	$(PIP) wheel --no-deps --no-build-isolation -w .whl .
+	$(PIP) download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
+	@ls .whl | wc -l | xargs echo "wheels in .whl:"; du -sh .whl
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

@@ -10,8 +10,11 @@ CPU-bound command.
    whole-process wall ratio (Python start-up and imports included) and the time to draw the
    report afterwards.
 
-Usage: ``PYTHONPATH=src python benchmarks/monitor_overhead.py [--quick]``; writes
-``benchmarks/results/monitor_overhead.json`` and prints a table.
+Usage: ``PYTHONPATH=src python benchmarks/monitor_overhead.py [--quick] [--gpu-child]
+[--sampler-only] [--out FILE]``; writes ``benchmarks/results/monitor_overhead.json`` (or ``--out``)
+and prints a table. ``--gpu-child`` makes the watched process a torch loop on the GPU, so that
+every tick also reads that GPU and its process list through NVML (the GPU sweep's figure: the
+sampler's cost at 2 Hz with a GPU).
 """
 
 from __future__ import annotations
@@ -52,8 +55,24 @@ if __name__ == "__main__":
 """
 
 
-def sampler_cost(hz: float, seconds: float) -> dict[str, float]:
-    child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+# The watched process of --gpu-child: matrix products on the GPU for the given seconds.
+GPU_CHILD = r"""
+import sys, time, torch
+x = torch.randn(4096, 4096, device="cuda")
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    for _ in range(20):
+        y = x @ x
+    torch.cuda.synchronize()
+"""
+
+
+def sampler_cost(hz: float, seconds: float, gpu_child: bool = False) -> dict[str, float]:
+    if gpu_child:
+        child = subprocess.Popen([sys.executable, "-c", GPU_CHILD, str(seconds)])
+        time.sleep(min(3.0, seconds / 3))  # the child's CUDA context exists before the watch
+    else:
+        child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.monotonic()
     with Sampler(hz=hz, pid=child.pid) as s:
@@ -66,6 +85,11 @@ def sampler_cost(hz: float, seconds: float) -> dict[str, float]:
         s.start(sink)
         child.wait()
         s.stop()
+        if child.returncode:
+            raise SystemExit(
+                f"monitor_overhead: the watched process exited {child.returncode}"
+                + (" (--gpu-child needs torch and a GPU)" if gpu_child else "")
+            )
         wall = s.wall_s()
         own = s.cpu_s
         missed = s.missed
@@ -161,8 +185,12 @@ def slowdown(procs: int, n: int, pairs: int) -> dict[str, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter runs (a smoke test)")
+    ap.add_argument("--gpu-child", action="store_true", help="watch a torch loop on the GPU")
+    ap.add_argument("--sampler-only", action="store_true", help="skip the slowdown pairs")
+    ap.add_argument("--out", type=Path, help="where to write the JSON (default: results/)")
     args = ap.parse_args()
     q = args.quick
+    g = args.gpu_child
     cores = os.cpu_count() or 1
     result = {
         "machine": {
@@ -171,17 +199,24 @@ def main() -> None:
             "python": platform.python_version(),
             "loadavg_start": os.getloadavg(),
         },
-        "sampler": [sampler_cost(2.0, 5 if q else 30), sampler_cost(20.0, 3 if q else 15)],
-        "slowdown": [
+        "watched": "a torch loop on the GPU" if g else "a sleeping process",
+        "sampler": [
+            sampler_cost(2.0, 5 if q else 30, g),
+            sampler_cost(20.0, 3 if q else 15, g),
+        ],
+        "slowdown": []
+        if args.sampler_only
+        else [
             slowdown(1, 2_000_000 if q else 15_000_000, 2 if q else 7),
             slowdown(cores, 2_000_000 if q else 15_000_000, 2 if q else 7),
         ],
     }
     result["machine"]["loadavg_end"] = os.getloadavg()
-    out = HERE / "results" / "monitor_overhead.json"
-    if not q:
+    out = args.out or HERE / "results" / "monitor_overhead.json"
+    if args.out or not q:
         out.write_text(json.dumps(result, indent=1) + "\n")
-    print("sampler (host only here: no GPU)")
+    gpus = result["sampler"][0]["gpus"]
+    print(f"sampler ({gpus} GPU(s) read per tick; watching {result['watched']})")
     for s in result["sampler"]:
         print(
             f"  {s['hz']:>4} Hz: {s['sampler_cpu_percent_of_core']:.3f} % of one core "
@@ -189,7 +224,8 @@ def main() -> None:
             f"{s['cpu_ms_per_sample']:.2f} ms CPU per sample, {s['samples']} samples, "
             f"{s['missed_ticks']} missed"
         )
-    print("slowdown of a CPU-bound command under `gpuprobe run --hz 2` (median of pair ratios)")
+    if result["slowdown"]:
+        print("slowdown of a CPU-bound command under `gpuprobe run --hz 2` (median of pair ratios)")
     for s in result["slowdown"]:
         print(
             f"  {s['processes']} process(es): work {s['work_ratio_median']:.4f} "
@@ -197,7 +233,7 @@ def main() -> None:
             f"{s['work_s_plain_median']} s alone), whole process {s['wall_ratio_median']:.4f}, "
             f"report drawn in {s['report_s']} s"
         )
-    if not q:
+    if args.out or not q:
         print(f"wrote {out}")
 
 

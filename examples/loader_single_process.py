@@ -1,7 +1,7 @@
 """SLOW: a DataLoader with num_workers=0 decodes and augments every batch in the training
 process, so the model (and the GPU) waits for each batch (E9: GPU 7-15 % busy, one busy core).
 
-Fixed twin: loader_workers.py. Run: python examples/loader_single_process.py [TRACE.json.gz]
+Fixed twin: loader_workers.py. Run: python examples/loader_single_process.py [TRACE.json.gz [STEPS]]
 """
 
 import sys
@@ -71,4 +71,4 @@ def main(trace: str = "loader_single_process.json.gz", steps: int = 7, show: boo
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))

@@ -1,7 +1,7 @@
 """FIXED twin of loader_single_process.py: worker processes prepare batches ahead of the model
 (num_workers=2, persistent, prefetching), and pinned memory makes the copy asynchronous (E9, E10).
 
-Run: python examples/loader_workers.py [TRACE.json.gz]
+Run: python examples/loader_workers.py [TRACE.json.gz [STEPS]]
 """
 
 import os
@@ -17,4 +17,4 @@ def main(trace: str = "loader_workers.json.gz", steps: int = 7, show: bool = Tru
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main(*sys.argv[1:2], *(int(a) for a in sys.argv[2:3]))
