@@ -2,7 +2,7 @@
 # The command for every device call of a GPU session (docs/gpu-session.md): the same line each
 # time, so that calls can follow each other while the machine is still warm.
 #
-#   bash benchmarks/gpu_session.sh [WAIT_S] [DEADLINE_S]
+#   bash benchmarks/gpu_session.sh [WAIT_S] [DEADLINE_S] [ONLY]
 #
 # The first call on a machine starts benchmarks/gpu_sweep.sh in the background, in its own
 # process session (so that it outlives the call), with the wheels of .whl/ (`make gpu-wheels`),
@@ -11,12 +11,14 @@
 # WAIT_S seconds have passed (default 560, inside the tool's 10 minutes a command), and copies
 # what there is into $OUT: sweep.tar.gz (split into 15 MiB parts sweep.tar.gz.part-aa, -ab, ...
 # when larger: `cat sweep.tar.gz.part-* > sweep.tar.gz`), steps.tsv and session.log. It prints
-# the steps so far, and "SWEEP DONE" once the sweep has ended.
+# the steps so far, and "SWEEP DONE" once the sweep has ended. ONLY (e.g. trace,hta) is passed
+# to the sweep's --only: a later session's re-run of the steps a fix touched.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WAIT="${1:-560}"
 DEADLINE="${2:-1380}"
+ONLY="${3:-}"
 SWEEP=/tmp/gpu-sweep
 PIDFILE=/tmp/gpu-sweep.pid
 OUTDIR="${OUT:-/tmp/gpu-session-out}"
@@ -30,6 +32,7 @@ if ! running && [ ! -f "$SWEEP/steps.tsv" ]; then
     ls "$ROOT"/.whl/*.whl >/dev/null 2>&1 || echo "warning: no wheels in .whl/ (make gpu-wheels)"
     WH=()
     ls "$ROOT"/.whl/*.whl >/dev/null 2>&1 && WH=(--wheels "$ROOT/.whl")
+    [ -n "$ONLY" ] && WH+=(--only "$ONLY")
     setsid nohup bash "$ROOT/benchmarks/gpu_sweep.sh" --out "$SWEEP" --tar /tmp/gpu-sweep.tar.gz \
         --python python3 --deadline "$DEADLINE" "${WH[@]}" >/tmp/gpu-sweep.console 2>&1 &
     echo $! >"$PIDFILE"

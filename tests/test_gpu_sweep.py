@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 import subprocess
 import sys
@@ -100,3 +102,41 @@ def test_a_bad_deadline_is_refused_in_one_line(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert p.stderr.strip() == "gpu_sweep.sh: --deadline takes whole seconds, not '10m'"
     assert not (tmp_path / "s").exists()
+
+
+def test_the_import_keeps_what_the_card_recorded_and_says_what_it_did_not(tmp_path: Path) -> None:
+    """gpu_sweep_import.py on a sweep folder with a card's snapshot, one trace and a failed and a
+    skipped step: the results table, the docs page and the fixtures say exactly that."""
+    data = ROOT / "tests" / "data"
+    sweep = tmp_path / "gpu-sweep"
+    (sweep / "traces").mkdir(parents=True)
+    shutil.copy(data / "h200.json", sweep / "info.json")
+    trace = data / "diagnose" / "hta_trace_diff_control_step1012.json.gz"
+    shutil.copy(trace, sweep / "traces" / "item_every_step.json.gz")
+    (sweep / "machine.txt").write_text("2026-11-23T01:00:00Z\nLinux x 6.18\n16\n")
+    (sweep / "steps.tsv").write_text("info\t0\t1\ndoctor\t1\t30\nanchors\tskip\t0\ntar\t0\t0\n")
+    (sweep / "info.txt").write_text("the card's info view\n")
+    root = tmp_path / "checkout"
+    for d in ("benchmarks/results", "docs", "tests/data/diagnose", "tests/data/monitor"):
+        (root / d).mkdir(parents=True)
+    argv = [sys.executable, str(ROOT / "benchmarks" / "gpu_sweep_import.py"), str(sweep)]
+    for _ in range(2):  # twice: the second writes the same bytes
+        p = subprocess.run(
+            [*argv, "--root", str(root)], capture_output=True, text=True, timeout=300
+        )
+        assert p.returncode == 0, p.stderr
+    assert "wrote tests/data/h200.json" in p.stdout
+    md = (root / "benchmarks" / "results" / "gpu_h200.md").read_text()
+    assert md.startswith("# GPU figures on NVIDIA H200 (2026-11-23T01:00:00Z)")
+    assert "Driver 580.95.05, CUDA 13.0" in md
+    assert "Steps not at exit 0: doctor (1), anchors (skip)." in md
+    page = (root / "docs" / "gpu-h200.md").read_text()
+    assert "```\nthe card's info view\n```" in page
+    assert "*not recorded: step doctor exited 1 after 30 s (see sweep.log)*" in page
+    assert "*not recorded: step anchors was skipped at the sweep's deadline*" in page
+    assert "gpuprobe diagnose traces/item_every_step.json.gz: 0.2 MB" in page  # diagnosed here
+    snap = json.loads((root / "tests" / "data" / "h200.json").read_text())
+    assert snap["origin"].startswith("recorded on NVIDIA H200 (driver 580.95.05, CUDA 13.0)")
+    kept = root / "tests" / "data" / "diagnose" / "gpu_h200" / "item_every_step.json.gz"
+    assert gzip.decompress(kept.read_bytes()) == gzip.decompress(trace.read_bytes())
+    assert kept.read_bytes()[4:8] == b"\0\0\0\0"  # no timestamp in the gzip header
