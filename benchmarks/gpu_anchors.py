@@ -181,20 +181,22 @@ def run(rounds: int) -> dict[str, Any]:
     except ImportError:
         res["triton"] = None
 
+    def pair(name: str, unit: str, label: str, ours: Any, theirs: Any, time: bool = False) -> None:
+        a, b = _alternate(rounds, ours, theirs)
+        # a time is quoted as the anchor over ours, so that > 1 means gpuprobe saw it faster
+        ratios = [y / x if time else x / y for x, y in zip(a, b, strict=True)]
+        res["anchors"][name] = {"unit": unit, "gpuprobe": a, label: b, **_verdict(name, ratios)}
+
     # 1. device-to-device copy
-    ours, theirs = _alternate(
-        rounds,
+    pair(
+        "d2d",
+        "GB/s (read + write)",
+        "torch_copy",
         lambda: _workload_value(g, "transfer", "d2d", COPY_BYTES, "gbs"),
         _torch_d2d_gbs,
     )
-    res["anchors"]["d2d"] = {
-        "unit": "GB/s (read + write)",
-        "gpuprobe": ours,
-        "torch_copy": theirs,
-        **_verdict("d2d", [x / y for x, y in zip(ours, theirs, strict=True)]),
-    }
 
-    # 2. bf16 GEMM against torch's best
+    # 2. bf16 GEMM against torch's best (events or do_bench, the faster)
     ours, best = _alternate(
         rounds,
         lambda: _workload_value(g, "matmul", "bfloat16", GEMM_N, "tflops"),
@@ -218,31 +220,23 @@ def run(rounds: int) -> dict[str, Any]:
     except ImportError as exc:
         res["anchors"]["launch"] = {"skipped": f"triton does not import: {exc}"}
     else:
-        ours, theirs = _alternate(
-            rounds,
+        pair(
+            "launch",
+            "µs per launch",
+            "triton_do_bench",
             lambda: g["measure"]("tiny", op, b, budget_s=0.5, min_runs=10).median * 1e6,
             lambda: do_bench(op, return_mode="median") * 1e3,
+            time=True,
         )
-        res["anchors"]["launch"] = {
-            "unit": "µs per launch",
-            "gpuprobe": ours,
-            "triton_do_bench": theirs,
-            # time: the anchor over ours, so that > 1 means gpuprobe saw the card as faster
-            **_verdict("launch", [y / x for x, y in zip(ours, theirs, strict=True)]),
-        }
 
     # 4. pinned host → device
-    ours, theirs = _alternate(
-        rounds,
+    pair(
+        "h2d_pinned",
+        "GB/s (buffer once)",
+        "torch_direct",
         lambda: _workload_value(g, "transfer", "h2d-pinned", COPY_BYTES, "gbs"),
         _torch_h2d_pinned_gbs,
     )
-    res["anchors"]["h2d_pinned"] = {
-        "unit": "GB/s (buffer once)",
-        "gpuprobe": ours,
-        "torch_direct": theirs,
-        **_verdict("h2d_pinned", [x / y for x, y in zip(ours, theirs, strict=True)]),
-    }
     return res
 
 
