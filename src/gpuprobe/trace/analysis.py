@@ -315,18 +315,24 @@ class TraceContext:
 
     def _sync_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """For device ``d``: each waiting host call from its start to the start of the next GPU
-        activity after it returned (the wait inside it and the refill after it)."""
+        activity after it returned (the wait inside it and the refill after it).
+
+        The refill counts only when the call drained work: device ``d`` was busy at some time
+        during the call. A sync called while the GPU was already idle waited for nothing; the
+        idle time after it (the host preparing the next input, say) has another cause."""
         m = self.sync_mask
         if not m.any():
             return np.zeros(0), np.zeros(0)
         ts = self.rt_ts[m]
         ret = ts + self.rt_dur[m]
-        starts = self.merged_by_device[d][0]
+        starts, ends = self.merged_by_device[d]
         if starts.size == 0:
             return merge_intervals(ts, ret)
         k = np.searchsorted(starts, ret, side="left")  # first activity starting at/after return
         refill = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], ret)
-        return merge_intervals(ts, np.maximum(refill, ret))
+        i = np.searchsorted(ends, ts, side="right")  # first activity ending after the call began
+        drained = (i < starts.size) & (starts[np.minimum(i, starts.size - 1)] < ret)
+        return merge_intervals(ts, np.where(drained, np.maximum(refill, ret), ret))
 
     def _edge_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """For device ``d``: per step, from its start to its first GPU activity and from its

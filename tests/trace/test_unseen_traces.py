@@ -1,0 +1,70 @@
+"""The rules on real traces the project had not seen when the rules were written (found for
+benchmarks/results/diagnose_unseen.md; origins in tests/data/diagnose/SOURCES.md). Each expected
+number is also computed here straight from the JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprobe.findings import Status
+from gpuprobe.trace import diagnose
+from gpuprobe.trace.synthetic import KinetoBuilder
+
+from .realdata import DATA, gpu_events, load
+
+# HF video classification pipeline on an H100: ~218 ms of video decoding and image preprocessing
+# on the host before the first kernel; a cudaDeviceSynchronize at the step's start, while the GPU
+# is idle, that waits 14 µs
+TIMESFORMER = DATA / "tracelens_h100_timesformer_step6.json.gz"
+
+
+def _step_and_sync(data: dict) -> tuple[dict, dict]:
+    evs = data["traceEvents"]
+    (step,) = [
+        e for e in evs if e.get("name") == "ProfilerStep#6" and e.get("cat") == "user_annotation"
+    ]
+    (sync,) = [e for e in evs if e.get("name") == "cudaDeviceSynchronize"]
+    return step, sync
+
+
+def test_a_sync_while_the_gpu_is_idle_does_not_own_the_idle_time_after_it():
+    data = load(TIMESFORMER)
+    step, sync = _step_and_sync(data)
+    gpu = sorted(gpu_events(data), key=lambda e: e["ts"])
+    # straight from the JSON: nothing ran on the GPU during the sync, and the first GPU work of
+    # the step starts ~218 ms after the step began
+    assert not any(
+        g["ts"] < sync["ts"] + sync["dur"] and g["ts"] + g["dur"] > sync["ts"] for g in gpu
+    )
+    before_first = gpu[0]["ts"] - step["ts"]
+    assert before_first > 200_000
+
+    d = diagnose(TIMESFORMER)
+    (row,) = d.steps
+    # the wait before the first kernel is host work (preprocessing), not the sync's refill
+    assert row.idle_cause_us["host"] >= before_first - sync["dur"] - 1.0
+    assert row.idle_cause_us["sync"] < 1_000.0
+    assert sum(row.idle_cause_us.values()) == pytest.approx(row.idle_us, rel=1e-6)
+    assert d.finding("sync").status is Status.INFO
+    idle = d.finding("gpu-idle")
+    assert idle.status is Status.WARN
+    assert "before the first kernel" in idle.title
+    share = next(e.value for e in idle.evidence if e.name == "idle_host")
+    assert share > 95.0
+
+
+def test_a_sync_that_drains_queued_work_still_owns_the_refill(tmp_path):
+    # the same refill rule on the case it is for: the host waits for queued kernels, then takes
+    # 400 µs to launch the next one; the GPU idles those 400 µs because of the sync
+    b = KinetoBuilder()
+    for n in (1, 2, 3):
+        with b.step(n):
+            for _ in range(20):
+                b.launch("void gemm_kernel", kernel_us=50.0, op="aten::mm")
+            b.sync("cudaDeviceSynchronize")
+            b.cpu(400.0)
+            for _ in range(20):
+                b.launch("void gemm_kernel", kernel_us=50.0, op="aten::mm")
+    d = diagnose(b.write(str(tmp_path / "drain.json")))
+    assert all(r.idle_cause_us["sync"] >= 400.0 for r in d.steps)
+    assert d.finding("sync").status is Status.WARN
