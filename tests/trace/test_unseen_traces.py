@@ -4,6 +4,8 @@ number is also computed here straight from the JSON."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuprobe.findings import Status
@@ -68,3 +70,54 @@ def test_a_sync_that_drains_queued_work_still_owns_the_refill(tmp_path):
     d = diagnose(b.write(str(tmp_path / "drain.json")))
     assert all(r.idle_cause_us["sync"] >= 400.0 for r in d.steps)
     assert d.finding("sync").status is Status.WARN
+
+
+def _layer_trace(path: Path, layers: int, ops_per_layer: int) -> str:
+    """One step of a model whose ``forward`` (a path the profiler wrote relative to sys.path,
+    like ``transformers/...``) runs ``ops_per_layer`` slices, once per layer."""
+    b = KinetoBuilder()
+    with b.step(1), b.python("run.py(10): main"):
+        for i in range(layers):
+            with (
+                b.python(f"nn.Module: Layer_{i}"),
+                b.python("torch/nn/modules/module.py(1750): _call_impl"),
+                b.python("mylib/models/net.py(320): forward"),
+            ):
+                for _ in range(ops_per_layer):
+                    with b.op("aten::slice", self_us=1.5):
+                        pass
+                b.launch("void gemm_kernel", kernel_us=50.0, op="aten::mm")
+    return b.write(str(path))
+
+
+def test_ops_of_a_module_forward_repeated_per_layer_are_not_a_python_loop(tmp_path):
+    # 12 layers x 13 slices = 156 per step from one line, but never more than 13 in one call
+    d = diagnose(_layer_trace(tmp_path / "layers.json", 12, 13))
+    assert d.finding("python-loop").status is Status.OK
+
+
+def test_a_loop_inside_one_module_forward_is_still_a_python_loop(tmp_path):
+    d = diagnose(_layer_trace(tmp_path / "loop.json", 2, 150))
+    f = d.finding("python-loop")
+    assert f.status is Status.WARN
+    assert next(e.value for e in f.evidence if e.name == "repeats_per_step") == 150
+    assert next(e.value for e in f.evidence if e.name == "frame") == (
+        "mylib/models/net.py(320): forward"
+    )
+
+
+def test_real_transformer_layers_are_not_reported_as_a_python_loop():
+    data = load(TIMESFORMER)
+    line = "transformers/models/timesformer/modeling_timesformer.py(320): forward"
+    calls = [e for e in data["traceEvents"] if e.get("name") == line]
+    slices = [
+        e
+        for e in data["traceEvents"]
+        if e.get("name") == "aten::slice"
+        and any(c["ts"] <= e["ts"] <= c["ts"] + c["dur"] for c in calls)
+    ]
+    # straight from the JSON: 12 layers, 156 slices in all, 13 in each call of that forward
+    assert len(calls) == 12
+    assert len(slices) == 156
+    d = diagnose(TIMESFORMER)
+    assert d.finding("python-loop").status is Status.OK

@@ -30,6 +30,7 @@ __all__ = [
     "subtract_intervals",
 ]
 
+_LAYER_CALL_DEPTH = 4  # frames out from the user's frame to look for the module call; ours
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
 
@@ -641,33 +642,39 @@ class TraceContext:
             self.names.append(name)
         return i
 
-    def _judge_frames(self, frames: list[str]) -> tuple[int, int, bool]:
+    def _judge_frames(self, frames: list[str]) -> tuple[int, int, bool, int]:
         """From a stack, innermost first: (innermost frame id, the user's first frame id or -1,
-        whether a module call lies between the op and the user's frame)."""
+        whether a module call lies between the op and the user's frame, and the position in
+        ``frames`` of the module's forward the user's frame runs in, or -1: the frame just
+        inside a module call at most :data:`_LAYER_CALL_DEPTH` frames out from the user's)."""
         user = -1
         under_module = False
-        for f in frames:
+        pos = -1
+        for p, f in enumerate(frames):
             if P.MODULE_CALL_FRAME.matches(f):
                 under_module = True
             if not P.USER_FRAME_EXCLUDE.matches(f) and not P.BUILTIN_FRAME.matches(f):
                 user = self._intern(f)
+                pos = p
                 break
         inner = self._intern(frames[0]) if frames else -1
-        return inner, user, under_module
+        layer = -1
+        if pos >= 0:
+            for q in range(pos, min(pos + _LAYER_CALL_DEPTH, len(frames) - 1)):
+                if P.MODULE_CALL_FRAME.matches(frames[q + 1]):
+                    layer = q
+                    break
+        return inner, user, under_module, layer
 
     @cached_property
-    def op_frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For each top-level cpu_op (-1/False elsewhere or when unknown): the name id of its
-        innermost Python frame, the name id of the first frame in the user's own code (outside
-        site-packages, the standard library and torch), and whether a module call
-        (``nn.Module.__call__``) lies between the two: then the op is a layer of a model, called
-        once per layer, not the iteration of a loop. From ``python_function`` events
-        (with_stack, PyTorch >= 1.10) or the ``Call stack`` argument (PyTorch <= 1.9)."""
+    def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:attr:`op_frames` and :attr:`op_layer_call` in one walk over each op's stack."""
         n = self.op_ts.size
         inner = np.full(n, -1, dtype=np.int64)
         user = np.full(n, -1, dtype=np.int64)
         under = np.zeros(n, dtype=bool)
-        cache: dict[int, tuple[int, int, bool]] = {}
+        layer = np.full(n, -1, dtype=np.int64)
+        cache: dict[int, tuple[int, int, bool, int]] = {}
         if self.py_ts.size:
             py = self._py_innermost
             parent = self._py_parent
@@ -676,12 +683,15 @@ class TraceContext:
                 got = cache.get(k)
                 if got is None:
                     chain: list[str] = []
+                    events: list[int] = []
                     j = k
                     while j >= 0 and len(chain) < 256:
                         chain.append(self.names[int(self.py_name[j])])
+                        events.append(j)
                         j = int(parent[j])
-                    got = cache[k] = self._judge_frames(chain)
-                inner[i], user[i], under[i] = got
+                    a, b, c, pos = self._judge_frames(chain)
+                    got = cache[k] = (a, b, c, events[pos] if pos >= 0 else -1)
+                inner[i], user[i], under[i], layer[i] = got
         else:
             stack = _arr(self.raw.op_stack, np.dtype("l").type)
             if stack.size == n and (stack >= 0).any():
@@ -690,9 +700,29 @@ class TraceContext:
                     got = cache.get(k)
                     if got is None:
                         frames = [f.strip() for f in self.names[k].split(";") if f.strip()]
-                        got = cache[k] = self._judge_frames(frames)
-                    inner[i], user[i], under[i] = got
-        return inner, user, under
+                        got = cache[k] = (*self._judge_frames(frames)[:3], -1)
+                    inner[i], user[i], under[i], _ = got
+        return inner, user, under, layer
+
+    @property
+    def op_frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each top-level cpu_op (-1/False elsewhere or when unknown): the name id of its
+        innermost Python frame, the name id of the first frame in the user's own code (outside
+        site-packages, the standard library and torch), and whether a module call
+        (``nn.Module.__call__``) lies between the two: then the op is a layer of a model, called
+        once per layer, not the iteration of a loop. From ``python_function`` events
+        (with_stack, PyTorch >= 1.10) or the ``Call stack`` argument (PyTorch <= 1.9)."""
+        return self._frames[:3]
+
+    @property
+    def op_layer_call(self) -> np.ndarray:
+        """For each top-level cpu_op whose user frame runs inside a module's forward (a module
+        call a few frames out from it): the index of that forward's ``python_function`` event,
+        one per call of the module; else -1. The profiler writes library paths relative to
+        ``sys.path`` (``transformers/models/...``), so a model's own ``forward`` can look like
+        the user's code: its ops repeat once per layer, and only repeats inside one call of it
+        are a loop. -1 everywhere without ``python_function`` events."""
+        return self._frames[3]
 
     @property
     def op_user_frame(self) -> np.ndarray:
