@@ -318,9 +318,11 @@ class TraceContext:
         """For device ``d``: each waiting host call from its start to the start of the next GPU
         activity after it returned (the wait inside it and the refill after it).
 
-        The refill counts only when the call drained work: device ``d`` was busy at some time
-        during the call. A sync called while the GPU was already idle waited for nothing; the
-        idle time after it (the host preparing the next input, say) has another cause."""
+        The refill is what the sync costs only up to how long it made the host wait: had the
+        host not waited W, it would have done the same host work W earlier, so of a gap H
+        after the return min(H, W) is the sync's and the rest has another cause (the host
+        preparing the next input, say). A call during which device ``d`` did nothing waited
+        for nothing there (W = 0); otherwise W is the call's duration."""
         m = self.sync_mask
         if not m.any():
             return np.zeros(0), np.zeros(0)
@@ -333,7 +335,8 @@ class TraceContext:
         refill = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], ret)
         i = np.searchsorted(ends, ts, side="right")  # first activity ending after the call began
         drained = (i < starts.size) & (starts[np.minimum(i, starts.size - 1)] < ret)
-        return merge_intervals(ts, np.where(drained, np.maximum(refill, ret), ret))
+        wait = np.where(drained, ret - ts, 0.0)
+        return merge_intervals(ts, ret + np.clip(refill - ret, 0.0, wait))
 
     def _edge_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """For device ``d``: per step, from its start to its first GPU activity and from its
