@@ -121,3 +121,15 @@ def test_real_transformer_layers_are_not_reported_as_a_python_loop():
     assert len(slices) == 156
     d = diagnose(TIMESFORMER)
     assert d.finding("python-loop").status is Status.OK
+
+
+# vLLM (ROCm, MI300-class card) capturing its decode CUDA graph: 421 kernel launches between
+# hipStreamBeginCapture and hipStreamEndCapture, 10 GPU activities in the whole window
+CAPTURE = DATA / "tracelens_vllm_decode_graph_capture.json.gz"
+
+
+def test_a_device_with_an_empty_name_is_named_by_its_id():
+    data = load(CAPTURE)
+    assert {p["name"] for p in data["deviceProperties"]} == {""}
+    (dev,) = diagnose(CAPTURE).summary.devices
+    assert (dev.id, dev.name) == (2, "GPU 2")

@@ -770,7 +770,7 @@ class TraceContext:
             devices.append(
                 DeviceInfo(
                     id=int(d),
-                    name=str(p.get("name", f"GPU {d}")),
+                    name=str(p.get("name") or f"GPU {d}"),  # ROCm may write ""
                     compute_major=_opt_int(p.get("computeMajor")),
                     compute_minor=_opt_int(p.get("computeMinor")),
                     total_memory_bytes=_opt_int(p.get("totalGlobalMem")),

@@ -9,6 +9,8 @@ With ``--prune-python``, the ``python_function`` events (with_stack frames) that
 unchanged), the leaf frames of pure-Python work go, which is most of a with_stack trace's size.
 
     python tests/data/diagnose/make_fixtures.py SRC.json.gz STEP OUT.json.gz [--prune-python]
+
+STEP ``all`` keeps every event of a trace without ProfilerStep (only ``--prune-python`` cuts).
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ def _with_ops(frames: list[dict], ops: list[dict]) -> list[dict]:
     return keep
 
 
-def trim(src: str, step: int, out: str, prune_python: bool = False) -> None:
+def trim(src: str, step: int | None, out: str, prune_python: bool = False) -> None:
     with gzip.open(src, "rt") as f:
         data = json.load(f)
     events = data["traceEvents"]
+    if step is None:  # no ProfilerStep: keep the whole window (with --prune-python)
+        host = [e for e in events if e.get("ph") == "X" and e.get("cat") not in GPU_CATS]
+        gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+        return _write(data, events, host, gpu, out, prune_python)
     name = f"ProfilerStep#{step}"
     (ps,) = [
         e
@@ -63,7 +69,13 @@ def trim(src: str, step: int, out: str, prune_python: bool = False) -> None:
         for e in events
         if e.get("cat") in GPU_CATS and e.get("args", {}).get("correlation") in corr
     ]
-    if prune_python:
+    _write(data, events, host, gpu, out, prune_python)
+
+
+def _write(
+    data: dict, events: list[dict], host: list[dict], gpu: list[dict], out: str, prune: bool
+) -> None:
+    if prune:
         frames = [e for e in host if e.get("cat") == "python_function"]
         kept = {id(e) for e in _with_ops(frames, [e for e in host if e.get("cat") == "cpu_op"])}
         host = [e for e in host if e.get("cat") != "python_function" or id(e) in kept]
@@ -75,4 +87,5 @@ def trim(src: str, step: int, out: str, prune_python: bool = False) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--prune-python"]
-    trim(args[0], int(args[1]), args[2], prune_python="--prune-python" in sys.argv)
+    step = None if args[1] == "all" else int(args[1])
+    trim(args[0], step, args[2], prune_python="--prune-python" in sys.argv)
