@@ -126,6 +126,36 @@ def test_real_transformer_layers_are_not_reported_as_a_python_loop():
 # vLLM (ROCm, MI300-class card) capturing its decode CUDA graph: 421 kernel launches between
 # hipStreamBeginCapture and hipStreamEndCapture, 10 GPU activities in the whole window
 CAPTURE = DATA / "tracelens_vllm_decode_graph_capture.json.gz"
+_LAUNCH = ("hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
+
+
+def test_a_profile_of_graph_capture_is_not_judged_launch_bound():
+    evs = load(CAPTURE)["traceEvents"]
+    (begin,) = [e for e in evs if e.get("name") == "hipStreamBeginCapture"]
+    (end,) = [e for e in evs if e.get("name") == "hipStreamEndCapture"]
+    lo, hi = begin["ts"], end["ts"] + end["dur"]
+    launches = [e for e in evs if e.get("name") in _LAUNCH]
+    captured = [e for e in launches if lo <= e["ts"] <= hi]
+    gpu = gpu_events(load(CAPTURE))
+    # straight from the JSON: 55 ms of capture in which the GPU runs only the tail of one
+    # kernel launched before it began
+    assert len(captured) == 421 and len(launches) == 428
+    assert hi - lo > 50_000
+    inside = sum(max(0.0, min(hi, g["ts"] + g["dur"]) - max(lo, g["ts"])) for g in gpu)
+    assert inside < 10.0
+
+    d = diagnose(CAPTURE)
+    for fid in ("gpu-idle", "launch-bound"):
+        f = d.finding(fid)
+        assert f.status is Status.SKIPPED, fid
+        assert "CUDA-graph capture" in f.title
+        assert next(e.value for e in f.evidence if e.name == "captured_launches") == 421
+        assert next(e.value for e in f.evidence if e.name == "kernel_launches") == 428
+    (row,) = d.steps
+    # the capture is host work that queues nothing to run: not late launches, not sync refill
+    assert row.idle_cause_us["host"] >= hi - lo
+    assert row.idle_cause_us["launch"] < 0.1 * (hi - lo)
+    assert sum(row.idle_cause_us.values()) == pytest.approx(row.idle_us, rel=1e-6)
 
 
 def test_a_device_with_an_empty_name_is_named_by_its_id():

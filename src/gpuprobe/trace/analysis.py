@@ -314,6 +314,48 @@ class TraceContext:
         dl = P.DATALOADER_NEXT.mask(self.ann_name, self.names)
         return merge_intervals(self.ann_ts[dl], self.ann_ts[dl] + self.ann_dur[dl])
 
+    @cached_property
+    def capture_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Union of the stream captures into a CUDA/HIP graph: on each thread, from a
+        ``…StreamBeginCapture`` call to the end of the next ``…StreamEndCapture``. Kernels launched
+        in between are recorded into the graph, not run, so the GPU idles by design."""
+        begin = P.GRAPH_CAPTURE_BEGIN.mask(self.rt_name, self.names)
+        end = P.GRAPH_CAPTURE_END.mask(self.rt_name, self.names)
+        lo: list[float] = []
+        hi: list[float] = []
+        for tid in np.unique(self.rt_tid[begin]):
+            b = np.sort(self.rt_ts[begin & (self.rt_tid == tid)])
+            e_idx = np.nonzero(end & (self.rt_tid == tid))[0]
+            e_end = np.sort(self.rt_ts[e_idx] + self.rt_dur[e_idx])
+            k = np.searchsorted(e_end, b, side="left")
+            ok = k < e_end.size
+            lo += b[ok].tolist()
+            hi += e_end[k[ok]].tolist()
+        return merge_intervals(np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64))
+
+    @cached_property
+    def capture_share(self) -> float:
+        """Share of the selected steps' time spent capturing graphs (0 without captures)."""
+        s, e = self.capture_intervals
+        if s.size == 0:
+            return 0.0
+        ws, we = self.step_windows
+        total = float((we - ws).sum())
+        inside = sum(overlap(s, e, float(a), float(b)) for a, b in zip(ws, we, strict=True))
+        return inside / total if total > 0 else 0.0
+
+    @cached_property
+    def captured_launches(self) -> tuple[int, int]:
+        """Kernel launch calls in the selected steps: (made while capturing a graph, all)."""
+        m = P.KERNEL_LAUNCH.mask(self.rt_name, self.names) & (self.rt_step >= 0)
+        s, e = self.capture_intervals
+        if s.size == 0:
+            return 0, int(m.sum())
+        ts = self.rt_ts[m]
+        k = np.searchsorted(s, ts, side="right") - 1
+        kk = np.maximum(k, 0)
+        return int(((k >= 0) & (ts <= e[kk])).sum()), int(m.sum())
+
     def _sync_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """For device ``d``: each waiting host call from its start to the start of the next GPU
         activity after it returned (the wait inside it and the refill after it).
@@ -367,14 +409,20 @@ class TraceContext:
     @cached_property
     def idle_by_cause(self) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
         """Per device, the GPU's idle time inside the selected steps split by cause
-        (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it."""
+        (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it. Graph
+        capture is host work that queues nothing to run: its time is ``host``, not ``sync``."""
         out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
         for d in self.devices:
             rest = subtract_intervals(self.step_windows, self.merged_by_device[d])
+            capture = self.capture_intervals
             causes = {
                 "input": self.dataloader_intervals,
-                "sync": self._sync_intervals(d),
-                "host": self._edge_intervals(d),
+                # a refill that runs into a graph capture stops there: the kernels launched
+                # while capturing are recorded, not run, so that idle time is the capture's
+                "sync": subtract_intervals(self._sync_intervals(d), capture),
+                "host": merge_intervals(
+                    *(np.concatenate(p) for p in zip(self._edge_intervals(d), capture, strict=True))
+                ),
                 "launch": self._gap_intervals(d, True),
                 "short": self._gap_intervals(d, False),
             }

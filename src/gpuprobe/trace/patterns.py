@@ -23,6 +23,8 @@ __all__ = [
     "DATALOADER_NEXT",
     "FP32_GEMM_KERNEL",
     "GEMM_KERNEL",
+    "GRAPH_CAPTURE_BEGIN",
+    "GRAPH_CAPTURE_END",
     "GRAPH_LAUNCH",
     "HIP_CALL",
     "ITEM",
@@ -88,6 +90,21 @@ KERNEL_LAUNCH = NamePattern(
 GRAPH_LAUNCH = NamePattern(
     re.compile(r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+|_spt|_ptsz)?$"),
     "graph launch",
+)
+# Stream capture into a CUDA/HIP graph: the kernels launched between these calls on a thread are
+# recorded into the graph, not run (no GPU activity follows them).
+GRAPH_CAPTURE_BEGIN = NamePattern(
+    re.compile(
+        r"^(cudaStreamBeginCapture(ToGraph)?|cuStreamBeginCapture|hipStreamBeginCapture)"
+        r"(_v\d+|_spt|_ptsz)?$"
+    ),
+    "graph capture start",
+)
+GRAPH_CAPTURE_END = NamePattern(
+    re.compile(
+        r"^(cudaStreamEndCapture|cuStreamEndCapture|hipStreamEndCapture)(_v\d+|_spt|_ptsz)?$"
+    ),
+    "graph capture end",
 )
 # Calls that block the host until the device (or a stream, or an event) is done.
 SYNC_CALL = NamePattern(

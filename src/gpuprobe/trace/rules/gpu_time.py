@@ -16,6 +16,7 @@ from gpuprobe.trace.rules._common import GROUP, median, no_gpu, pct, rows_for, s
 from gpuprobe.trace.rules._common import per_step as per
 
 __all__ = [
+    "CAPTURE_SKIP_FRACTION",
     "CAUSE_FIX",
     "CAUSE_TEXT",
     "GPU_BUSY_WARN_FRACTION",
@@ -30,6 +31,8 @@ __all__ = [
 GPU_BUSY_WARN_FRACTION = 0.5  # of profiled step time; Nsight gpu_time_util and torch-tb-profiler
 LAUNCH_IDLE_WARN_FRACTION = 0.1  # of step time the GPU waits for late launches to warn; ours
 LAUNCH_MANY_KERNELS_PER_STEP = 1000  # kernels per step where CUDA graphs pay off; ours
+CAPTURE_SKIP_FRACTION = 0.5  # of the analysed time, or of its kernel launches, in graph capture,
+# past which the GPU's idle time is not judged (those launches are recorded, not run); ours
 MIN_GPU_ACTIVITIES = 10  # GPU activities in the analysed steps below which idle time is not
 # judged (a handful of kernels in a test fixture says nothing about a workload); ours
 
@@ -81,11 +84,40 @@ def _too_few(ctx: TraceContext, id: str, what: str) -> list[Finding]:
     ]
 
 
+def _capturing(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps are mostly CUDA/HIP graph capture (by time or
+    by kernel launches): the kernels launched then are recorded, not run, so the idle GPU says
+    nothing of the workload."""
+    share = ctx.capture_share
+    n, launches = ctx.captured_launches
+    launch_share = n / launches if launches else 0.0
+    if max(share, launch_share) < CAPTURE_SKIP_FRACTION:
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the profile is mostly CUDA-graph capture ({pct(share)} % "
+            f"of its time; {n} of {launches} kernel launches recorded into graphs, not run on "
+            "the GPU)",
+            evidence=(
+                Evidence("graph_capture_share", pct(share), "%"),
+                Evidence("captured_launches", n),
+                Evidence("kernel_launches", launches),
+                Evidence("threshold", pct(CAPTURE_SKIP_FRACTION), "%"),
+            ),
+            fix="profile the graph replays: start the profiler after capture and warm-up "
+            "(torch.profiler.schedule(wait=..., warmup=1, active=3) over the serving steps)",
+            group=GROUP,
+        )
+    ]
+
+
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
         return [no_gpu("gpu-idle", "GPU busy time")]
-    few = _too_few(ctx, "gpu-idle", "GPU busy time")
+    few = _too_few(ctx, "gpu-idle", "GPU busy time") or _capturing(ctx, "gpu-idle", "GPU busy time")
     if few:
         return few
     out = []
@@ -151,7 +183,9 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
         return [no_gpu("launch-bound", "Kernel launch overhead")]
-    few = _too_few(ctx, "launch-bound", "Kernel launch overhead")
+    few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or _capturing(
+        ctx, "launch-bound", "Kernel launch overhead"
+    )
     if few:
         return few
     rows = [r for r in ctx.breakdowns if r.kernels]
