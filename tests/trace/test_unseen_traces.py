@@ -4,6 +4,7 @@ number is also computed here straight from the JSON."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,24 @@ def test_a_device_with_an_empty_name_is_named_by_its_id():
     assert {p["name"] for p in data["deviceProperties"]} == {""}
     (dev,) = diagnose(CAPTURE).summary.devices
     assert (dev.id, dev.name) == (2, "GPU 2")
+
+
+def test_launches_without_gpu_activity_say_the_profiler_lost_the_gpu_side(tmp_path):
+    # a GPU run whose trace kept the host's launch calls but no kernels (as in a public
+    # A100 inference trace with 246 runtime calls and no GPU events): not a CPU-only run
+    b = KinetoBuilder()
+    with b.step(1):
+        for _ in range(12):
+            b.launch("void gemm_kernel", kernel_us=50.0, op="aten::mm")
+    data = b.to_dict()
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") != "kernel"]
+    path = tmp_path / "lost.json"
+    path.write_text(json.dumps(data))
+    launches = sum(1 for e in data["traceEvents"] if e.get("name") == "cudaLaunchKernel")
+    assert launches == 12
+    d = diagnose(str(path))
+    f = d.finding("gpu-idle")
+    assert f.status is Status.SKIPPED
+    assert "launched 12 kernels" in f.title and "did not record the GPU side" in f.title
+    assert next(e.value for e in f.evidence if e.name == "kernel_launches") == 12
+    assert d.finding("no-tensor-cores").status is Status.SKIPPED

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.trace import patterns as P
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.model import StepBreakdown
 
@@ -43,8 +44,22 @@ def per_step(ctx: TraceContext) -> str:
     return "per step" if any(s.number is not None for s in ctx.steps) else "in the trace"
 
 
-def no_gpu(id: str, what: str) -> Finding:
-    """The finding of a GPU rule on a CPU-only trace."""
+def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
+    """The finding of a GPU rule on a trace without GPU activity: a CPU-only run, or (when the
+    host launched kernels) a GPU run whose GPU side the profiler did not record."""
+    launches = int(P.KERNEL_LAUNCH.mask(ctx.rt_name, ctx.names).sum())
+    if launches:
+        return Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the host launched {launches} kernels but the trace has no "
+            "GPU activity (kernels, copies): the profiler did not record the GPU side",
+            evidence=(Evidence("gpu_activities", 0), Evidence("kernel_launches", launches)),
+            fix="record again with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; "
+            "if kernels are still missing, CUPTI could not trace (another profiler such as "
+            "Nsight attached, or a CUPTI/driver mismatch)",
+            group=GROUP,
+        )
     return Finding(
         id=id,
         status=Status.SKIPPED,

@@ -55,7 +55,7 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
     """Memcpy to or from pageable host memory: slower, and it blocks the host (Nsight
     cuda_memcpy_async)."""
     if not ctx.has_gpu:
-        return [no_gpu("pageable-copies", "Pageable copies")]
+        return [no_gpu(ctx, "pageable-copies", "Pageable copies")]
     n = len(ctx.steps)
     copy = (ctx.gpu_kind == GPU_KIND_MEMCPY) & (ctx.gpu_step >= 0)
     page = copy & P.PAGEABLE_COPY.mask(ctx.gpu_name, ctx.names)

@@ -116,7 +116,7 @@ def _capturing(ctx: TraceContext, id: str, what: str) -> list[Finding]:
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
-        return [no_gpu("gpu-idle", "GPU busy time")]
+        return [no_gpu(ctx, "gpu-idle", "GPU busy time")]
     few = _too_few(ctx, "gpu-idle", "GPU busy time") or _capturing(ctx, "gpu-idle", "GPU busy time")
     if few:
         return few
@@ -182,7 +182,7 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     launch call (HTA's "short kernel") the launches themselves are the cost (E9). A CUDA/HIP graph
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
-        return [no_gpu("launch-bound", "Kernel launch overhead")]
+        return [no_gpu(ctx, "launch-bound", "Kernel launch overhead")]
     few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or _capturing(
         ctx, "launch-bound", "Kernel launch overhead"
     )
