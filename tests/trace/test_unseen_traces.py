@@ -185,3 +185,27 @@ def test_launches_without_gpu_activity_say_the_profiler_lost_the_gpu_side(tmp_pa
     assert "launched 12 kernels" in f.title and "did not record the GPU side" in f.title
     assert next(e.value for e in f.evidence if e.name == "kernel_launches") == 12
     assert d.finding("no-tensor-cores").status is Status.SKIPPED
+
+
+def test_an_intel_xpu_launch_is_joined_to_its_kernel(tmp_path):
+    # the three events of one aten::addmm on an Intel GPU (PyTorch 2.10 with PTI 0.17, Aurora),
+    # as a public write-up quotes them from its trace: the cpu_op, the xpu_runtime launch call
+    # and the kernel, tied by correlation 4131; XPU kernels name a "sycl queue", not a stream
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1,
+         "ts": 95786069998.433, "dur": 44332.734, "args": {"External id": 5}},
+        {"ph": "X", "cat": "xpu_runtime", "name": "urEnqueueKernelLaunch", "pid": 1, "tid": 1,
+         "ts": 95786113648.115, "dur": 640.29, "args": {"External id": 5, "correlation": 4131}},
+        {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 0,
+         "ts": 95786114294.336, "dur": 8.96,
+         "args": {"External id": 5, "kernel_id": 1, "sycl queue": 64, "correlation": 4131,
+                  "device": 0}},
+    ]  # fmt: skip
+    path = tmp_path / "xpu.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    d = diagnose(str(path))
+    (row,) = d.steps
+    assert row.kernels == 1
+    assert row.median_launch_us == pytest.approx(640.29)
+    # the launch returned 646 µs before the kernel started: the GPU waited on nothing else
+    assert row.idle_cause_us["launch"] == 0.0

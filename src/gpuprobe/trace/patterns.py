@@ -76,13 +76,15 @@ SINGLE_PROCESS_LOADER = NamePattern(
 )
 # Kernel launches by API and platform (H100 uses cudaLaunchKernelExC: HTA #61; driver API
 # cuLaunchKernelEx: HTA PR #271; HIP for ROCm: hipLaunchKernel, and hipExtModuleLaunchKernel /
-# hipModuleLaunchKernel for hipBLASLt and Triton kernels, seen in HTA's MI250 test trace).
+# hipModuleLaunchKernel for hipBLASLt and Triton kernels, seen in HTA's MI250 test trace; Intel
+# XPU: urEnqueueKernelLaunch in xpu_runtime, zeCommandListAppendLaunchKernel in xpu_driver).
 KERNEL_LAUNCH = NamePattern(
     re.compile(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
         r"|cudaLaunchCooperativeKernelMultiDevice"
         r"|hipLaunchKernel(ExC)?|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
-        r"|hipLaunchCooperativeKernel)(_v\d+|_spt|_ptsz)?$"
+        r"|hipLaunchCooperativeKernel"
+        r"|urEnqueueKernelLaunch(Exp)?|zeCommandListAppendLaunchKernel)(_v\d+|_spt|_ptsz)?$"
     ),
     "kernel launch",
 )
