@@ -209,3 +209,24 @@ def test_an_intel_xpu_launch_is_joined_to_its_kernel(tmp_path):
     assert row.median_launch_us == pytest.approx(640.29)
     # the launch returned 646 µs before the kernel started: the GPU waited on nothing else
     assert row.idle_cause_us["launch"] == 0.0
+
+
+def test_a_layout_copy_on_the_host_is_timed_by_its_copy_not_its_wrapper(tmp_path):
+    # as in a public CPU-only trace: one aten::reshape of 8 elements after a permute took
+    # 584 µs, of which its aten::clone 24 µs (the rest is the op's first-call overhead)
+    b = KinetoBuilder()
+    with b.step(1):
+        for _ in range(3):
+            with b.op("aten::permute", self_us=6.0):
+                pass
+            with b.op("aten::reshape", self_us=560.0), b.op("aten::clone", self_us=24.0):
+                pass
+            b.cpu(200.0)
+    path = b.write(str(tmp_path / "cpu_copy.json"))
+    d = diagnose(path)
+    f = d.finding("contiguous-copies")
+    assert next(e.value for e in f.evidence if e.name == "measured_on") == "CPU"
+    assert next(e.value for e in f.evidence if e.name == "layout_copies_per_step") == 3
+    assert next(e.value for e in f.evidence if e.name == "layout_copy_time_per_step") == (
+        pytest.approx(3 * 24.0, abs=1.0)
+    )
