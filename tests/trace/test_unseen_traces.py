@@ -11,6 +11,9 @@ import pytest
 
 from gpuprobe.findings import Status
 from gpuprobe.trace import diagnose
+from gpuprobe.trace.analysis import TraceContext
+from gpuprobe.trace.kernels import launch_stats
+from gpuprobe.trace.kineto import read_trace
 from gpuprobe.trace.synthetic import KinetoBuilder
 
 from .realdata import DATA, gpu_events, load
@@ -209,6 +212,10 @@ def test_an_intel_xpu_launch_is_joined_to_its_kernel(tmp_path):
     assert row.median_launch_us == pytest.approx(640.29)
     # the launch returned 646 µs before the kernel started: the GPU waited on nothing else
     assert row.idle_cause_us["launch"] == 0.0
+    ls = launch_stats(TraceContext(read_trace(str(path))))
+    assert ls.launches == 1
+    # HTA's launch delay: from the launch call's end to the kernel's start
+    assert ls.delay_us.max == pytest.approx(95786114294.336 - (95786113648.115 + 640.29), abs=1e-3)
 
 
 def test_a_layout_copy_on_the_host_is_timed_by_its_copy_not_its_wrapper(tmp_path):

@@ -302,7 +302,8 @@ LAUNCH_CALL = NamePattern(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
         r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
         r"|cudaMemcpyAsync|cudaMemsetAsync|hipMemcpyAsync|hipMemsetAsync|hipMemcpyWithStream"
-        r"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+|_ptsz|_spt)?$"
+        r"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch|urEnqueueKernelLaunch(Exp)?"
+        r"|zeCommandListAppendLaunchKernel)(_v\d+|_ptsz|_spt)?$"
     ),
     "launch",
 )
