@@ -149,7 +149,7 @@ def test_a_profile_of_graph_capture_is_not_judged_launch_bound():
     assert inside < 10.0
 
     d = diagnose(CAPTURE)
-    for fid in ("gpu-idle", "launch-bound"):
+    for fid in ("gpu-idle", "launch-bound", "sync"):
         f = d.finding(fid)
         assert f.status is Status.SKIPPED, fid
         assert "CUDA-graph capture" in f.title

@@ -11,9 +11,21 @@ from gpuprobe.trace import patterns as P
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.model import StepBreakdown
 
-__all__ = ["GROUP", "median", "no_gpu", "pct", "per_step", "rows_for", "step_range"]
+__all__ = [
+    "CAPTURE_SKIP_FRACTION",
+    "GROUP",
+    "capture_skip",
+    "median",
+    "no_gpu",
+    "pct",
+    "per_step",
+    "rows_for",
+    "step_range",
+]
 
 GROUP = "diagnose"
+CAPTURE_SKIP_FRACTION = 0.5  # of the analysed time, or of its kernel launches, in graph capture,
+# past which GPU idle time and syncs are not judged (those launches are recorded, not run); ours
 
 
 def median(values: Sequence[float] | np.ndarray) -> float:
@@ -68,3 +80,32 @@ def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
         fix="profile with ProfilerActivity.CUDA on a machine with a GPU to judge this",
         group=GROUP,
     )
+
+
+def capture_skip(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps are mostly CUDA/HIP graph capture (by time or
+    by kernel launches): the kernels launched then are recorded, not run, so the idle GPU (and
+    the syncs around each capture) say nothing of the workload's steady state."""
+    share = ctx.capture_share
+    n, launches = ctx.captured_launches
+    launch_share = n / launches if launches else 0.0
+    if max(share, launch_share) < CAPTURE_SKIP_FRACTION:
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the profile is mostly CUDA-graph capture ({pct(share)} % "
+            f"of its time; {n} of {launches} kernel launches recorded into graphs, not run on "
+            "the GPU)",
+            evidence=(
+                Evidence("graph_capture_share", pct(share), "%"),
+                Evidence("captured_launches", n),
+                Evidence("kernel_launches", launches),
+                Evidence("threshold", pct(CAPTURE_SKIP_FRACTION), "%"),
+            ),
+            fix="profile the graph replays: start the profiler after capture and warm-up "
+            "(torch.profiler.schedule(wait=..., warmup=1, active=3) over the serving steps)",
+            group=GROUP,
+        )
+    ]

@@ -12,11 +12,18 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.trace.analysis import IDLE_CAUSES, KERNEL_WAIT_MAX_GAP_US, TraceContext
 from gpuprobe.trace.kineto import GPU_KIND_KERNEL
 from gpuprobe.trace.model import StepBreakdown
-from gpuprobe.trace.rules._common import GROUP, median, no_gpu, pct, rows_for, step_range
+from gpuprobe.trace.rules._common import (
+    GROUP,
+    capture_skip,
+    median,
+    no_gpu,
+    pct,
+    rows_for,
+    step_range,
+)
 from gpuprobe.trace.rules._common import per_step as per
 
 __all__ = [
-    "CAPTURE_SKIP_FRACTION",
     "CAUSE_FIX",
     "CAUSE_TEXT",
     "GPU_BUSY_WARN_FRACTION",
@@ -31,8 +38,6 @@ __all__ = [
 GPU_BUSY_WARN_FRACTION = 0.5  # of profiled step time; Nsight gpu_time_util and torch-tb-profiler
 LAUNCH_IDLE_WARN_FRACTION = 0.1  # of step time the GPU waits for late launches to warn; ours
 LAUNCH_MANY_KERNELS_PER_STEP = 1000  # kernels per step where CUDA graphs pay off; ours
-CAPTURE_SKIP_FRACTION = 0.5  # of the analysed time, or of its kernel launches, in graph capture,
-# past which the GPU's idle time is not judged (those launches are recorded, not run); ours
 MIN_GPU_ACTIVITIES = 10  # GPU activities in the analysed steps below which idle time is not
 # judged (a handful of kernels in a test fixture says nothing about a workload); ours
 
@@ -84,40 +89,13 @@ def _too_few(ctx: TraceContext, id: str, what: str) -> list[Finding]:
     ]
 
 
-def _capturing(ctx: TraceContext, id: str, what: str) -> list[Finding]:
-    """A skipped finding when the analysed steps are mostly CUDA/HIP graph capture (by time or
-    by kernel launches): the kernels launched then are recorded, not run, so the idle GPU says
-    nothing of the workload."""
-    share = ctx.capture_share
-    n, launches = ctx.captured_launches
-    launch_share = n / launches if launches else 0.0
-    if max(share, launch_share) < CAPTURE_SKIP_FRACTION:
-        return []
-    return [
-        Finding(
-            id=id,
-            status=Status.SKIPPED,
-            title=f"{what}: skipped: the profile is mostly CUDA-graph capture ({pct(share)} % "
-            f"of its time; {n} of {launches} kernel launches recorded into graphs, not run on "
-            "the GPU)",
-            evidence=(
-                Evidence("graph_capture_share", pct(share), "%"),
-                Evidence("captured_launches", n),
-                Evidence("kernel_launches", launches),
-                Evidence("threshold", pct(CAPTURE_SKIP_FRACTION), "%"),
-            ),
-            fix="profile the graph replays: start the profiler after capture and warm-up "
-            "(torch.profiler.schedule(wait=..., warmup=1, active=3) over the serving steps)",
-            group=GROUP,
-        )
-    ]
-
-
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "gpu-idle", "GPU busy time")]
-    few = _too_few(ctx, "gpu-idle", "GPU busy time") or _capturing(ctx, "gpu-idle", "GPU busy time")
+    few = _too_few(ctx, "gpu-idle", "GPU busy time") or capture_skip(
+        ctx, "gpu-idle", "GPU busy time"
+    )
     if few:
         return few
     out = []
@@ -183,7 +161,7 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "launch-bound", "Kernel launch overhead")]
-    few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or _capturing(
+    few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
         ctx, "launch-bound", "Kernel launch overhead"
     )
     if few:
