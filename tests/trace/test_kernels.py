@@ -122,6 +122,19 @@ NAMES = [
     ("void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>", "reduction"),
     ("void at::native::(anonymous namespace)::adaptive_average_pool<float>", "reduction"),
     ("void split_embedding_codegen_forward_unweighted_kernel<float, float, float, long>", "other"),
+    # unseen traces (benchmarks/results/diagnose_unseen.md): B200 vLLM, ROCm SD3.5/Qwen
+    (
+        "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+        "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
+        "communication",
+    ),
+    ("attn_fwd", "attention"),
+    (
+        "void moe::dev::finalize::finalizeKernelVecLoad<moe::dev::finalize::KernelParams"
+        "<cutlass::bfloat16_t, cutlass::bfloat16_t, 4, true> >(moe::dev::finalize::KernelParams)",
+        "other",
+    ),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>", "GEMM"),
     ("void at::native::_to_copy_convert_kernel<float>", "other"),
 ]
 

@@ -30,6 +30,7 @@ __all__ = [
     "subtract_intervals",
 ]
 
+_LAYER_CALL_DEPTH = 4  # frames out from the user's frame to look for the module call; ours
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
 
@@ -313,20 +314,71 @@ class TraceContext:
         dl = P.DATALOADER_NEXT.mask(self.ann_name, self.names)
         return merge_intervals(self.ann_ts[dl], self.ann_ts[dl] + self.ann_dur[dl])
 
+    @cached_property
+    def capture_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Union of the stream captures into a CUDA/HIP graph: on each thread, from a
+        ``…StreamBeginCapture`` call to the end of the next ``…StreamEndCapture``. Kernels launched
+        in between are recorded into the graph, not run, so the GPU idles by design."""
+        begin = P.GRAPH_CAPTURE_BEGIN.mask(self.rt_name, self.names)
+        end = P.GRAPH_CAPTURE_END.mask(self.rt_name, self.names)
+        lo: list[float] = []
+        hi: list[float] = []
+        for tid in np.unique(self.rt_tid[begin]):
+            b = np.sort(self.rt_ts[begin & (self.rt_tid == tid)])
+            e_idx = np.nonzero(end & (self.rt_tid == tid))[0]
+            e_end = np.sort(self.rt_ts[e_idx] + self.rt_dur[e_idx])
+            k = np.searchsorted(e_end, b, side="left")
+            ok = k < e_end.size
+            lo += b[ok].tolist()
+            hi += e_end[k[ok]].tolist()
+        return merge_intervals(np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64))
+
+    @cached_property
+    def capture_share(self) -> float:
+        """Share of the selected steps' time spent capturing graphs (0 without captures)."""
+        s, e = self.capture_intervals
+        if s.size == 0:
+            return 0.0
+        ws, we = self.step_windows
+        total = float((we - ws).sum())
+        inside = sum(overlap(s, e, float(a), float(b)) for a, b in zip(ws, we, strict=True))
+        return inside / total if total > 0 else 0.0
+
+    @cached_property
+    def captured_launches(self) -> tuple[int, int]:
+        """Kernel launch calls in the selected steps: (made while capturing a graph, all)."""
+        m = P.KERNEL_LAUNCH.mask(self.rt_name, self.names) & (self.rt_step >= 0)
+        s, e = self.capture_intervals
+        if s.size == 0:
+            return 0, int(m.sum())
+        ts = self.rt_ts[m]
+        k = np.searchsorted(s, ts, side="right") - 1
+        kk = np.maximum(k, 0)
+        return int(((k >= 0) & (ts <= e[kk])).sum()), int(m.sum())
+
     def _sync_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """For device ``d``: each waiting host call from its start to the start of the next GPU
-        activity after it returned (the wait inside it and the refill after it)."""
+        activity after it returned (the wait inside it and the refill after it).
+
+        The refill is what the sync costs only up to how long it made the host wait: had the
+        host not waited W, it would have done the same host work W earlier, so of a gap H
+        after the return min(H, W) is the sync's and the rest has another cause (the host
+        preparing the next input, say). A call during which device ``d`` did nothing waited
+        for nothing there (W = 0); otherwise W is the call's duration."""
         m = self.sync_mask
         if not m.any():
             return np.zeros(0), np.zeros(0)
         ts = self.rt_ts[m]
         ret = ts + self.rt_dur[m]
-        starts = self.merged_by_device[d][0]
+        starts, ends = self.merged_by_device[d]
         if starts.size == 0:
             return merge_intervals(ts, ret)
         k = np.searchsorted(starts, ret, side="left")  # first activity starting at/after return
         refill = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], ret)
-        return merge_intervals(ts, np.maximum(refill, ret))
+        i = np.searchsorted(ends, ts, side="right")  # first activity ending after the call began
+        drained = (i < starts.size) & (starts[np.minimum(i, starts.size - 1)] < ret)
+        wait = np.where(drained, ret - ts, 0.0)
+        return merge_intervals(ts, ret + np.clip(refill - ret, 0.0, wait))
 
     def _edge_intervals(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """For device ``d``: per step, from its start to its first GPU activity and from its
@@ -357,14 +409,20 @@ class TraceContext:
     @cached_property
     def idle_by_cause(self) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
         """Per device, the GPU's idle time inside the selected steps split by cause
-        (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it."""
+        (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it. Graph
+        capture is host work that queues nothing to run: its time is ``host``, not ``sync``."""
         out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
         for d in self.devices:
             rest = subtract_intervals(self.step_windows, self.merged_by_device[d])
+            capture = self.capture_intervals
             causes = {
                 "input": self.dataloader_intervals,
-                "sync": self._sync_intervals(d),
-                "host": self._edge_intervals(d),
+                # a refill that runs into a graph capture stops there: the kernels launched
+                # while capturing are recorded, not run, so that idle time is the capture's
+                "sync": subtract_intervals(self._sync_intervals(d), capture),
+                "host": merge_intervals(
+                    *(np.concatenate(p) for p in zip(self._edge_intervals(d), capture, strict=True))
+                ),
                 "launch": self._gap_intervals(d, True),
                 "short": self._gap_intervals(d, False),
             }
@@ -635,33 +693,39 @@ class TraceContext:
             self.names.append(name)
         return i
 
-    def _judge_frames(self, frames: list[str]) -> tuple[int, int, bool]:
+    def _judge_frames(self, frames: list[str]) -> tuple[int, int, bool, int]:
         """From a stack, innermost first: (innermost frame id, the user's first frame id or -1,
-        whether a module call lies between the op and the user's frame)."""
+        whether a module call lies between the op and the user's frame, and the position in
+        ``frames`` of the module's forward the user's frame runs in, or -1: the frame just
+        inside a module call at most :data:`_LAYER_CALL_DEPTH` frames out from the user's)."""
         user = -1
         under_module = False
-        for f in frames:
+        pos = -1
+        for p, f in enumerate(frames):
             if P.MODULE_CALL_FRAME.matches(f):
                 under_module = True
             if not P.USER_FRAME_EXCLUDE.matches(f) and not P.BUILTIN_FRAME.matches(f):
                 user = self._intern(f)
+                pos = p
                 break
         inner = self._intern(frames[0]) if frames else -1
-        return inner, user, under_module
+        layer = -1
+        if pos >= 0:
+            for q in range(pos, min(pos + _LAYER_CALL_DEPTH, len(frames) - 1)):
+                if P.MODULE_CALL_FRAME.matches(frames[q + 1]):
+                    layer = q
+                    break
+        return inner, user, under_module, layer
 
     @cached_property
-    def op_frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For each top-level cpu_op (-1/False elsewhere or when unknown): the name id of its
-        innermost Python frame, the name id of the first frame in the user's own code (outside
-        site-packages, the standard library and torch), and whether a module call
-        (``nn.Module.__call__``) lies between the two: then the op is a layer of a model, called
-        once per layer, not the iteration of a loop. From ``python_function`` events
-        (with_stack, PyTorch >= 1.10) or the ``Call stack`` argument (PyTorch <= 1.9)."""
+    def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:attr:`op_frames` and :attr:`op_layer_call` in one walk over each op's stack."""
         n = self.op_ts.size
         inner = np.full(n, -1, dtype=np.int64)
         user = np.full(n, -1, dtype=np.int64)
         under = np.zeros(n, dtype=bool)
-        cache: dict[int, tuple[int, int, bool]] = {}
+        layer = np.full(n, -1, dtype=np.int64)
+        cache: dict[int, tuple[int, int, bool, int]] = {}
         if self.py_ts.size:
             py = self._py_innermost
             parent = self._py_parent
@@ -670,12 +734,15 @@ class TraceContext:
                 got = cache.get(k)
                 if got is None:
                     chain: list[str] = []
+                    events: list[int] = []
                     j = k
                     while j >= 0 and len(chain) < 256:
                         chain.append(self.names[int(self.py_name[j])])
+                        events.append(j)
                         j = int(parent[j])
-                    got = cache[k] = self._judge_frames(chain)
-                inner[i], user[i], under[i] = got
+                    a, b, c, pos = self._judge_frames(chain)
+                    got = cache[k] = (a, b, c, events[pos] if pos >= 0 else -1)
+                inner[i], user[i], under[i], layer[i] = got
         else:
             stack = _arr(self.raw.op_stack, np.dtype("l").type)
             if stack.size == n and (stack >= 0).any():
@@ -684,9 +751,29 @@ class TraceContext:
                     got = cache.get(k)
                     if got is None:
                         frames = [f.strip() for f in self.names[k].split(";") if f.strip()]
-                        got = cache[k] = self._judge_frames(frames)
-                    inner[i], user[i], under[i] = got
-        return inner, user, under
+                        got = cache[k] = (*self._judge_frames(frames)[:3], -1)
+                    inner[i], user[i], under[i], _ = got
+        return inner, user, under, layer
+
+    @property
+    def op_frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each top-level cpu_op (-1/False elsewhere or when unknown): the name id of its
+        innermost Python frame, the name id of the first frame in the user's own code (outside
+        site-packages, the standard library and torch), and whether a module call
+        (``nn.Module.__call__``) lies between the two: then the op is a layer of a model, called
+        once per layer, not the iteration of a loop. From ``python_function`` events
+        (with_stack, PyTorch >= 1.10) or the ``Call stack`` argument (PyTorch <= 1.9)."""
+        return self._frames[:3]
+
+    @property
+    def op_layer_call(self) -> np.ndarray:
+        """For each top-level cpu_op whose user frame runs inside a module's forward (a module
+        call a few frames out from it): the index of that forward's ``python_function`` event,
+        one per call of the module; else -1. The profiler writes library paths relative to
+        ``sys.path`` (``transformers/models/...``), so a model's own ``forward`` can look like
+        the user's code: its ops repeat once per layer, and only repeats inside one call of it
+        are a loop. -1 everywhere without ``python_function`` events."""
+        return self._frames[3]
 
     @property
     def op_user_frame(self) -> np.ndarray:
@@ -731,7 +818,7 @@ class TraceContext:
             devices.append(
                 DeviceInfo(
                     id=int(d),
-                    name=str(p.get("name", f"GPU {d}")),
+                    name=str(p.get("name") or f"GPU {d}"),  # ROCm may write ""
                     compute_major=_opt_int(p.get("computeMajor")),
                     compute_minor=_opt_int(p.get("computeMinor")),
                     total_memory_bytes=_opt_int(p.get("totalGlobalMem")),

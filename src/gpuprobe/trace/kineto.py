@@ -54,7 +54,21 @@ _GPU_CATS = {
     "gpu_memset": GPU_KIND_MEMSET,
     "Memset": GPU_KIND_MEMSET,
 }
-_RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime", "hip_driver"})
+# Intel XPU (PTI) writes its SYCL/Unified Runtime and Level Zero calls as xpu_runtime/xpu_driver,
+# other out-of-tree backends as privateuse1_*; same correlation ids as CUDA's.
+_RUNTIME_CATS = frozenset(
+    {
+        "cuda_runtime",
+        "cuda_driver",
+        "Runtime",
+        "hip_runtime",
+        "hip_driver",
+        "xpu_runtime",
+        "xpu_driver",
+        "privateuse1_runtime",
+        "privateuse1_driver",
+    }
+)
 _CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
 KINETO_CATEGORIES = frozenset(
     {
@@ -562,7 +576,8 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
                 elif cat in _GPU_CATS:
                     args = ev.get("args") or {}
                     dev = _int(args.get("device", ev.get("pid", 0)))
-                    stream = _int(args.get("stream", ev.get("tid", 0)))
+                    # XPU kernels name their queue "sycl queue" instead of a stream
+                    stream = _int(args.get("stream", args.get("sycl queue", ev.get("tid", 0))))
                     corr = _int(args.get("correlation", -1))
                     nbytes = _num(args.get("bytes", 0.0))
                     i = nid(ev["name"])

@@ -23,6 +23,8 @@ __all__ = [
     "DATALOADER_NEXT",
     "FP32_GEMM_KERNEL",
     "GEMM_KERNEL",
+    "GRAPH_CAPTURE_BEGIN",
+    "GRAPH_CAPTURE_END",
     "GRAPH_LAUNCH",
     "HIP_CALL",
     "ITEM",
@@ -74,13 +76,15 @@ SINGLE_PROCESS_LOADER = NamePattern(
 )
 # Kernel launches by API and platform (H100 uses cudaLaunchKernelExC: HTA #61; driver API
 # cuLaunchKernelEx: HTA PR #271; HIP for ROCm: hipLaunchKernel, and hipExtModuleLaunchKernel /
-# hipModuleLaunchKernel for hipBLASLt and Triton kernels, seen in HTA's MI250 test trace).
+# hipModuleLaunchKernel for hipBLASLt and Triton kernels, seen in HTA's MI250 test trace; Intel
+# XPU: urEnqueueKernelLaunch in xpu_runtime, zeCommandListAppendLaunchKernel in xpu_driver).
 KERNEL_LAUNCH = NamePattern(
     re.compile(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
         r"|cudaLaunchCooperativeKernelMultiDevice"
         r"|hipLaunchKernel(ExC)?|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
-        r"|hipLaunchCooperativeKernel)(_v\d+|_spt|_ptsz)?$"
+        r"|hipLaunchCooperativeKernel"
+        r"|urEnqueueKernelLaunch(Exp)?|zeCommandListAppendLaunchKernel)(_v\d+|_spt|_ptsz)?$"
     ),
     "kernel launch",
 )
@@ -88,6 +92,21 @@ KERNEL_LAUNCH = NamePattern(
 GRAPH_LAUNCH = NamePattern(
     re.compile(r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+|_spt|_ptsz)?$"),
     "graph launch",
+)
+# Stream capture into a CUDA/HIP graph: the kernels launched between these calls on a thread are
+# recorded into the graph, not run (no GPU activity follows them).
+GRAPH_CAPTURE_BEGIN = NamePattern(
+    re.compile(
+        r"^(cudaStreamBeginCapture(ToGraph)?|cuStreamBeginCapture|hipStreamBeginCapture)"
+        r"(_v\d+|_spt|_ptsz)?$"
+    ),
+    "graph capture start",
+)
+GRAPH_CAPTURE_END = NamePattern(
+    re.compile(
+        r"^(cudaStreamEndCapture|cuStreamEndCapture|hipStreamEndCapture)(_v\d+|_spt|_ptsz)?$"
+    ),
+    "graph capture end",
 )
 # Calls that block the host until the device (or a stream, or an event) is done.
 SYNC_CALL = NamePattern(
@@ -197,11 +216,12 @@ MODULE_CALL_FRAME = NamePattern(
 # ---------------------------------------------------------------------------------------------
 
 # NCCL/RCCL collectives and point-to-point (ncclKernel_AllReduce_RING_LL_Sum_float, NCCL ≥ 2.19
-# ncclDevKernel_AllGather_RING_LL), HCCL, MSCCL, and the custom all-reduce kernels of vLLM/TRT.
+# ncclDevKernel_AllGather_RING_LL), HCCL, MSCCL, the custom all-reduce kernels of vLLM/TRT, and
+# PyTorch's symmetric-memory collectives on NVLink SHARP (multimem_all_reduce_kernel, seen on a B200).
 COMM_KERNEL = NamePattern(
     re.compile(
         r"(?i)nccl|rccl|^hccl|msccl|cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce"
-        r"|two_?shot_?all_?reduce"
+        r"|two_?shot_?all_?reduce|multimem_"
     ),
     "communication",
 )
@@ -220,9 +240,12 @@ HTA_NON_COMPUTE_KERNEL = NamePattern(
 MEMORY_KERNEL = NamePattern(re.compile(r"^((hip)?Memcpy|(hip)?Memset|dma)"), "memcpy/memset")
 # FlashAttention (flash_fwd_kernel, flash_bwd_dq_dk_dv_loop...), xFormers/PyTorch memory-efficient
 # attention (fmha_cutlassF_f32_aligned_64x64_rf_sm80, efficient_attention_forward), cuDNN SDPA,
-# CK fmha, paged attention (vLLM).
+# CK fmha, paged attention (vLLM), Triton flash attention (_attn_fwd; attn_fwd on ROCm).
 ATTENTION_KERNEL = NamePattern(
-    re.compile(r"(?i)flash_?(fwd|bwd|attn)|fmha|attention|_attn_|sdpa|mha_(fwd|bwd)|flash::"),
+    re.compile(
+        r"(?i)flash_?(fwd|bwd|attn)|fmha|attention|_attn_|(^|::)attn_(fwd|bwd)|sdpa|mha_(fwd|bwd)"
+        r"|flash::"
+    ),
     "attention",
 )
 # cuDNN and CUTLASS convolutions: implicit_convolve_sgemm, sm80_xmma_fprop_implicit_gemm...,
@@ -240,9 +263,12 @@ CONV_KERNEL = NamePattern(
 # cuBLASLt (sm90_xmma_gemm_..., nvjet_tst_...), CUTLASS (cutlass_80_tensorop_s1688gemm_...,
 # ..._wgmma_...), MAGMA, rocBLAS/hipBLASLt/Tensile (Cijk_Alik_Bljk_...), Composable Kernel
 # (ck_..., ck::kernel_gemm_xdl...), Triton matmul templates (triton_tem_fused_mm, triton_mm).
+# CUTLASS's element types (cutlass::bfloat16_t, cutlass::half_t) in another kernel's template
+# arguments do not make it a GEMM (TensorRT-LLM's moe::dev::finalize kernels on a B200).
 GEMM_FAMILY_KERNEL = NamePattern(
     re.compile(
-        r"(?i)gemm|gemv|cublas|cutlass|xmma|nvjet|wgmma|gmma|matmul|splitKreduce|dot_kernel"
+        r"(?i)gemm|gemv|cublas|cutlass(?!::(b?float|half|tfloat|complex|int\d|uint)\w*)|xmma"
+        r"|nvjet|wgmma|gmma|matmul|splitKreduce|dot_kernel"
         r"|magma|^Cijk_|^ck_|ck::|triton_(tem_fused_)?(mm|bmm|addmm)|_mm_|bmm_"
     ),
     "GEMM",
@@ -276,7 +302,8 @@ LAUNCH_CALL = NamePattern(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
         r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
         r"|cudaMemcpyAsync|cudaMemsetAsync|hipMemcpyAsync|hipMemsetAsync|hipMemcpyWithStream"
-        r"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+|_ptsz|_spt)?$"
+        r"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch|urEnqueueKernelLaunch(Exp)?"
+        r"|zeCommandListAppendLaunchKernel)(_v\d+|_ptsz|_spt)?$"
     ),
     "launch",
 )

@@ -7,12 +7,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpuprobe.findings import Evidence, Finding, Status
+from gpuprobe.trace import patterns as P
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.model import StepBreakdown
 
-__all__ = ["GROUP", "median", "no_gpu", "pct", "per_step", "rows_for", "step_range"]
+__all__ = [
+    "CAPTURE_SKIP_FRACTION",
+    "GROUP",
+    "capture_skip",
+    "median",
+    "no_gpu",
+    "pct",
+    "per_step",
+    "rows_for",
+    "step_range",
+]
 
 GROUP = "diagnose"
+CAPTURE_SKIP_FRACTION = 0.5  # of the analysed time, or of its kernel launches, in graph capture,
+# past which GPU idle time and syncs are not judged (those launches are recorded, not run); ours
 
 
 def median(values: Sequence[float] | np.ndarray) -> float:
@@ -43,8 +56,22 @@ def per_step(ctx: TraceContext) -> str:
     return "per step" if any(s.number is not None for s in ctx.steps) else "in the trace"
 
 
-def no_gpu(id: str, what: str) -> Finding:
-    """The finding of a GPU rule on a CPU-only trace."""
+def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
+    """The finding of a GPU rule on a trace without GPU activity: a CPU-only run, or (when the
+    host launched kernels) a GPU run whose GPU side the profiler did not record."""
+    launches = int(P.KERNEL_LAUNCH.mask(ctx.rt_name, ctx.names).sum())
+    if launches:
+        return Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the host launched {launches} kernels but the trace has no "
+            "GPU activity (kernels, copies): the profiler did not record the GPU side",
+            evidence=(Evidence("gpu_activities", 0), Evidence("kernel_launches", launches)),
+            fix="record again with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; "
+            "if kernels are still missing, CUPTI could not trace (another profiler such as "
+            "Nsight attached, or a CUPTI/driver mismatch)",
+            group=GROUP,
+        )
     return Finding(
         id=id,
         status=Status.SKIPPED,
@@ -53,3 +80,32 @@ def no_gpu(id: str, what: str) -> Finding:
         fix="profile with ProfilerActivity.CUDA on a machine with a GPU to judge this",
         group=GROUP,
     )
+
+
+def capture_skip(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps are mostly CUDA/HIP graph capture (by time or
+    by kernel launches): the kernels launched then are recorded, not run, so the idle GPU (and
+    the syncs around each capture) say nothing of the workload's steady state."""
+    share = ctx.capture_share
+    n, launches = ctx.captured_launches
+    launch_share = n / launches if launches else 0.0
+    if max(share, launch_share) < CAPTURE_SKIP_FRACTION:
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the profile is mostly CUDA-graph capture ({pct(share)} % "
+            f"of its time; {n} of {launches} kernel launches recorded into graphs, not run on "
+            "the GPU)",
+            evidence=(
+                Evidence("graph_capture_share", pct(share), "%"),
+                Evidence("captured_launches", n),
+                Evidence("kernel_launches", launches),
+                Evidence("threshold", pct(CAPTURE_SKIP_FRACTION), "%"),
+            ),
+            fix="profile the graph replays: start the profiler after capture and warm-up "
+            "(torch.profiler.schedule(wait=..., warmup=1, active=3) over the serving steps)",
+            group=GROUP,
+        )
+    ]

@@ -55,7 +55,7 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
     """Memcpy to or from pageable host memory: slower, and it blocks the host (Nsight
     cuda_memcpy_async)."""
     if not ctx.has_gpu:
-        return [no_gpu("pageable-copies", "Pageable copies")]
+        return [no_gpu(ctx, "pageable-copies", "Pageable copies")]
     n = len(ctx.steps)
     copy = (ctx.gpu_kind == GPU_KIND_MEMCPY) & (ctx.gpu_step >= 0)
     page = copy & P.PAGEABLE_COPY.mask(ctx.gpu_name, ctx.names)
@@ -119,21 +119,26 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
     ]
 
 
-def _copied(ctx: TraceContext, ops: np.ndarray) -> np.ndarray:
-    """For cpu_op indices ``ops``: did a clone/copy_ run inside it (a real copy was made)?"""
+def _copy_time(ctx: TraceContext, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For cpu_op indices ``ops``: did a clone/copy_ run inside it (a real copy was made), and
+    the host time of the outermost one (the copy itself, without the wrapper's own overhead)?"""
     clone = np.nonzero(P.CLONE.mask(ctx.op_name, ctx.names))[0]
-    out = np.zeros(ops.size, dtype=bool)
+    found = np.zeros(ops.size, dtype=bool)
+    took = np.zeros(ops.size)
     for tid in np.unique(ctx.op_tid[ops]):
         c = clone[ctx.op_tid[clone] == tid]
         if c.size == 0:
             continue
-        cts = np.sort(ctx.op_ts[c])
+        c = c[np.argsort(ctx.op_ts[c], kind="stable")]
+        cts = ctx.op_ts[c]
         mine = ctx.op_tid[ops] == tid
         o = ops[mine]
         j = np.searchsorted(cts, ctx.op_ts[o], side="left")
         jj = np.minimum(j, cts.size - 1)
-        out[mine] = (j < cts.size) & (cts[jj] < ctx.op_ts[o] + ctx.op_dur[o])
-    return out
+        hit = (j < cts.size) & (cts[jj] < ctx.op_ts[o] + ctx.op_dur[o])
+        found[mine] = hit
+        took[mine] = np.where(hit, ctx.op_dur[c[jj]], 0.0)
+    return found, took
 
 
 def _after_view(ctx: TraceContext, ops: np.ndarray) -> np.ndarray:
@@ -170,10 +175,14 @@ def contiguous_copies(ctx: TraceContext) -> list[Finding]:
     cand = np.nonzero(
         P.COPYING_RESHAPE.mask(ctx.op_name, ctx.names) & ctx.op_top & (ctx.op_step >= 0)
     )[0]
-    hit = cand[_copied(ctx, cand) & _after_view(ctx, cand)] if cand.size else cand
+    copied, copy_us = _copy_time(ctx, cand)
+    keep = copied & _after_view(ctx, cand) if cand.size else copied
+    hit, copy_us = cand[keep], copy_us[keep]
     steps = ctx.op_step[hit]
     count = np.bincount(steps, minlength=n)
-    cpu_time = np.bincount(steps, weights=ctx.op_dur[hit], minlength=n)
+    # on the host, the clone/copy_ inside the reshape is the copy; the rest of the op is its
+    # own overhead (the first call of an op can take hundreds of µs for 8 elements)
+    cpu_time = np.bincount(steps, weights=copy_us, minlength=n)
     gpu_time = _gpu_time_inside(ctx, hit, n)
     time = gpu_time if ctx.has_gpu else cpu_time
     share = time / np.maximum(ctx.step_durations, 1e-9)
@@ -219,7 +228,8 @@ def contiguous_copies(ctx: TraceContext) -> list[Finding]:
         Finding(
             id="contiguous-copies",
             status=Status.WARN if warn else Status.INFO,
-            title=f"{median(count):.0f} copies {per(ctx)} by {'/'.join(names)} after "
+            title=f"{median(count):.0f} {'copy' if median(count) == 1 else 'copies'} {per(ctx)} "
+            f"by {'/'.join(names)} after "
             f"permute/transpose ({pct(median(share))} % of step time on the {where})",
             evidence=evidence,
             fix="keep one layout: build tensors in the order they are used (e.g. channels_last "

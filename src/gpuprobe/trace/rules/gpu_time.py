@@ -12,7 +12,15 @@ from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.trace.analysis import IDLE_CAUSES, KERNEL_WAIT_MAX_GAP_US, TraceContext
 from gpuprobe.trace.kineto import GPU_KIND_KERNEL
 from gpuprobe.trace.model import StepBreakdown
-from gpuprobe.trace.rules._common import GROUP, median, no_gpu, pct, rows_for, step_range
+from gpuprobe.trace.rules._common import (
+    GROUP,
+    capture_skip,
+    median,
+    no_gpu,
+    pct,
+    rows_for,
+    step_range,
+)
 from gpuprobe.trace.rules._common import per_step as per
 
 __all__ = [
@@ -84,8 +92,10 @@ def _too_few(ctx: TraceContext, id: str, what: str) -> list[Finding]:
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
-        return [no_gpu("gpu-idle", "GPU busy time")]
-    few = _too_few(ctx, "gpu-idle", "GPU busy time")
+        return [no_gpu(ctx, "gpu-idle", "GPU busy time")]
+    few = _too_few(ctx, "gpu-idle", "GPU busy time") or capture_skip(
+        ctx, "gpu-idle", "GPU busy time"
+    )
     if few:
         return few
     out = []
@@ -150,8 +160,10 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     launch call (HTA's "short kernel") the launches themselves are the cost (E9). A CUDA/HIP graph
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
-        return [no_gpu("launch-bound", "Kernel launch overhead")]
-    few = _too_few(ctx, "launch-bound", "Kernel launch overhead")
+        return [no_gpu(ctx, "launch-bound", "Kernel launch overhead")]
+    few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
+        ctx, "launch-bound", "Kernel launch overhead"
+    )
     if few:
         return few
     rows = [r for r in ctx.breakdowns if r.kernels]

@@ -2,7 +2,9 @@
 code, where a single indexed (vectorised) op would do (E10 in docs/experiments.md#e10: 80-class
 segmentation map to 80 bit masks). The place is the first frame outside site-packages, the
 standard library and torch; ops reached through a module call are the layers of a model, called
-once per layer, not a loop.
+once per layer, not a loop. So are the ops of a module's own ``forward`` that looks like the
+user's code because the profiler writes library paths relative to ``sys.path``
+(``transformers/models/...``): those count per call of that forward, not per step.
 """
 
 from __future__ import annotations
@@ -68,29 +70,35 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
         sel = np.nonzero(base)[0]
         sel = sel[_runs(ctx, sel) >= PYTHON_LOOP_MIN_REPEATS]
         key = np.zeros(sel.size, dtype=np.int64)
-    found = []
+    # (frame, op) -> [repeats per step, durations, inner frames]; an op in a module's forward
+    # is counted per call of that forward (per layer), the others per step
+    loops: dict[tuple[int, int], list] = {}
     if sel.size:
         name = ctx.op_name[sel]
         step = ctx.op_step[sel]
-        width = len(ctx.names) + 1
-        pair = (key + 1).astype(np.int64) * width + name
-        pairs, inverse = np.unique(pair, return_inverse=True)
-        counts = np.zeros((pairs.size, n), dtype=np.int64)
+        layer = ctx.op_layer_call[sel]
+        groups, inverse = np.unique(
+            np.stack([layer, key, name], axis=1), axis=0, return_inverse=True
+        )
+        inverse = inverse.reshape(-1)
+        counts = np.zeros((groups.shape[0], n), dtype=np.int64)
         np.add.at(counts, (inverse, step), 1)
         per_step = np.median(counts, axis=1)
         for p in np.nonzero(per_step >= PYTHON_LOOP_MIN_REPEATS)[0]:
             mine = inverse == p
-            durs = ctx.op_dur[sel][mine]
-            med_us = float(np.median(durs))
-            if med_us > PYTHON_LOOP_MAX_OP_US:
-                continue
-            f = int(pairs[p] // width) - 1
-            op = ctx.names[int(pairs[p] % width)]
-            where = ctx.names[f] if stack and f >= 0 else "(no with_stack: frame unknown)"
-            inner_names = {ctx.names[i] for i in inner[sel][mine].tolist() if i >= 0}
-            found.append(
-                (float(per_step[p]), op, where, med_us, float(durs.sum()) / n, inner_names)
-            )
+            got = loops.setdefault((int(groups[p, 1]), int(groups[p, 2])), [0.0, [], set()])
+            got[0] = max(got[0], float(per_step[p]))
+            got[1].append(ctx.op_dur[sel][mine])
+            got[2] |= {int(i) for i in inner[sel][mine].tolist() if i >= 0}
+    found = []
+    for (f, op_id), (count, dur_parts, inner_ids) in loops.items():
+        durs = np.concatenate(dur_parts)
+        med_us = float(np.median(durs))
+        if med_us > PYTHON_LOOP_MAX_OP_US:
+            continue
+        where = ctx.names[f] if stack and f >= 0 else "(no with_stack: frame unknown)"
+        inner_names = {ctx.names[i] for i in inner_ids}
+        found.append((count, ctx.names[op_id], where, med_us, float(durs.sum()) / n, inner_names))
     found.sort(key=lambda x: -x[0])
     if not found:
         how = (

@@ -18,7 +18,7 @@ def peak_memory(ctx: TraceContext) -> list[Finding]:
     if not ctx.has_gpu:
         from gpuprobe.trace.rules._common import no_gpu
 
-        return [no_gpu("peak-memory", "Peak GPU memory")]
+        return [no_gpu(ctx, "peak-memory", "Peak GPU memory")]
     peaks = {d: v for (t, d), v in ctx.raw.memory_peak.items() if t == CUDA_DEVICE_TYPE}
     deltas = {d: v for (t, d), v in ctx.raw.memory_delta_peak.items() if t == CUDA_DEVICE_TYPE}
     if not peaks and deltas:

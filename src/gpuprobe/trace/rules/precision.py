@@ -47,7 +47,7 @@ def _fix_for(major: int, minor: int, amd: bool) -> str:
 def tensor_cores(ctx: TraceContext) -> list[Finding]:
     """GEMM/conv kernels dominate, none use Tensor Cores, and the card has them."""
     if not ctx.has_gpu:
-        return [no_gpu("no-tensor-cores", "Tensor Core use")]
+        return [no_gpu(ctx, "no-tensor-cores", "Tensor Core use")]
     props = ctx.raw.device_properties
     caps = [
         (int(p["computeMajor"]), int(p.get("computeMinor") or 0))

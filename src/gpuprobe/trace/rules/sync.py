@@ -13,7 +13,7 @@ import numpy as np
 from gpuprobe.findings import Evidence, Finding, Status
 from gpuprobe.trace import patterns as P
 from gpuprobe.trace.analysis import TraceContext, merge_intervals
-from gpuprobe.trace.rules._common import GROUP, median, pct, step_range
+from gpuprobe.trace.rules._common import GROUP, capture_skip, median, pct, step_range
 from gpuprobe.trace.rules._common import per_step as per
 
 __all__ = ["SYNC_IDLE_WARN_FRACTION", "SYNC_MIN_PER_STEP", "synchronisation"]
@@ -57,6 +57,9 @@ def _in_conv(ctx: TraceContext, rt: np.ndarray) -> np.ndarray:
 
 def synchronisation(ctx: TraceContext) -> list[Finding]:
     """Host-device syncs per step and the GPU idle they caused."""
+    skip = capture_skip(ctx, "sync", "Host-device syncs")
+    if skip:
+        return skip
     n = len(ctx.steps)
     dur = np.maximum(ctx.step_durations, 1e-9)
     reads_all = ctx.scalar_read_mask & (ctx.op_step >= 0)
