@@ -165,8 +165,11 @@ def test_a_profile_of_graph_capture_is_not_judged_launch_bound():
 def test_a_device_with_an_empty_name_is_named_by_its_id():
     data = load(CAPTURE)
     assert {p["name"] for p in data["deviceProperties"]} == {""}
-    (dev,) = diagnose(CAPTURE).summary.devices
+    d = diagnose(CAPTURE)
+    (dev,) = d.summary.devices
     assert (dev.id, dev.name) == (2, "GPU 2")
+    header = " ".join(str(d).split("\n\n")[0].split())
+    assert header.endswith("no ProfilerStep, GPUs: GPU 2")  # not "GPU 2 (GPU 2)"
 
 
 def test_launches_without_gpu_activity_say_the_profiler_lost_the_gpu_side(tmp_path):

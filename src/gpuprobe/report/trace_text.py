@@ -48,7 +48,12 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
 
     con: Console = console if isinstance(console, Console) else Console()
     s = d.summary
-    gpus = ", ".join(f"{g.name} (GPU {g.id})" for g in s.devices) or "none (CPU-only trace)"
+    gpus = (
+        ", ".join(
+            g.name if g.name == f"GPU {g.id}" else f"{g.name} (GPU {g.id})" for g in s.devices
+        )
+        or "none (CPU-only trace)"
+    )
     steps = f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
     con.print(
         Text.assemble(
