@@ -251,7 +251,6 @@ done
 
 # -- the whole suite, on the card -----------------------------------------------------------------
 if [ "$DRY" = 1 ]; then
-    "$PY" -c "import xdist" >>"$LOG" 2>&1 && XD=(-n 8) || XD=()
     step suite 0 cmd -- "$PY"
 else
     "$PY" -c "import xdist" >>"$LOG" 2>&1 && XD=(-n 8) || XD=()

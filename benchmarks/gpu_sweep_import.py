@@ -70,8 +70,15 @@ def open_sweep(src: Path, work: Path) -> Path:
         with tar.open("wb") as out:
             for part in sorted(src.parent.glob(src.name.rsplit("-", 1)[0] + "-*")):
                 out.write(part.read_bytes())
-    with tarfile.open(tar) as t:
-        t.extractall(work, filter="data")
+    try:
+        with tarfile.open(tar) as t:
+            t.extractall(work, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        why = str(exc).splitlines()[0].rstrip(":")
+        raise SystemExit(
+            f"gpu_sweep_import: {src} is not a readable sweep tar ({why}): give the sweep's folder, "
+            "its .tar.gz, or the first of its parts"
+        ) from None
     found = [p.parent for p in work.glob("*/steps.tsv")]
     if not found:
         raise SystemExit(f"gpu_sweep_import: no steps.tsv in {src}")
@@ -266,7 +273,6 @@ def _console() -> Any:
 
 def render(kind: str, data: dict[str, Any]) -> str:
     """The terminal view of one recorded JSON, drawn by gpuprobe's renderer at 80 columns."""
-    sys.path.insert(0, str(SRC))
     con = _console()
     if kind == "doctor":
         from gpuprobe.checks import DoctorReport
@@ -284,7 +290,7 @@ def render(kind: str, data: dict[str, Any]) -> str:
         from gpuprobe.monitor.pack import PackReport
 
         cls = {"fit": FitResult, "precision": PrecisionReport, "pack": PackReport}[kind]
-        return str(cls.from_dict(data))  # type: ignore[attr-defined]
+        return str(cls.from_dict(data))
     return con.file.getvalue()
 
 
@@ -526,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slug", help="name of the card in the files written (default: from it)")
     ap.add_argument("--root", type=Path, default=ROOT, help="the checkout to write into")
     args = ap.parse_args(argv)
+    sys.path.insert(0, str(SRC))  # gpuprobe's renderers, from this checkout
     with tempfile.TemporaryDirectory() as work:
         d = open_sweep(args.sweep, Path(work))
         m = meta(d)

@@ -140,3 +140,22 @@ def test_the_import_keeps_what_the_card_recorded_and_says_what_it_did_not(tmp_pa
     kept = root / "tests" / "data" / "diagnose" / "gpu_h200" / "item_every_step.json.gz"
     assert gzip.decompress(kept.read_bytes()) == gzip.decompress(trace.read_bytes())
     assert kept.read_bytes()[4:8] == b"\0\0\0\0"  # no timestamp in the gzip header
+
+
+def test_the_import_refuses_what_is_not_a_sweep_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "sweep.tar.gz"
+    bad.write_text("not a tar")
+    script = str(ROOT / "benchmarks" / "gpu_sweep_import.py")
+    for arg, says in (
+        (bad, "is not a readable sweep tar"),
+        (tmp_path / "absent", "is neither a sweep folder nor its tar"),
+    ):
+        p = subprocess.run(
+            [sys.executable, script, str(arg), "--root", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert p.returncode == 1
+        assert len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
+        assert not (tmp_path / "docs").exists()  # nothing half-written

@@ -30,7 +30,7 @@ __all__ = [
     "subtract_intervals",
 ]
 
-_LAYER_CALL_DEPTH = 4  # frames out from the user's frame to look for the module call; ours
+_LAYER_CALL_DEPTH = 4  # frames out from the user's frame searched for a module call; ours
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
 
@@ -347,7 +347,7 @@ class TraceContext:
     @cached_property
     def captured_launches(self) -> tuple[int, int]:
         """Kernel launch calls in the selected steps: (made while capturing a graph, all)."""
-        m = P.KERNEL_LAUNCH.mask(self.rt_name, self.names) & (self.rt_step >= 0)
+        m = self.kernel_launch_mask & (self.rt_step >= 0)
         s, e = self.capture_intervals
         if s.size == 0:
             return 0, int(m.sum())
@@ -534,7 +534,7 @@ class TraceContext:
         rt = self.gpu_rt[sel][kern]
         has_rt = rt >= 0
         # launch calls proper (a graph replay launches many kernels with one call)
-        has_rt[has_rt] = P.KERNEL_LAUNCH.mask(self.rt_name, self.names)[rt[has_rt]]
+        has_rt[has_rt] = self.kernel_launch_mask[rt[has_rt]]
         launch_median = _group_medians(gid[kern][has_rt], self.rt_dur[rt[has_rt]], groups)
         return {
             "waits": waits,
@@ -544,6 +544,11 @@ class TraceContext:
         }
 
     # -- masks over names -------------------------------------------------------------------
+
+    @cached_property
+    def kernel_launch_mask(self) -> np.ndarray:
+        """Runtime calls that launch one kernel (not a graph replay, not a copy)."""
+        return P.KERNEL_LAUNCH.mask(self.rt_name, self.names)
 
     @cached_property
     def sync_mask(self) -> np.ndarray:

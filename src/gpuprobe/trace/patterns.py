@@ -78,13 +78,13 @@ SINGLE_PROCESS_LOADER = NamePattern(
 # cuLaunchKernelEx: HTA PR #271; HIP for ROCm: hipLaunchKernel, and hipExtModuleLaunchKernel /
 # hipModuleLaunchKernel for hipBLASLt and Triton kernels, seen in HTA's MI250 test trace; Intel
 # XPU: urEnqueueKernelLaunch in xpu_runtime, zeCommandListAppendLaunchKernel in xpu_driver).
+_XPU_LAUNCH = r"urEnqueueKernelLaunch(Exp)?|zeCommandListAppendLaunchKernel"
 KERNEL_LAUNCH = NamePattern(
     re.compile(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
         r"|cudaLaunchCooperativeKernelMultiDevice"
         r"|hipLaunchKernel(ExC)?|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
-        r"|hipLaunchCooperativeKernel"
-        r"|urEnqueueKernelLaunch(Exp)?|zeCommandListAppendLaunchKernel)(_v\d+|_spt|_ptsz)?$"
+        rf"|hipLaunchCooperativeKernel|{_XPU_LAUNCH})(_v\d+|_spt|_ptsz)?$"
     ),
     "kernel launch",
 )
@@ -302,8 +302,7 @@ LAUNCH_CALL = NamePattern(
         r"^(cudaLaunchKernel(ExC)?|cuLaunchKernel(Ex)?|cudaLaunchCooperativeKernel"
         r"|hipLaunchKernel|hipExtLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel"
         r"|cudaMemcpyAsync|cudaMemsetAsync|hipMemcpyAsync|hipMemsetAsync|hipMemcpyWithStream"
-        r"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch|urEnqueueKernelLaunch(Exp)?"
-        r"|zeCommandListAppendLaunchKernel)(_v\d+|_ptsz|_spt)?$"
+        rf"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch|{_XPU_LAUNCH})(_v\d+|_ptsz|_spt)?$"
     ),
     "launch",
 )

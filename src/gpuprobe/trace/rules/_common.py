@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpuprobe.findings import Evidence, Finding, Status
-from gpuprobe.trace import patterns as P
 from gpuprobe.trace.analysis import TraceContext
 from gpuprobe.trace.model import StepBreakdown
 
@@ -59,7 +58,7 @@ def per_step(ctx: TraceContext) -> str:
 def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
     """The finding of a GPU rule on a trace without GPU activity: a CPU-only run, or (when the
     host launched kernels) a GPU run whose GPU side the profiler did not record."""
-    launches = int(P.KERNEL_LAUNCH.mask(ctx.rt_name, ctx.names).sum())
+    launches = int(ctx.kernel_launch_mask.sum())
     if launches:
         return Finding(
             id=id,
