@@ -37,7 +37,8 @@ $(VENV)/.test-ok: pyproject.toml $(VENV)/.run-ok
 FORCE:
 
 # The house rules: lint, format, types, the doors to outside libraries (import-linter, the
-# contracts in pyproject.toml), and the layers, lazy delegates and package cycles
+# contracts in pyproject.toml: the doors, the layers, the views, the tools' independence), and the
+# import circles between files, the CLI through the API, and modules' length
 # (tests/test_architecture.py). CI runs it before `make test`.
 lint: $(VENV)/.test-ok
 	$(BIN)/ruff check src tests benchmarks

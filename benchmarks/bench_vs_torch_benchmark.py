@@ -1,7 +1,7 @@
 """Issue 3's numbers: is ``gpuprobe bench``'s timer as good as the references, side by side?
 
 On the CPU, for NumPy and for torch (each in its own child process, as ``gpuprobe bench`` runs
-them), the same operations timed by gpuprobe's timer (``gpuprobe.measure.timing.measure``, which
+them), the same operations timed by gpuprobe's timer (``gpuprobe.platform.timing.measure``, which
 every workload uses) and by ``torch.utils.benchmark.Timer.blocked_autorange``, alternating A/B then
 B/A over several rounds; target: the medians within 5 %. Operations: E1's expression in float64
 and float32, E8's scale, matmul at a few sizes, a host memory copy.
@@ -39,7 +39,7 @@ QUICK_TARGET_S = 60.0
 
 def _ops(fw: str) -> list[tuple[str, Callable[[], Any]]]:
     """The operations, built on the gpuprobe backend for ``fw`` on the CPU."""
-    from gpuprobe.frameworks.backends import make_backend
+    from gpuprobe.platform.frameworks.backends import make_backend
 
     b = make_backend(fw, "cpu")
     ops: list[tuple[str, Callable[[], Any]]] = []
@@ -68,8 +68,8 @@ def cpu_child(fw: str, rounds: int, budget: float) -> dict[str, Any]:
     import torch
     import torch.utils.benchmark as tb
 
-    from gpuprobe.frameworks.backends import make_backend
-    from gpuprobe.measure.timing import measure
+    from gpuprobe.platform.frameworks.backends import make_backend
+    from gpuprobe.platform.timing import measure
 
     b = make_backend(fw, "cpu")
     threads = torch.get_num_threads()
@@ -226,7 +226,7 @@ def main() -> int:
         cpu.append(json.loads(p.stdout))
     gpu = gpu_section()
     quick = quick_wall()
-    from gpuprobe.hardware.host import read_host
+    from gpuprobe.platform.hardware.host import read_host
 
     host = read_host()
     res = {

@@ -35,8 +35,8 @@ DEFAULT_TRACES = ROOT.parent / "shared" / "traces"
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import gpuprobe.trace as D
-from gpuprobe.errors import GpuprobeError
+import gpuprobe.tools.diagnose.engine as D
+from gpuprobe.core.errors import GpuprobeError
 try:
     d = D.diagnose(sys.argv[1])
 except GpuprobeError as e:

@@ -66,7 +66,7 @@ print(json.dumps(out))
 OURS_SCRIPT = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-from gpuprobe.trace.ranks import diagnose_ranks
+from gpuprobe.tools.diagnose.ranks import diagnose_ranks
 d = diagnose_ranks(sys.argv[1])
 t1 = time.perf_counter()
 out = {"diagnose_ranks_s": t1 - t0, "straggler": d.straggler, "ranks": {}}
@@ -199,9 +199,9 @@ print(json.dumps({"rows": rows, "total_s": time.perf_counter() - t0,
 OURS_DIFF_SCRIPT = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-from gpuprobe.trace.analysis import TraceContext
-from gpuprobe.trace.kernel_diff import compare_kernels
-from gpuprobe.trace.kineto import read_trace
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.kernel_diff import compare_kernels
+from gpuprobe.tools.diagnose.kineto import read_trace
 d = compare_kernels(TraceContext(read_trace(sys.argv[1])), TraceContext(read_trace(sys.argv[2])),
                     rows=10**9)  # every kernel, to compare them all
 rows = {c.name: [c.count_before * d.steps_before, c.count_after * d.steps_after,

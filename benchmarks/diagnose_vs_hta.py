@@ -33,8 +33,8 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.trace.traces import GEMM_TF32, SCENARIOS, SMALL  # noqa: E402
 
-from gpuprobe.trace import diagnose  # noqa: E402
-from gpuprobe.trace.synthetic import KinetoBuilder  # noqa: E402
+from gpuprobe.tools.diagnose.engine import diagnose  # noqa: E402
+from gpuprobe.tools.diagnose.synthetic import KinetoBuilder  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 ACCURACY_SCENARIOS = (
@@ -103,7 +103,7 @@ def run_hta(
 
 def run_ours(path: str) -> dict:
     code = (
-        "import json, sys, time; t=time.perf_counter(); import gpuprobe.trace as g; "
+        "import json, sys, time; t=time.perf_counter(); import gpuprobe.tools.diagnose.engine as g; "
         "s = g.diagnose(sys.argv[1]).summary; "
         "print(json.dumps({'seconds': time.perf_counter()-t, 'read_seconds': s.read_seconds, "
         "'events': s.events}))"

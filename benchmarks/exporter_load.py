@@ -24,8 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpuprobe.monitor.exporter import GpuprobeCollector, MetricsServer  # noqa: E402
-from gpuprobe.monitor.sampler import Sampler  # noqa: E402
+from gpuprobe.tools.monitor.exporter import GpuprobeCollector, MetricsServer  # noqa: E402
+from gpuprobe.tools.monitor.sampler import Sampler  # noqa: E402
 
 HOST = "127.0.0.1"  # loopback only
 

@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fuzzing import mutate_bytes, mutate_json  # noqa: E402
-from gpuprobe.errors import InputError  # noqa: E402
-from gpuprobe.monitor.summary import summarize  # noqa: E402
-from gpuprobe.monitor.timeline import parse_timeline  # noqa: E402
-from gpuprobe.trace import diagnose  # noqa: E402
+from gpuprobe.core.errors import InputError  # noqa: E402
+from gpuprobe.tools.diagnose.engine import diagnose  # noqa: E402
+from gpuprobe.tools.monitor.judge import summarize  # noqa: E402
+from gpuprobe.tools.monitor.timeline import parse_timeline  # noqa: E402
 
 TRACES = Path(os.environ.get("GPUPROBE_FUZZ_TRACES", "/work/shared/traces"))
 TIMELINES = ROOT / "tests" / "data" / "monitor"

@@ -47,11 +47,11 @@ EVENT_REPS = 30  # torch anchors: repetitions between warm-up and median
 
 def _imports() -> dict[str, Any]:
     """Everything of gpuprobe this script calls, imported by name (the --check)."""
-    from gpuprobe.frameworks.backends import make_backend
-    from gpuprobe.measure.timing import measure
-    from gpuprobe.measure.workloads import Settings, run_workload
-    from gpuprobe.measure.workloads.matmul import SIZES as MATMUL_SIZES
-    from gpuprobe.measure.workloads.transfer import GPU_KINDS
+    from gpuprobe.platform.frameworks.backends import make_backend
+    from gpuprobe.platform.timing import measure
+    from gpuprobe.tools.bench.workloads import Settings, run_workload
+    from gpuprobe.tools.bench.workloads.matmul import SIZES as MATMUL_SIZES
+    from gpuprobe.tools.bench.workloads.transfer import GPU_KINDS
 
     assert "d2d" in GPU_KINDS and "h2d-pinned" in GPU_KINDS, GPU_KINDS
     assert GEMM_N in MATMUL_SIZES[0], f"{GEMM_N} is not a full matmul size: {MATMUL_SIZES[0]}"

@@ -275,19 +275,18 @@ def render(kind: str, data: dict[str, Any]) -> str:
     """The terminal view of one recorded JSON, drawn by gpuprobe's renderer at 80 columns."""
     con = _console()
     if kind == "doctor":
-        from gpuprobe.checks import DoctorReport
-        from gpuprobe.report.terminal import render_doctor
+        from gpuprobe.tools.doctor.model import DoctorReport
+        from gpuprobe.tools.doctor.show import render_doctor
 
         render_doctor(DoctorReport.from_dict(data), con)
     elif kind == "bench":
-        from gpuprobe.measure.report import BenchReport
-        from gpuprobe.report.bench_table import render_bench
+        from gpuprobe.tools.bench.model import BenchReport
+        from gpuprobe.tools.bench.show.table import render_bench
 
         render_bench(BenchReport.from_dict(data), con)
     else:
-        from gpuprobe.memory.fit import FitResult
-        from gpuprobe.memory.precision import PrecisionReport
-        from gpuprobe.monitor.pack import PackReport
+        from gpuprobe.tools.memory.model import FitResult, PrecisionReport
+        from gpuprobe.tools.monitor.pack_model import PackReport
 
         cls = {"fit": FitResult, "precision": PrecisionReport, "pack": PackReport}[kind]
         return str(cls.from_dict(data))

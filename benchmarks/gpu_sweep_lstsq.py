@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     import gpuprobe
-    from gpuprobe.hardware.specs import spec_for
+    from gpuprobe.platform.hardware.specs import spec_for
 
     if args.check:
         assert callable(gpuprobe.lstsq), "gpuprobe.lstsq is missing"
@@ -103,7 +103,7 @@ def fp64_throughput(m: int, n: int) -> dict[str, Any]:
     import numpy as np
 
     import gpuprobe
-    from gpuprobe.hardware.specs import spec_for
+    from gpuprobe.platform.hardware.specs import spec_for
 
     name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     spec = spec_for(name)

@@ -128,8 +128,8 @@ def out_of_core(address: str, path: Path) -> dict:
     import psutil
     from distributed import Client
 
-    from gpuprobe.parallel.engine import paused_workers
-    from gpuprobe.parallel.lstsq import lstsq
+    from gpuprobe.tools.scale.engine import paused_workers
+    from gpuprobe.tools.scale.lstsq import lstsq
 
     with Client(address, timeout="30s") as c:
         c.wait_for_workers(2, timeout=120)

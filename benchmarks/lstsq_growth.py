@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuprobe.parallel.lstsq import lstsq
+from gpuprobe.tools.scale.lstsq import lstsq
 
 HERE = Path(__file__).resolve().parent
 

@@ -57,7 +57,7 @@ def child(name: str, pa: str, pb: str) -> dict:
     # imports before the clock: the call is timed, not loading Python modules
     import scipy.linalg as sl
 
-    from gpuprobe.parallel.lstsq import lstsq
+    from gpuprobe.tools.scale.lstsq import lstsq
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t0 = time.perf_counter()

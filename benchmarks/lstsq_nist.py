@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import scipy.linalg as sl
 
-from gpuprobe.parallel.lstsq import lstsq
+from gpuprobe.tools.scale.lstsq import lstsq
 
 HERE = Path(__file__).resolve().parent
 NIST = HERE.parent / "tests" / "data" / "nist"

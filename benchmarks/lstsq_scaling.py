@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.parallel.engine import available_cores, blas_info
-from gpuprobe.parallel.scale import ScaleResult, scale_lstsq
+from gpuprobe.tools.scale.engine import available_cores, blas_info
+from gpuprobe.tools.scale.model import ScaleResult
+from gpuprobe.tools.scale.sweep import scale_lstsq
 
 # Acceptance targets from the issue.
 NORMAL_VS_NUMPY_MIN = 3.0  # normal on 2 workers at least 3× faster than numpy.linalg.lstsq
@@ -103,7 +104,7 @@ def _gpu_section(quick: bool) -> dict[str, Any]:
         return {"skipped": f"no GPU here ({type(exc).__name__}: {exc})"}
     if count == 0:
         return {"skipped": "no GPU here (CuPy sees 0 devices)"}
-    from gpuprobe.parallel.lstsq import lstsq
+    from gpuprobe.tools.scale.lstsq import lstsq
 
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     peak = next((v for k, v in FP64_PEAK_TFLOPS.items() if k in name), None)
@@ -111,7 +112,7 @@ def _gpu_section(quick: bool) -> dict[str, Any]:
     rng = cupy.random.default_rng(0)
     a = rng.standard_normal((m, n), dtype=cupy.float64)
     b = a @ cupy.ones(n) + 0.1 * rng.standard_normal(m, dtype=cupy.float64)
-    from gpuprobe.errors import GpuprobeError
+    from gpuprobe.core.errors import GpuprobeError
 
     try:
         lstsq(a[:10_000], b[:10_000], "normal", devices=[0])  # warm-up: CUDA context, cuBLAS

@@ -29,9 +29,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from gpuprobe.memory import demo  # noqa: E402
-from gpuprobe.memory.fit import fit, search, trial_bound  # noqa: E402
-from gpuprobe.monitor.pack import pack  # noqa: E402
+from gpuprobe.tools.memory import demo  # noqa: E402
+from gpuprobe.tools.memory.fit import fit, search, trial_bound  # noqa: E402
+from gpuprobe.tools.monitor.pack import pack  # noqa: E402
 
 MIB = 2**20
 CAPS_MIB = (100, 300, 700, 1500, 3000)
@@ -93,7 +93,8 @@ def pack_cpu(iterations: int, rounds: int) -> dict:
     import dataclasses
     import statistics
 
-    from gpuprobe.monitor.pack import core_capacity, recommend
+    from gpuprobe.tools.monitor.pack import recommend
+    from gpuprobe.tools.monitor.pack_model import core_capacity
 
     load_before = os.getloadavg()
     cmd = [sys.executable, "-c", JOB.format(n=iterations)]

@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 sys.path.insert(0, str(SRC))
 
-from gpuprobe.monitor.sampler import Sampler  # noqa: E402
+from gpuprobe.tools.monitor.sampler import Sampler  # noqa: E402
 
 # N processes, each spinning a fixed number of iterations; prints the slowest one's seconds.
 WORK = r"""

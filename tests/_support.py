@@ -11,7 +11,7 @@ DATA = Path(__file__).parent / "data"
 
 def _has_gpu() -> bool:
     try:
-        from gpuprobe.hardware.nvml import read_driver
+        from gpuprobe.platform.hardware.nvml import read_driver
 
         return bool(read_driver()[1])
     except Exception:

@@ -63,3 +63,76 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, pynvml_copy: str | None) -> Itera
     yield install
     violations = [v for lib in libs for v in lib.violations]
     assert not violations, f"pynvml called the fake NVML library wrongly: {violations}"
+
+
+# -- every Finding made while the suite runs has a catalogued id and status --------------------
+# The recorder wraps Finding.__post_init__ for the session and keeps each (id, status) once, with
+# the first test that made it. Findings made directly by test code (files under tests/, such as a
+# renderer's test making Finding(id="x", ...)) are not the code's and are left out; findings the
+# code makes while a test drives it, and findings read back from recorded files, are checked;
+# ids a test hands to a helper of the code on purpose are listed in _TEST_ONLY_IDS.
+
+_TESTS = str(Path(__file__).resolve().parent)
+# ids tests pass on purpose to the code's own finding helpers (the helper makes the Finding, so the
+# caller is not a test file): host_busy_finding's test calls its finding "x"
+# (tests/tools/memory/test_memory_everyday.py)
+_TEST_ONLY_IDS = frozenset({"x"})
+_FINDINGS_SEEN: dict[tuple[str, str], str] = {}
+_CURRENT_TEST = ["(collection)"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _record_findings() -> Iterator[None]:
+    from gpuprobe.core.findings import Finding
+
+    original = Finding.__post_init__
+
+    def record(self: Finding) -> None:
+        original(self)
+        caller = sys._getframe(2).f_code.co_filename  # 1: the dataclass __init__, 2: its caller
+        if not caller.startswith(_TESTS) and self.id not in _TEST_ONLY_IDS:
+            status = getattr(self.status, "value", self.status)
+            _FINDINGS_SEEN.setdefault((self.id, str(status)), _CURRENT_TEST[0])
+
+    Finding.__post_init__ = record  # type: ignore[method-assign]
+    yield
+    Finding.__post_init__ = original  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _CURRENT_TEST[0] = item.nodeid
+
+
+def uncatalogued_findings() -> list[str]:
+    """The (id, status) pairs seen this session that the catalogue lacks, with a test that made
+    each."""
+    from gpuprobe.core.catalogue import find
+
+    bad = []
+    for (fid, status), test in sorted(_FINDINGS_SEEN.items()):
+        e = find(fid)
+        if e is None:
+            bad.append(f"{fid} ({status}): not in the catalogue; made in {test}")
+        elif status not in e.statuses:
+            bad.append(f"{fid}: status {status} not among {list(e.statuses)}; made in {test}")
+    return bad
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    bad = uncatalogued_findings()
+    if not bad:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = (
+        "findings made during the tests that src/gpuprobe/core/catalogue.json does not declare "
+        "(add them, then `python -m gpuprobe.core.catalogue > docs/findings.md`):\n  "
+        + "\n  ".join(bad)
+    )
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_sep("=", "uncatalogued findings", red=True)
+        reporter.write_line(text)
+    else:
+        print(text, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -15,24 +15,49 @@ import pytest
 
 import gpuprobe
 from gpuprobe import api
-from gpuprobe.errors import InputError, UsageError
+from gpuprobe.core.errors import InputError, UsageError
 
 # api name -> the implementation it calls
 IMPLEMENTATIONS = {
-    "bench": "gpuprobe.measure.runner:run_bench",
-    "compare": "gpuprobe.trace:compare",
-    "diagnose": "gpuprobe.trace:diagnose",
-    "diagnose_ranks": "gpuprobe.trace.ranks:diagnose_ranks",
-    "doctor": "gpuprobe.checks:doctor",
-    "explain_oom": "gpuprobe.memory.oom:explain_oom",
-    "fit": "gpuprobe.memory.fit:fit",
-    "install_oom_hook": "gpuprobe.memory.oom:install_oom_hook",
-    "inventory": "gpuprobe.machine:inventory",
-    "lstsq": "gpuprobe.parallel.lstsq:lstsq",
-    "pack": "gpuprobe.monitor.pack:pack",
-    "precision_sweep": "gpuprobe.memory.precision:precision_sweep",
-    "record": "gpuprobe.monitor.record:record",
-    "uninstall_oom_hook": "gpuprobe.memory.oom:uninstall_oom_hook",
+    "available_cores": "gpuprobe.tools.scale.engine:available_cores",
+    "bench": "gpuprobe.tools.bench.runner:run_bench",
+    "classify_oom": "gpuprobe.tools.memory.oom.classify:classify_oom",
+    "compare": "gpuprobe.tools.diagnose.engine:compare",
+    "diagnose": "gpuprobe.tools.diagnose.engine:diagnose",
+    "demo_device": "gpuprobe.tools.memory.demo:best_device",
+    "diagnose_ranks": "gpuprobe.tools.diagnose.ranks:diagnose_ranks",
+    "diagnose_with_context": "gpuprobe.tools.diagnose.engine:diagnose_with_context",
+    "doctor": "gpuprobe.tools.doctor.engine:doctor",
+    "explain_oom": "gpuprobe.tools.memory.oom.explain:explain_oom",
+    "find_trace_files": "gpuprobe.tools.diagnose.ranks:find_trace_files",
+    "fit": "gpuprobe.tools.memory.fit:fit",
+    "install_oom_hook": "gpuprobe.tools.memory.oom.hook:install_oom_hook",
+    "inventory": "gpuprobe.platform.inventory:inventory",
+    "kernel_breakdown": "gpuprobe.tools.diagnose.kernels:kernel_breakdown",
+    "kernel_diff": "gpuprobe.tools.diagnose.kernel_diff:compare_kernels",
+    "load_inventory": "gpuprobe.platform.inventory:load",
+    "lstsq": "gpuprobe.tools.scale.lstsq:lstsq",
+    "pack": "gpuprobe.tools.monitor.pack:pack",
+    "parse_counts": "gpuprobe.tools.monitor.pack:parse_counts",
+    "precision_sweep": "gpuprobe.tools.memory.precision:precision_sweep",
+    "read_timeline": "gpuprobe.tools.monitor.timeline:read_timeline",
+    "record": "gpuprobe.tools.monitor.record:record",
+    "scale_lstsq": "gpuprobe.tools.scale.sweep:scale_lstsq",
+    "serve_metrics": "gpuprobe.tools.monitor.exporter:serve",
+    "summarize": "gpuprobe.tools.monitor.judge:summarize",
+    "top": "gpuprobe.tools.monitor.show.top:run_top",
+    "uninstall_oom_hook": "gpuprobe.tools.memory.oom.hook:uninstall_oom_hook",
+    "write_diagnosis_html": "gpuprobe.tools.diagnose.show.html:write_html",
+    "write_run_report": "gpuprobe.tools.monitor.show.html:write_run_report",
+}
+# api functions that put several calls together (no one implementation to compare with)
+COMPOSED = {
+    "demo_encoder",
+    "demo_fit_step",
+    "demo_models",
+    "plot_timeline",
+    "precision_dtypes",
+    "run",
 }
 
 
@@ -52,7 +77,7 @@ def test_api_signature_is_the_implementations(name: str) -> None:
 
 
 def test_run_has_the_recorders_options() -> None:
-    from gpuprobe.monitor.run import run_command
+    from gpuprobe.tools.monitor.run import run_command
 
     ours = {n: d for n, _, d in _params(api.run)}
     theirs = {n: d for n, _, d in _params(run_command)}
@@ -61,7 +86,7 @@ def test_run_has_the_recorders_options() -> None:
 
 
 def test_every_api_function_is_exported_typed_and_documented() -> None:
-    assert set(api.__all__) == set(IMPLEMENTATIONS) | {"run"}
+    assert set(api.__all__) == set(IMPLEMENTATIONS) | COMPOSED
     for name in api.__all__:
         f = getattr(gpuprobe, name)
         assert f is getattr(api, name)
@@ -71,21 +96,32 @@ def test_every_api_function_is_exported_typed_and_documented() -> None:
 
 
 def test_no_package_is_callable_and_submodules_do_not_hide_the_functions() -> None:
-    import gpuprobe.checks.env
-    import gpuprobe.machine
-    import gpuprobe.measure.runner
-    import gpuprobe.trace.kineto
+    import gpuprobe.platform.inventory
+    import gpuprobe.tools.bench.runner
+    import gpuprobe.tools.diagnose.kineto
+    import gpuprobe.tools.doctor.rules.env
 
     for name in ("doctor", "bench", "diagnose", "inventory", "record", "fit", "pack", "run"):
         assert isinstance(getattr(gpuprobe, name), types.FunctionType), name
-    for package in ("checks", "measure", "trace", "monitor", "memory", "parallel", "report"):
+    for package in (
+        "core",
+        "platform",
+        "ui",
+        "tools",
+        "tools.doctor",
+        "tools.bench",
+        "tools.diagnose",
+        "tools.monitor",
+        "tools.memory",
+        "tools.scale",
+    ):
         module = importlib.import_module(f"gpuprobe.{package}")
         assert type(module) is types.ModuleType and not callable(module), package
 
 
 def test_public_types_load_on_first_use() -> None:
-    from gpuprobe.checks import DoctorReport
-    from gpuprobe.monitor.run import RunResult
+    from gpuprobe.tools.doctor.model import DoctorReport
+    from gpuprobe.tools.monitor.run import RunResult
 
     assert gpuprobe.DoctorReport is DoctorReport and gpuprobe.RunResult is RunResult
     assert set(gpuprobe.__all__) <= set(dir(gpuprobe)) | {"__version__"}
@@ -125,7 +161,13 @@ def test_import_is_cheap() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out[0] == "[]"
-    assert set(eval(out[1])) == {"gpuprobe", "gpuprobe._version", "gpuprobe.api", "gpuprobe.errors"}
+    assert set(eval(out[1])) == {
+        "gpuprobe",
+        "gpuprobe._version",
+        "gpuprobe.api",
+        "gpuprobe.core",
+        "gpuprobe.core.errors",
+    }
 
 
 def test_run_records_judges_and_writes_the_report(tmp_path: Path) -> None:
@@ -159,6 +201,43 @@ def test_run_refuses_a_missing_command(tmp_path: Path) -> None:
     assert err.value.exit_code == 127
 
 
+# every api function that returns a result -> the type a type checker must see (no Any)
+REVEALED = {
+    "doctor()": "gpuprobe.tools.doctor.model.DoctorReport",
+    "inventory()": "gpuprobe.platform.inventory.Inventory",
+    "load_inventory('s.json')": "gpuprobe.platform.inventory.Inventory",
+    "bench()": "gpuprobe.tools.bench.model.BenchReport",
+    "run(['true'])": "gpuprobe.tools.monitor.run.RunResult",
+    "record()": "contextlib.AbstractContextManager[gpuprobe.tools.monitor.record.Recording",
+    "diagnose('t.json')": "gpuprobe.tools.diagnose.model.Diagnosis",
+    "compare('a.json', 'b.json')": "gpuprobe.tools.diagnose.model.TraceComparison",
+    "diagnose_ranks('traces')": "gpuprobe.tools.diagnose.ranks_model.MultiRankDiagnosis",
+    "diagnose_with_context('t.json')": "tuple[gpuprobe.tools.diagnose.model.Diagnosis, "
+    "gpuprobe.tools.diagnose.analysis.TraceContext]",
+    "kernel_breakdown(ctx)": "gpuprobe.tools.diagnose.kernels.KernelBreakdown",
+    "kernel_diff(ctx, ctx)": "gpuprobe.tools.diagnose.kernel_diff.KernelDiff",
+    "find_trace_files('traces')": "list[str]",
+    "write_diagnosis_html('p.html', d, ctx)": "str",
+    "read_timeline('r')": "gpuprobe.tools.monitor.timeline.Timeline",
+    "summarize(tl)": "gpuprobe.tools.monitor.summary.RunSummary",
+    "write_run_report(tl, gpuprobe.summarize(tl))": "list[pathlib.Path]",
+    "top(iterations=1)": "gpuprobe.tools.monitor.live.TopView",
+    "serve_metrics()": "tuple[gpuprobe.tools.monitor.exporter.MetricsServer, "
+    "gpuprobe.tools.monitor.sampler.Sampler, gpuprobe.tools.monitor.exporter.GpuprobeCollector]",
+    "lstsq('A.npy')": "fallback=gpuprobe.tools.scale.lstsq.LstsqResult]",
+    "scale_lstsq()": "gpuprobe.tools.scale.model.ScaleResult",
+    "explain_oom()": "gpuprobe.tools.memory.oom.report.OomReport",
+    "classify_oom(MemoryError())": "gpuprobe.tools.memory.oom.classify.OomError | None",
+    "fit(lambda n: None)": "gpuprobe.tools.memory.model.FitResult",
+    "pack(['true'])": "gpuprobe.tools.monitor.pack_model.PackReport",
+    "parse_counts('1-4')": "list[int]",
+    "precision_sweep(None, None)": "gpuprobe.tools.memory.model.PrecisionReport",
+    "precision_dtypes()": "tuple[str, ...]",
+    "available_cores()": "int",
+    "demo_device()": "str",
+}
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("mypy") is None and not Path(sys.executable).with_name("mypy").exists(),
@@ -166,21 +245,28 @@ def test_run_refuses_a_missing_command(tmp_path: Path) -> None:
 )
 def test_type_checkers_see_the_real_types(tmp_path: Path) -> None:
     snippet = tmp_path / "use.py"
-    snippet.write_text(
-        "import gpuprobe\n"
-        "reveal_type(gpuprobe.doctor())\n"
-        "reveal_type(gpuprobe.diagnose('t.json'))\n"
-        "reveal_type(gpuprobe.run(['true']))\n"
-    )
+    lines = [
+        "import gpuprobe",
+        "d, ctx = gpuprobe.diagnose_with_context('t.json')",
+        "tl = gpuprobe.read_timeline('r')",
+    ]
+    lines += [f"reveal_type(gpuprobe.{call})" for call in REVEALED]
+    snippet.write_text("\n".join(lines) + "\n")
     mypy = shutil.which("mypy") or str(Path(sys.executable).with_name("mypy"))
     out = subprocess.run(
         [mypy, "--cache-dir", str(tmp_path / "cache"), "--follow-imports=silent", str(snippet)],
         capture_output=True,
         text=True,
     ).stdout
-    assert 'Revealed type is "gpuprobe.checks.DoctorReport"' in out, out
-    assert 'Revealed type is "gpuprobe.trace.model.Diagnosis"' in out, out
-    assert 'Revealed type is "gpuprobe.monitor.run.RunResult"' in out, out
+    revealed = [
+        line.split('Revealed type is "', 1)[1].rstrip('"')
+        for line in out.splitlines()
+        if "Revealed type is" in line
+    ]
+    assert len(revealed) == len(REVEALED), out
+    for (call, expected), got in zip(REVEALED.items(), revealed, strict=True):
+        assert expected in got, (call, got)
+    assert "error" not in out, out
 
 
 @pytest.mark.parametrize("call", ["run", "pack"])

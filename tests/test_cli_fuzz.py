@@ -107,15 +107,15 @@ def test_a_300_character_out_is_one_line(tmp_path: Path, capsys: Any) -> None:
 
 @pytest.mark.parametrize("budget", [float("inf"), float("nan"), 0.0, 61.0])
 def test_the_bench_api_refuses_an_endless_budget(budget: float) -> None:
-    from gpuprobe.errors import UsageError
-    from gpuprobe.measure import bench
+    from gpuprobe.core.errors import UsageError
+    from gpuprobe.tools.bench.runner import run_bench as bench
 
     with pytest.raises(UsageError, match="at most 60 s"):
         bench(["launch"], budget_s=budget, save=False)
 
 
 def test_the_fit_api_keeps_a_huge_range_lazy() -> None:
-    from gpuprobe.memory.fit import fit
+    from gpuprobe.tools.memory.fit import fit
 
     # 10**12 candidates: a list would not fit in memory; the search tries ~log2 of them
     r = fit(lambda b: None, range(1, 10**12), repeats=1, curve=False)

@@ -13,8 +13,9 @@ import pytest
 
 from _support import DATA
 from gpuprobe.cli import main
-from gpuprobe.findings import Evidence
-from gpuprobe.monitor.exporter import listen_error, url_host
+from gpuprobe.core.findings import Evidence
+from gpuprobe.core.text import url_host
+from gpuprobe.tools.monitor.exporter import listen_error
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from _support import DATA
-from gpuprobe.findings import Evidence, Finding, Status, worst, worst_first
-from gpuprobe.machine import Inventory, load
-from gpuprobe.measure.measurement import Measurement
+from gpuprobe.core.findings import Evidence, Finding, Status, worst, worst_first
+from gpuprobe.platform.inventory import Inventory, load
+from gpuprobe.platform.measurement import Measurement
 
 
 def test_inventory_snapshots_round_trip() -> None:

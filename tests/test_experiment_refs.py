@@ -81,13 +81,23 @@ def test_every_pointer_to_the_page_names_an_anchor_it_has() -> None:
 
 @pytest.mark.parametrize("n", [10_000, 4_096])
 def test_the_cpu_e1_finding_points_to_e1(n: int) -> None:
-    from gpuprobe.checks.kernels import judge_cpu
-    from gpuprobe.checks.worker import WorkerResult
-    from gpuprobe.measure.measurement import Measurement
+    from _support import DATA
+    from gpuprobe.platform.inventory import load
+    from gpuprobe.platform.measurement import Measurement
+    from gpuprobe.tools.doctor.model import DoctorContext
+    from gpuprobe.tools.doctor.rules.kernels import judge_cpu
+    from gpuprobe.tools.doctor.worker import WorkerResult
 
     m = Measurement.from_times(
         "e1-float64", "numpy", "cpu", [1.0] * 3, metadata={"dtype": "float64", "n": n}
     )
-    (f,) = [f for f in judge_cpu([WorkerResult("numpy", "cpu", measurements=(m,))])]
+    (f,) = [
+        f
+        for f in judge_cpu(
+            DoctorContext(
+                load(DATA / "t4.json"), (WorkerResult("numpy", "cpu", measurements=(m,)),)
+            )
+        )
+    ]
     assert f.id == "cpu-e1"
     assert "docs/experiments.md#e1" in f"{f.title} {' '.join(map(str, f.evidence))} {f.fix}"

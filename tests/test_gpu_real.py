@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprobe.checks.kernels import MATMUL_REL_ERR_FAIL
-from gpuprobe.checks.worker import run_checks
-from gpuprobe.machine import inventory
+from gpuprobe.platform.inventory import inventory
+from gpuprobe.tools.doctor.rules.kernels import MATMUL_REL_ERR_FAIL
+from gpuprobe.tools.doctor.worker import run_checks
 
 pytestmark = pytest.mark.gpu
 

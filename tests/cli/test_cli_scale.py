@@ -135,8 +135,8 @@ def test_bad_input_files_are_one_line_and_exit_2(capsys, tmp_path, argv, message
 
 
 def test_bad_input_files_raise_input_error_from_the_api(tmp_path):
-    from gpuprobe.errors import InputError
-    from gpuprobe.parallel.lstsq import lstsq
+    from gpuprobe.core.errors import InputError
+    from gpuprobe.tools.scale.lstsq import lstsq
 
     d = _bad_files(tmp_path)
     for name, message in (("nan.npy", "NaN"), ("empty.npy", "empty"), ("text.npy", "not a")):
@@ -145,7 +145,7 @@ def test_bad_input_files_raise_input_error_from_the_api(tmp_path):
 
 
 def test_workers_above_the_cores_are_clamped_with_a_warning(capsys):
-    from gpuprobe.parallel.engine import available_cores
+    from gpuprobe.tools.scale.engine import available_cores
 
     cores = available_cores()
     argv = ["--rows", "600", "--cols", "4", "--threads", "--json", "--method", "normal"]

@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from gpuprobe.frameworks.base import FrameworkDevice, FrameworkInfo  # noqa: E402
-from gpuprobe.hardware.types import (  # noqa: E402
+from gpuprobe.platform.frameworks.base import FrameworkDevice, FrameworkInfo  # noqa: E402
+from gpuprobe.platform.hardware.types import (  # noqa: E402
     Blas,
     CudaDevice,
     CudaView,
@@ -26,7 +26,7 @@ from gpuprobe.hardware.types import (  # noqa: E402
     PciDevice,
     Pcie,
 )
-from gpuprobe.machine import Inventory, enrich_gpu  # noqa: E402
+from gpuprobe.platform.inventory import Inventory, enrich_gpu  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MIB = 2**20

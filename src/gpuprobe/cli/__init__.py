@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuprobe._version import __version__
-from gpuprobe.errors import EXIT_USAGE, GpuprobeError
+from gpuprobe.core.errors import EXIT_USAGE, GpuprobeError
 
 __all__ = ["COMMANDS", "main"]
 

@@ -65,8 +65,7 @@ positive_int = int_in(1, MAX_BATCH)
 
 def size_bytes(text: str) -> int:
     """A size like ``2GiB`` or ``512MiB``, from 1 MiB to 1 PiB."""
-    from gpuprobe.memory.oom.classify import parse_size
-    from gpuprobe.units import size
+    from gpuprobe.core.units import parse_size, size
 
     try:
         value = parse_size(text)

@@ -28,7 +28,7 @@ def print_json(data: Any) -> None:
 @contextmanager
 def progress(enabled: bool, what: str) -> Iterator[Callable[[str], None]]:
     """A spinner on stderr while something runs; yields a function that updates its text."""
-    from gpuprobe.report.progress import progress as status_line
+    from gpuprobe.ui.progress import progress as status_line
 
     with status_line(what, enabled=enabled) as line:
         yield line.update

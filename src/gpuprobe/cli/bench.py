@@ -65,9 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuprobe.errors import UsageError
-    from gpuprobe.measure import bench
-    from gpuprobe.report.progress import progress
+    from gpuprobe.api import bench
+    from gpuprobe.core import render
+    from gpuprobe.core.errors import UsageError
+    from gpuprobe.ui.progress import progress
 
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
@@ -90,12 +91,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
-        from gpuprobe.report.bench_table import render_bench
-
         out = console()
         if not out.is_terminal and not os.environ.get("COLUMNS"):
             out.width = max(out.width, WIDE)
-        render_bench(report, out)
+        render.terminal(report, out)
         if args.plot:
             out.print(f"charts: {args.plot}")
     if report.history_note:  # after the report, which is never thrown away for it

@@ -8,9 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpuprobe.errors import EXIT_OK, UsageError
+from gpuprobe.core.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from gpuprobe import Diagnosis, TraceContext
 
 __all__ = ["PROGRESS_MIN_BYTES", "register", "run"]
 
@@ -62,9 +65,9 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
-    from gpuprobe.report.progress import progress
-    from gpuprobe.trace import diagnose_with_context
+def _diagnose(path: str, args: argparse.Namespace) -> tuple[Diagnosis, TraceContext]:
+    from gpuprobe.api import diagnose_with_context
+    from gpuprobe.ui.progress import progress
 
     size = os.path.getsize(path) if os.path.isfile(path) else 0
     shown = size >= PROGRESS_MIN_BYTES and not args.json
@@ -77,8 +80,9 @@ def _diagnose(path: str, args: argparse.Namespace) -> tuple[Any, Any]:
 def run(args: argparse.Namespace) -> int:
     """Diagnose one trace, the ranks of a job (a folder or several traces), or compare two;
     returns the exit code (0; 2 for bad input)."""
-    from gpuprobe.findings import Status
-    from gpuprobe.report.trace_text import print_comparison, print_diagnosis
+    from gpuprobe import api
+    from gpuprobe.core import render
+    from gpuprobe.core.findings import Status
 
     traces = list(args.trace or [])
     if len(traces) > 1 or (len(traces) == 1 and os.path.isdir(traces[0])):
@@ -89,28 +93,22 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         if args.trace:
             raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
-        from gpuprobe.trace.compare import compare_diagnoses
-
         before, ctx_b = _diagnose(args.compare[0], args)
         after, ctx_a = _diagnose(args.compare[1], args)
-        comparison = compare_diagnoses(before, after)
+        comparison = api.compare(before, after)
         kdiff = None
         if args.kernels:
-            from gpuprobe.trace.kernel_diff import compare_kernels
-
-            kdiff = compare_kernels(ctx_b, ctx_a)
+            kdiff = api.kernel_diff(ctx_b, ctx_a)
         if args.json:
             out = comparison.to_dict()
             if kdiff is not None:
                 out["kernels"] = kdiff.to_dict()
             print(json.dumps(out, indent=2))
         else:
-            print_comparison(comparison)
+            render.terminal(comparison)
             if kdiff is not None:
-                from gpuprobe.report.trace_ranks import print_kernel_diff
-
                 print()
-                print_kernel_diff(kdiff)
+                render.terminal(kdiff)
         return EXIT_OK
     if not args.trace:
         raise UsageError("diagnose needs a TRACE file (or --compare BEFORE AFTER)")
@@ -118,26 +116,20 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     diag, ctx = _diagnose(args.trace, args)
     if args.html:
-        from gpuprobe.report.trace_html import write_html
-
-        write_html(args.html, diag, ctx, args.html_step)
+        api.write_diagnosis_html(args.html, diag, ctx, args.html_step)
     kb = None
     if args.kernels:
-        from gpuprobe.trace.kernels import kernel_breakdown
-
-        kb = kernel_breakdown(ctx)
+        kb = api.kernel_breakdown(ctx)
     if args.json:
         out = diag.to_dict()
         if kb is not None:
             out["kernels"] = kb.to_dict()
         print(json.dumps(out, indent=2))
     else:
-        print_diagnosis(diag, verbose=args.verbose)
+        render.terminal(diag, verbose=args.verbose)
         if kb is not None:
-            from gpuprobe.report.trace_ranks import print_kernels
-
             print()
-            print_kernels(kb)
+            render.terminal(kb)
         if args.html:
             print(f"timeline written to {args.html}")
     return 1 if diag.status is Status.FAIL else EXIT_OK
@@ -145,9 +137,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     """Several ranks of one job: a folder, or one trace file per rank."""
-    from gpuprobe.findings import Status
-    from gpuprobe.report.progress import progress
-    from gpuprobe.trace.ranks import diagnose_ranks, find_trace_files
+    from gpuprobe.api import diagnose_ranks, find_trace_files
+    from gpuprobe.core import render
+    from gpuprobe.core.findings import Status
+    from gpuprobe.ui.progress import progress
 
     if args.html:
         raise UsageError("--html draws one trace: give a single TRACE file")
@@ -161,7 +154,5 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(ranks.to_dict(), indent=2))
     else:
-        from gpuprobe.report.trace_ranks import print_ranks
-
-        print_ranks(ranks)
+        render.terminal(ranks)
     return 1 if ranks.status is Status.FAIL else EXIT_OK

@@ -30,18 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuprobe.checks import doctor
+    from gpuprobe.api import doctor
     from gpuprobe.cli.info import load_snapshot
-    from gpuprobe.machine import Inventory
+    from gpuprobe.core import render
 
-    snap = load_snapshot(args.snapshot)
-    snapshot = snap if isinstance(snap, Inventory) else None
+    snapshot = load_snapshot(args.snapshot)
     with progress(not args.json, "gpuprobe doctor") as update:
         report = doctor(quick=args.quick, inventory=snapshot, progress=update)
     if args.json:
         print_json(report.to_dict())
     else:
-        from gpuprobe.report.terminal import render_doctor
-
-        render_doctor(report, console())
+        render.terminal(report, console())
     return report.exit_code

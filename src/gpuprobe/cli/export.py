@@ -39,12 +39,13 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM; 0 then."""
-    from gpuprobe.errors import UsageError
-    from gpuprobe.monitor.exporter import serve, url_host
+    from gpuprobe.api import serve_metrics
+    from gpuprobe.core.errors import UsageError
+    from gpuprobe.core.text import url_host
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0-65535, not {args.port}")
-    server, sampler, _ = serve(args.host, args.port, hz=args.hz, pcie_throughput=args.pcie)
+    server, sampler, _ = serve_metrics(args.host, args.port, hz=args.hz, pcie_throughput=args.pcie)
     port = server.server_port
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():

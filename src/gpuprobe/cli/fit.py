@@ -50,15 +50,12 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo search; exit 1 when not even the smallest batch fits."""
-    import functools
-
+    from gpuprobe import api
     from gpuprobe.cli._common import print_json, progress
-    from gpuprobe.errors import UsageError
-    from gpuprobe.memory import demo
-    from gpuprobe.memory.fit import fit
-    from gpuprobe.memory.oom.classify import parse_size
+    from gpuprobe.core.errors import UsageError
+    from gpuprobe.core.units import parse_size
 
-    device = args.device or demo.best_device()
+    device = args.device or api.demo_device()
     if device.partition(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
     on_gpu = device.startswith("cuda")
@@ -68,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
     top = args.max or (262_144 if on_gpu else 16_384)
     if top < args.min:
         raise UsageError(f"--max {top} is below --min {args.min}")
-    step = functools.partial(demo.mlp_train_step, device=device)
+    step = api.demo_fit_step(device)
     with progress(not args.json, "gpuprobe fit") as update:
-        result = fit(
+        result = api.fit(
             step,
             range(args.min, top + 1),
             repeats=args.repeats,
@@ -82,6 +79,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(f"model: demo MLP {demo.DEMO_MLP}, one SGD training step, on {device}")
+        print(f"model: demo MLP {api.demo_models()['mlp']}, one SGD training step, on {device}")
         print(result)
     return 0 if result.best is not None else 1

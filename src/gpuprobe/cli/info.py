@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from gpuprobe.cli._common import console, print_json
+
+if TYPE_CHECKING:
+    from gpuprobe import Inventory
 
 __all__ = ["register"]
 
@@ -35,10 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def load_snapshot(path: str | None) -> object:
+def load_snapshot(path: str | None) -> Inventory | None:
     """The inventory in ``path`` (``--from``), None when not given; a clear error for ''."""
-    from gpuprobe.errors import UsageError
-    from gpuprobe.machine import load
+    from gpuprobe.api import load_inventory
+    from gpuprobe.core.errors import UsageError
 
     if path is None:
         return None
@@ -46,18 +50,17 @@ def load_snapshot(path: str | None) -> object:
         raise UsageError(
             "--from needs a file name: the snapshot written by 'gpuprobe info --json > FILE'"
         )
-    return load(path)
+    return load_inventory(path)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuprobe.machine import Inventory, inventory
+    from gpuprobe.api import inventory
+    from gpuprobe.core import render
 
     snap = load_snapshot(args.snapshot)
-    inv = snap if isinstance(snap, Inventory) else inventory(frameworks=args.frameworks)
+    inv = snap if snap is not None else inventory(frameworks=args.frameworks)
     if args.json:
         print_json(inv.to_dict())
     else:
-        from gpuprobe.report.terminal import render_inventory
-
-        render_inventory(inv, console())
+        render.terminal(inv, console())
     return 0

@@ -42,9 +42,9 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the levels; exit 1 when a copy failed."""
+    from gpuprobe.api import pack, parse_counts
     from gpuprobe.cli._common import print_json, progress
-    from gpuprobe.errors import UsageError
-    from gpuprobe.monitor.pack import pack, parse_counts
+    from gpuprobe.core.errors import UsageError
 
     counts = parse_counts(args.counts)  # bad -n fails before anything runs
     cmd = list(args.cmd)

@@ -35,11 +35,9 @@ def run(args: argparse.Namespace) -> int:
     """Draw; 0 when written."""
     from rich.console import Console
 
-    from gpuprobe.errors import UsageError
-    from gpuprobe.monitor.summary import summarize
-    from gpuprobe.monitor.timeline import read_timeline
-    from gpuprobe.report.html import write_run_report
-    from gpuprobe.report.run_terminal import render_summary
+    from gpuprobe.api import plot_timeline, read_timeline, summarize, write_run_report
+    from gpuprobe.core import render
+    from gpuprobe.core.errors import UsageError
 
     tl = read_timeline(args.timeline)
     summary = summarize(tl)
@@ -52,12 +50,8 @@ def run(args: argparse.Namespace) -> int:
         if out.suffix.lower() == ".html":
             paths = write_run_report(tl, summary, html_path=out)
         else:
-            from gpuprobe.monitor.summary import command_text
-            from gpuprobe.report.plots import timeline_figure
-
-            fig = timeline_figure(tl, title=f"gpuprobe run: {command_text(tl.header.command)}")
             try:
-                fig.savefig(out, dpi=100)
+                plot_timeline(tl, out)
             except OSError as exc:
                 raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
             paths = [out]
@@ -77,6 +71,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
     else:
         Console(highlight=False, soft_wrap=True).print(
-            render_summary(summary, paths=paths, notes=notes)
+            render.renderable(summary, paths=paths, notes=notes)
         )
     return 0

@@ -15,13 +15,14 @@ __all__ = ["register", "run"]
 
 
 def _dtypes(text: str) -> tuple[str, ...]:
-    from gpuprobe.memory.precision import DTYPES
+    from gpuprobe.api import precision_dtypes
 
+    known = precision_dtypes()
     names = tuple(v.strip() for v in text.split(",") if v.strip())
-    bad = [n for n in names if n not in DTYPES]
+    bad = [n for n in names if n not in known]
     if bad or not names:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: dtypes are {', '.join(DTYPES)} (comma-separated)"
+            f"{text!r}: dtypes are {', '.join(known)} (comma-separated)"
         )
     return names
 
@@ -61,24 +62,20 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep on the demo encoder."""
+    from gpuprobe import api
     from gpuprobe.cli._common import print_json, progress
-    from gpuprobe.errors import UsageError
-    from gpuprobe.memory import demo
-    from gpuprobe.memory.precision import DTYPES, precision_sweep
+    from gpuprobe.core.errors import GpuprobeError, UsageError
 
-    device = args.device or demo.best_device()
+    device = args.device or api.demo_device()
     if device.partition(":")[0] not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
-    from gpuprobe.errors import GpuprobeError
-    from gpuprobe.memory.oom.classify import classify_oom
-
     try:
         with progress(not args.json, "gpuprobe precision"):
-            model = demo.encoder(device)
-            x = demo.encoder_inputs(args.batch, device)
-            report = precision_sweep(model, x, args.dtypes or DTYPES, budget_s=args.budget)
+            model, x = api.demo_encoder(args.batch, device)
+            dtypes = args.dtypes or api.precision_dtypes()
+            report = api.precision_sweep(model, x, dtypes, budget_s=args.budget)
     except Exception as exc:  # out of memory is bad input here (too big a batch), not a bug
-        found = classify_oom(exc)
+        found = api.classify_oom(exc)
         if found is None:
             raise
         raise GpuprobeError(
@@ -88,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
-        d = demo.DEMO_ENCODER
+        d = api.demo_models()["encoder"]
         print(
             f"model: demo nn.TransformerEncoder ({d['layers']} layers, d_model {d['d_model']}, "
             f"{d['nhead']} heads, seq {d['seq']}), random weights"

@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     """Record the command; return its exit code (whatever happens to the report)."""
     from gpuprobe.api import run as run_api
     from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
-    from gpuprobe.errors import UsageError
-    from gpuprobe.report.run_terminal import render_summary
+    from gpuprobe.core import render
+    from gpuprobe.core.errors import UsageError
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             from rich.console import Console
 
             Console(stderr=True, highlight=False, soft_wrap=True).print(
-                render_summary(summary, paths=paths, notes=notes)
+                render.renderable(summary, paths=paths, notes=notes)
             )
     except BrokenPipeError:
         stdout_gone()

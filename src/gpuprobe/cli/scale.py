@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from gpuprobe.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
+from gpuprobe.core.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
 
 __all__ = ["register", "run_lstsq"]
 
@@ -165,7 +165,7 @@ def _check_workers(workers: list[int], scheduler: str | None) -> None:
     clamped, with a warning, by :func:`_clamp_workers`)."""
     if scheduler:  # a cluster's own workers: its size is checked against the cluster
         return
-    from gpuprobe.parallel.engine import available_cores
+    from gpuprobe.api import available_cores
 
     cores = available_cores()
     most = max(workers)
@@ -178,7 +178,7 @@ def _check_workers(workers: list[int], scheduler: str | None) -> None:
 
 
 def _default_workers() -> list[int]:
-    from gpuprobe.parallel.engine import available_cores
+    from gpuprobe.api import available_cores
 
     cores = available_cores()
     sizes = [1]
@@ -193,7 +193,7 @@ def _clamp_workers(counts: list[int]) -> list[int]:
     """Worker counts above the cores here become the core count, with a warning on stderr: more
     worker processes than cores only wait for each other (an existing --scheduler is not
     clamped: its workers may be on other machines)."""
-    from gpuprobe.parallel.engine import available_cores
+    from gpuprobe.api import available_cores
 
     cores = available_cores()
     over = [w for w in counts if w > cores]
@@ -216,8 +216,8 @@ def run_lstsq(args: argparse.Namespace) -> int:
         raise UsageError("--target names b inside --input FILE: give --input too")
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
-    from gpuprobe.parallel.lstsq import SgdSettings
-    from gpuprobe.parallel.scale import scale_lstsq
+    from gpuprobe import SgdSettings
+    from gpuprobe.api import scale_lstsq
 
     if args.workers:
         _check_workers(args.workers, args.scheduler)
@@ -226,7 +226,7 @@ def run_lstsq(args: argparse.Namespace) -> int:
     workers = args.workers or _default_workers()
     if args.scheduler is None:
         workers = _clamp_workers(workers)
-    from gpuprobe.report.progress import progress
+    from gpuprobe.ui.progress import progress
 
     with progress("starting the Dask cluster", keep_title=False) as status:
         result = scale_lstsq(
@@ -253,7 +253,7 @@ def run_lstsq(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
-        from gpuprobe.report.fit import terminal_width
+        from gpuprobe.ui.columns import terminal_width
 
         print(result.text(terminal_width()))
         if args.plot:

@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     """Show the view; 0 on a normal exit (Ctrl-C included)."""
     from rich.console import Console
 
-    from gpuprobe.errors import UsageError
-    from gpuprobe.report.top import run_top
+    from gpuprobe.api import top
+    from gpuprobe.core.errors import UsageError
 
     if not 0.05 <= args.interval <= 10:
         raise UsageError(f"--interval must be between 0.05 and 10 seconds, not {args.interval}")
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         iterations = iterations or 1
         null = Console(file=open("/dev/null", "w"))  # noqa: SIM115
-        run_top(
+        top(
             interval=args.interval,
             iterations=iterations,
             console=null,
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     try:
-        run_top(interval=args.interval, iterations=iterations, pcie_throughput=args.pcie)
+        top(interval=args.interval, iterations=iterations, pcie_throughput=args.pcie)
     except KeyboardInterrupt:
         return 0
     return 0

@@ -1,0 +1,224 @@
+"""Terminal rendering of ``gpuprobe bench`` with rich: one table per workload, the findings, and
+(with ``--compare``) what changed since the last run on this machine. E-codes:
+docs/experiments.md."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuprobe.core import render
+from gpuprobe.core.findings import worst_first
+from gpuprobe.core.units import seconds
+from gpuprobe.tools.bench.model import BenchComparison, BenchReport, BenchResult
+from gpuprobe.tools.bench.workloads import by_name
+from gpuprobe.ui.findings import render_findings
+
+__all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
+
+
+def format_size(r: BenchResult) -> str:
+    """``4096`` for n, ``64 MiB`` for bytes, ``5e+06`` for element counts."""
+    if r.size is None:
+        return ""
+    if r.size_unit == "bytes":
+        n = float(r.size)
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if n < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}"
+            n /= 1024
+    if r.size_unit == "elements" and r.size >= 100_000:
+        return f"{r.size:.0e}".replace("e+0", "e")
+    return str(r.size)
+
+
+def _count(n: int) -> str:
+    """50000000 -> '50 M', 5000000 -> '5 M', 2500 -> '2500'."""
+    if n >= 1_000_000 and n % 100_000 == 0:
+        return f"{n / 1e6:g} M"
+    return str(n)
+
+
+def _title(workload: str, results: list[BenchResult]) -> str:
+    """The workload's heading, with the size actually run where the heading names one (E8's
+    note ran 50 M, docs/experiments.md#e8; --quick runs 5 M)."""
+    w = by_name(workload)
+    title = w.title if w is not None else workload
+    if "{size}" in title:
+        sizes = sorted({r.size for r in results if r.size})
+        title = title.format(size=", ".join(_count(n) for n in sizes) or "n/a")
+    return title
+
+
+def _rate(r: BenchResult) -> str:
+    v = r.values
+    if v.get("tflops") is not None:
+        t = v["tflops"] or 0.0
+        unit = "TOP/s" if r.case == "int8" else "TFLOP/s"
+        return f"{t:.3g} {unit}" if t >= 0.01 else f"{t * 1e3:.3g} G{unit[1:]}"
+    if v.get("gbs") is not None:
+        return f"{v['gbs']:.3g} GB/s"
+    if v.get("apparent_gbs") is not None:
+        return f"({v['apparent_gbs']:.3g} GB/s?)"
+    if v.get("us") is not None:
+        return f"{v['us']:.3g} µs/op"
+    if v.get("us_per_step") is not None:
+        return f"{v['us_per_step']:.3g} µs/step"
+    if v.get("gflops") is not None:
+        return f"{v['gflops']:.3g} GFLOP/s"
+    return ""
+
+
+def _notes(r: BenchResult) -> str:
+    v = r.values
+    parts = []
+    if v.get("rel_error") is not None:
+        parts.append(f"err {v['rel_error']:.1e}")
+    if v.get("note_s") is not None:
+        parts.append(f"note: {seconds(v['note_s'])}")
+    if v.get("speedup") is not None:
+        parts.append(f"{v['speedup']:.2f}× vs one after the other")
+    if v.get("correct_s"):  # E8's host clock (scale's naive case), beside the right time
+        if r.device == "cpu":
+            parts.append("host clock: right on a CPU, whose calls are synchronous")
+        else:
+            parts.append(
+                f"host clock saw the launch only; the device took {seconds(v['correct_s'])}"
+            )
+    if r.conditions is not None and r.conditions.sm_clock_mhz_max is not None:
+        c = r.conditions
+        parts.append(
+            f"{c.sm_clock_mhz_min}-{c.sm_clock_mhz_max} MHz"
+            + (f", {c.temperature_c_max} °C" if c.temperature_c_max is not None else "")
+            + (f", {c.power_w_max:.0f} W" if c.power_w_max is not None else "")
+        )
+    return "; ".join(parts)
+
+
+# Columns left out, first to last, when a workload's table is wider than the terminal: the spread
+# and the count matter least next to the median and the rate.
+DROP_ORDER = ("p20–p80", "n", "median")
+
+
+def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple[Table, str | None]:
+    """The workload's table for a console ``width`` wide, and a note on columns left out."""
+    from gpuprobe.ui.columns import columns_that_fit, left_out_note
+
+    gpu = any(r.device != "cpu" for r in results)
+    columns = ["backend", "case", "size", "median", "p20–p80", "n", "rate"]
+    columns += ["% peak"] if gpu else []
+    header = [*columns, "notes"]
+    rows: list[tuple[list[str], str | None]] = []
+    for r in results:
+        backend = f"{r.framework} {r.device}"
+        blank = [""] * (len(columns) - 3)
+        if not r.ok or r.measurement is None:
+            style = "yellow" if r.status == "out-of-memory" else "dim"
+            rows.append(([backend, r.case, format_size(r), *blank, r.reason or r.status], style))
+            continue
+        m = r.measurement
+        pct = r.values.get("pct_peak")
+        row = [
+            backend,
+            r.case,
+            format_size(r),
+            seconds(m.median),
+            f"{seconds(m.p20)}–{seconds(m.p80)}",
+            str(m.n),
+            _rate(r),
+        ]
+        if gpu:
+            row.append(f"{pct:.0f} %" if pct is not None else "n/a")
+        rows.append(([*row, _notes(r)], None))
+    keep = columns_that_fit(
+        header, [c for c, _ in rows], width, drop_order=DROP_ORDER, wrap=("notes",)
+    )
+    t = Table(title=_title(workload, results), title_justify="left", expand=False)
+    for i in keep:
+        name = header[i]
+        right = name not in ("backend", "case", "notes")
+        # numbers are never cut: a cell too wide folds onto the next line instead of "40…"
+        t.add_column(
+            name,
+            justify="right" if right else "left",
+            no_wrap=name not in ("notes", "backend", "case"),
+            overflow="fold",
+        )
+    for cells, row_style in rows:
+        t.add_row(*[cells[i] for i in keep], style=row_style)
+    return t, left_out_note(header, keep)
+
+
+def _figure(x: float, unit: str) -> str:
+    return seconds(x) if unit == "s" else f"{x:.4g} {unit}"
+
+
+def _comparison(c: BenchComparison) -> Table:
+    t = Table(
+        title=f"compared with run {c.previous_run} ({c.previous_created})",
+        title_justify="left",
+    )
+    for name in ("result", "old", "new", "new/old", ""):
+        t.add_column(name, justify="left" if name in ("result", "") else "right", overflow="fold")
+    for ch in c.changes:
+        mark = {True: "[green]better[/]", False: "[red]worse[/]", None: "same"}[ch.better]
+        t.add_row(
+            ch.key, _figure(ch.old, ch.unit), _figure(ch.new, ch.unit), f"{ch.ratio:.3f}", mark
+        )
+    return t
+
+
+def render_bench(report: BenchReport, console: Console) -> None:
+    """Print the report: a table per workload, findings, comparison, environment."""
+    env = report.environment
+    console.print(
+        f"[bold]gpuprobe bench[/] on {env.hostname}: {env.cpu or 'unknown CPU'}"
+        + (f"; {', '.join(env.gpus)}; driver {env.driver}" if env.gpus else "; no GPU")
+        + (f"; numpy BLAS {env.blas}, {env.threads} threads" if env.blas else "")
+        + ("; quick sizes" if report.quick else "")
+    )
+    for w in report.workloads:
+        rs = [r for r in report.results if r.workload == w]
+        if rs:
+            table, note = _table(w, rs, console.width)
+            console.print(table)
+            if note:
+                console.print(f"[dim]{note}[/]")
+    for wr in report.workers:
+        if wr.error:
+            console.print(f"[red]{wr.framework} {wr.device}: {wr.error}[/]")
+    if report.findings:
+        render_findings(worst_first(report.findings), console, "findings")
+    c = report.comparison
+    if c is not None:
+        if c.environment_changes:
+            console.print(
+                "[bold]changed since the last run:[/] " + "; ".join(c.environment_changes)
+            )
+        if c.changes:
+            console.print(_comparison(c))
+        if c.note:
+            console.print(f"compare: {c.note}")
+    tail = f"{report.elapsed_s or 0:.1f} s"
+    if report.run_id is not None:
+        tail += f"; saved as run {report.run_id} in the history"
+    console.print(f"[dim]{tail}[/]")
+
+
+def bench_text(report: BenchReport, width: int = 140) -> str:
+    """The report as plain text (``str(report)``)."""
+    from gpuprobe.ui.reprs import capture
+
+    return capture(lambda con: render_bench(report, con), width)
+
+
+def bench_html(report: BenchReport) -> str:
+    """The report as HTML for notebooks (rendered once: nothing is displayed on the side)."""
+    from gpuprobe.ui.reprs import capture_html
+
+    return capture_html(lambda con: render_bench(report, con), 140)
+
+
+render.text.register(BenchReport, bench_text)
+render.html.register(BenchReport, bench_html)
+render.terminal.register(BenchReport, render_bench)

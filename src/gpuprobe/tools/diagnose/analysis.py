@@ -1,0 +1,122 @@
+"""From the trace's columns to the numbers the rules judge: :class:`TraceContext`, the
+:class:`~gpuprobe.tools.diagnose.columns.TraceColumns` of a trace (each event's step, GPU busy time
+and HTA's idle gaps per device and stream, launches, syncs and scalar reads) with, cached and
+computed in the modules beside it, why the GPU was idle (:mod:`.idle`), op nesting and Python
+frames (:mod:`.frames`) and the per-step breakdowns and summary (:mod:`.breakdown`). Those modules
+read the columns only (they import :mod:`.columns`, never this module); what one of them computes
+and another reads is handed to it here, from the cache. Times in µs.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from gpuprobe.tools.diagnose import breakdown, frames, idle
+from gpuprobe.tools.diagnose.columns import TraceColumns, column
+from gpuprobe.tools.diagnose.kineto import RawTrace
+from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown, TraceSummary
+
+__all__ = ["TraceContext"]
+
+
+class TraceContext(TraceColumns):
+    """The trace as NumPy columns with each event's step, plus the per-step breakdowns and
+    the causes of idle time, op nesting and Python frames (cached)."""
+
+    def __init__(self, raw: RawTrace, steps: tuple[int, int] | None = None) -> None:
+        super().__init__(raw, steps)
+        causes = self.idle_cause_per_step if self.has_gpu else {}
+        self.breakdowns: list[StepBreakdown] = breakdown.step_breakdowns(self, causes)
+
+    # -- why the GPU was idle -----------------------------------------------------------------
+
+    @cached_property
+    def dataloader_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Union of the DataLoader ``__next__`` spans (host time)."""
+        return idle.dataloader_intervals(self)
+
+    @cached_property
+    def capture_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Union of the stream captures into a CUDA/HIP graph (:func:`.idle.capture_intervals`)."""
+        return idle.capture_intervals(self)
+
+    @cached_property
+    def capture_share(self) -> float:
+        """Share of the selected steps' time spent capturing graphs (0 without captures)."""
+        return idle.capture_share(self, self.capture_intervals)
+
+    @cached_property
+    def captured_launches(self) -> tuple[int, int]:
+        """Kernel launch calls in the selected steps: (made while capturing a graph, all)."""
+        return idle.captured_launches(self, self.capture_intervals)
+
+    @cached_property
+    def idle_by_cause(self) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """Per device, the GPU's idle time inside the selected steps split by cause
+        (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it
+        (:func:`.idle.idle_by_cause`)."""
+        return idle.idle_by_cause(self, self.dataloader_intervals, self.capture_intervals)
+
+    @cached_property
+    def idle_cause_per_step(self) -> dict[int, np.ndarray]:
+        """Per device, an array (steps × causes) of idle µs, causes in :data:`IDLE_CAUSES`."""
+        return idle.idle_cause_per_step(self, self.idle_by_cause)
+
+    def idle_of_cause(self, cause: str) -> np.ndarray:
+        """Idle µs per step given to ``cause``, on the device where it is largest (zeros
+        without GPU activity)."""
+        j = IDLE_CAUSES.index(cause)
+        out = np.zeros(len(self.steps))
+        for table in self.idle_cause_per_step.values():
+            out = np.maximum(out, table[:, j])
+        return out
+
+    # -- nesting and frames -----------------------------------------------------------------
+
+    @cached_property
+    def op_top(self) -> np.ndarray:
+        """True for cpu_ops not nested in another cpu_op of the same thread."""
+        return frames.op_top(self)
+
+    @cached_property
+    def _frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:attr:`op_frames` and :attr:`op_layer_call` in one walk over each op's stack."""
+        return frames.op_frames(self, self.op_top, column(self.raw.op_stack, np.dtype("l").type))
+
+    @property
+    def op_frames(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each top-level cpu_op (-1/False elsewhere or when unknown): the name id of its
+        innermost Python frame, the name id of the first frame in the user's own code (outside
+        site-packages, the standard library and torch), and whether a module call
+        (``nn.Module.__call__``) lies between the two: then the op is a layer of a model, called
+        once per layer, not the iteration of a loop. From ``python_function`` events
+        (with_stack, PyTorch >= 1.10) or the ``Call stack`` argument (PyTorch <= 1.9)."""
+        return self._frames[:3]
+
+    @property
+    def op_layer_call(self) -> np.ndarray:
+        """For each top-level cpu_op whose user frame runs inside a module's forward (a module
+        call a few frames out from it): the index of that forward's ``python_function`` event,
+        one per call of the module; else -1. The profiler writes library paths relative to
+        ``sys.path`` (``transformers/models/...``), so a model's own ``forward`` can look like
+        the user's code: its ops repeat once per layer, and only repeats inside one call of it
+        are a loop. -1 everywhere without ``python_function`` events."""
+        return self._frames[3]
+
+    @property
+    def op_user_frame(self) -> np.ndarray:
+        """Name id of the first frame in the user's own code around each top-level op (-1)."""
+        return self.op_frames[1]
+
+    @property
+    def has_stack(self) -> bool:
+        """True when the trace has Python frames for its ops (with_stack=True)."""
+        return bool((self.op_frames[0] >= 0).any())
+
+    # -- summary ----------------------------------------------------------------------------
+
+    def summary(self, read_seconds: float, analyse_seconds: float) -> TraceSummary:
+        """The whole-trace record, with HTA-style GPU fractions over the GPU span."""
+        return breakdown.trace_summary(self, read_seconds, analyse_seconds)

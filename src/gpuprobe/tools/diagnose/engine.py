@@ -1,0 +1,93 @@
+"""Read a PyTorch profiler (Kineto) trace and say why the GPU waits, with the evidence and the fix.
+
+::
+
+    import gpuprobe
+    d = gpuprobe.diagnose("trace.json.gz")          # a Diagnosis
+    print(d)                                         # findings worst first, then the steps
+    d.to_dict()                                      # what `gpuprobe diagnose --json` prints
+
+    with gpuprobe.profile() as prof:                 # torch.profiler with a schedule, then this
+        for batch in loader:
+            step(batch)
+            prof.step()
+
+The stages: :mod:`.kineto` streams the file into compact columns, :mod:`.analysis` computes the
+per-step breakdown, :mod:`.rules` judge it; :mod:`gpuprobe.tools.diagnose.show.text`,
+:mod:`~gpuprobe.tools.diagnose.show.ranks` and :mod:`~gpuprobe.tools.diagnose.show.html` show it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from gpuprobe.tools.diagnose.kineto import ProgressCallback
+from gpuprobe.tools.diagnose.model import Diagnosis, StepBreakdown, TraceComparison, TraceSummary
+
+__all__ = [
+    "Diagnosis",
+    "StepBreakdown",
+    "TraceComparison",
+    "TraceSummary",
+    "compare",
+    "diagnose",
+    "diagnose_with_context",
+]
+
+
+def diagnose_with_context(
+    path: str | os.PathLike[str],
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[Diagnosis, Any]:
+    """Like :func:`diagnose`, also returning the :class:`~.analysis.TraceContext` (for --html)."""
+    from gpuprobe.core.findings import worst_first
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.kineto import read_trace
+    from gpuprobe.tools.diagnose.rules import run_rules
+    from gpuprobe.tools.diagnose.steps import parse_step_range
+
+    wanted = parse_step_range(steps) if isinstance(steps, str) else steps
+    t0 = time.perf_counter()
+    raw = read_trace(path, progress=progress)
+    t1 = time.perf_counter()
+    ctx = TraceContext(raw, wanted)
+    findings = worst_first(run_rules(ctx))
+    t2 = time.perf_counter()
+    diag = Diagnosis(
+        summary=ctx.summary(read_seconds=t1 - t0, analyse_seconds=t2 - t1),
+        steps=tuple(ctx.breakdowns),
+        findings=tuple(findings),
+    )
+    return diag, ctx
+
+
+def diagnose(
+    path: str | os.PathLike[str],
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> Diagnosis:
+    """Diagnose a Kineto trace file (``.json`` or ``.json.gz``).
+
+    ``steps``: only these profiled steps, as ``"N..M"`` or an inclusive ``(N, M)``.
+    Raises :class:`gpuprobe.core.errors.InputError` for a file that is not a readable trace.
+    """
+    return diagnose_with_context(path, steps=steps, progress=progress)[0]
+
+
+def compare(
+    before: str | os.PathLike[str] | Diagnosis,
+    after: str | os.PathLike[str] | Diagnosis,
+    *,
+    steps: str | tuple[int, int] | None = None,
+) -> TraceComparison:
+    """What changed between two traces (e.g. before and after a fix)."""
+    from gpuprobe.tools.diagnose.compare import compare_diagnoses
+
+    b = before if isinstance(before, Diagnosis) else diagnose(before, steps=steps)
+    a = after if isinstance(after, Diagnosis) else diagnose(after, steps=steps)
+    return compare_diagnoses(b, a)

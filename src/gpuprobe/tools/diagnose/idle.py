@@ -1,0 +1,173 @@
+"""Why the GPU was idle: the host intervals that explain idle time (DataLoader waits, graph
+captures, host syncs and the refill after them, the edges of each step) and the attribution of
+each idle instant inside the selected steps to the first cause that covers it
+(:data:`~gpuprobe.tools.diagnose.model.IDLE_CAUSES`). Functions of a
+trace's :class:`~gpuprobe.tools.diagnose.columns.TraceColumns`, cached in
+:class:`~gpuprobe.tools.diagnose.analysis.TraceContext`, which hands each the results of the
+others it needs. Times in µs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.columns import TraceColumns
+from gpuprobe.tools.diagnose.intervals import (
+    intersect_intervals,
+    merge_intervals,
+    overlap,
+    subtract_intervals,
+)
+from gpuprobe.tools.diagnose.model import IDLE_CAUSES
+
+__all__ = [
+    "capture_intervals",
+    "capture_share",
+    "captured_launches",
+    "dataloader_intervals",
+    "idle_by_cause",
+    "idle_cause_per_step",
+]
+
+
+def dataloader_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the DataLoader ``__next__`` spans (host time)."""
+    dl = P.DATALOADER_NEXT.mask(ctx.ann_name, ctx.names)
+    return merge_intervals(ctx.ann_ts[dl], ctx.ann_ts[dl] + ctx.ann_dur[dl])
+
+
+def capture_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the stream captures into a CUDA/HIP graph: on each thread, from a
+    ``…StreamBeginCapture`` call to the end of the next ``…StreamEndCapture``. Kernels launched
+    in between are recorded into the graph, not run, so the GPU idles by design."""
+    begin = P.GRAPH_CAPTURE_BEGIN.mask(ctx.rt_name, ctx.names)
+    end = P.GRAPH_CAPTURE_END.mask(ctx.rt_name, ctx.names)
+    lo: list[float] = []
+    hi: list[float] = []
+    for tid in np.unique(ctx.rt_tid[begin]):
+        b = np.sort(ctx.rt_ts[begin & (ctx.rt_tid == tid)])
+        e_idx = np.nonzero(end & (ctx.rt_tid == tid))[0]
+        e_end = np.sort(ctx.rt_ts[e_idx] + ctx.rt_dur[e_idx])
+        k = np.searchsorted(e_end, b, side="left")
+        ok = k < e_end.size
+        lo += b[ok].tolist()
+        hi += e_end[k[ok]].tolist()
+    return merge_intervals(np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64))
+
+
+def capture_share(ctx: TraceColumns, capture: tuple[np.ndarray, np.ndarray]) -> float:
+    """Share of the selected steps' time spent capturing graphs (``capture``:
+    :func:`capture_intervals`; 0 without captures)."""
+    s, e = capture
+    if s.size == 0:
+        return 0.0
+    ws, we = ctx.step_windows
+    total = float((we - ws).sum())
+    inside = sum(overlap(s, e, float(a), float(b)) for a, b in zip(ws, we, strict=True))
+    return inside / total if total > 0 else 0.0
+
+
+def captured_launches(ctx: TraceColumns, capture: tuple[np.ndarray, np.ndarray]) -> tuple[int, int]:
+    """Kernel launch calls in the selected steps: (made while capturing a graph, all);
+    ``capture``: :func:`capture_intervals`."""
+    m = ctx.kernel_launch_mask & (ctx.rt_step >= 0)
+    s, e = capture
+    if s.size == 0:
+        return 0, int(m.sum())
+    ts = ctx.rt_ts[m]
+    k = np.searchsorted(s, ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    return int(((k >= 0) & (ts <= e[kk])).sum()), int(m.sum())
+
+
+def _sync_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """For device ``d``: each waiting host call from its start to the start of the next GPU
+    activity after it returned (the wait inside it and the refill after it).
+
+    The refill is what the sync costs only up to how long it made the host wait: had the
+    host not waited W, it would have done the same host work W earlier, so of a gap H
+    after the return min(H, W) is the sync's and the rest has another cause (the host
+    preparing the next input, say). A call during which device ``d`` did nothing waited
+    for nothing there (W = 0); otherwise W is the call's duration."""
+    m = ctx.sync_mask
+    if not m.any():
+        return np.zeros(0), np.zeros(0)
+    ts = ctx.rt_ts[m]
+    ret = ts + ctx.rt_dur[m]
+    starts, ends = ctx.merged_by_device[d]
+    if starts.size == 0:
+        return merge_intervals(ts, ret)
+    k = np.searchsorted(starts, ret, side="left")  # first activity starting at/after return
+    refill = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], ret)
+    i = np.searchsorted(ends, ts, side="right")  # first activity ending after the call began
+    drained = (i < starts.size) & (starts[np.minimum(i, starts.size - 1)] < ret)
+    wait = np.where(drained, ret - ts, 0.0)
+    return merge_intervals(ts, ret + np.clip(refill - ret, 0.0, wait))
+
+
+def _edge_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """For device ``d``: per step, from its start to its first GPU activity and from its
+    last GPU activity to its end (the whole step when the GPU did nothing in it)."""
+    starts, ends = ctx.merged_by_device[d]
+    lo: list[float] = []
+    hi: list[float] = []
+    for st in ctx.steps:
+        i0 = int(np.searchsorted(ends, st.start, side="right"))
+        i1 = int(np.searchsorted(starts, st.end, side="left"))
+        if i1 <= i0:
+            lo.append(st.start)
+            hi.append(st.end)
+            continue
+        first, last = max(float(starts[i0]), st.start), min(float(ends[i1 - 1]), st.end)
+        lo += [st.start, last]
+        hi += [first, st.end]
+    return merge_intervals(np.array(lo), np.array(hi))
+
+
+def idle_by_cause(
+    ctx: TraceColumns,
+    dataloader: tuple[np.ndarray, np.ndarray],
+    capture: tuple[np.ndarray, np.ndarray],
+) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Per device, the GPU's idle time inside the selected steps split by cause
+    (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it. Graph
+    capture is host work that queues nothing to run: its time is ``host``, not ``sync``.
+    ``dataloader`` and ``capture``: :func:`dataloader_intervals`, :func:`capture_intervals`."""
+    out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+    for d in ctx.devices:
+        rest = subtract_intervals(ctx.step_windows, ctx.merged_by_device[d])
+        causes = {
+            "input": dataloader,
+            # a refill that runs into a graph capture stops there: the kernels launched
+            # while capturing are recorded, not run, so that idle time is the capture's
+            "sync": subtract_intervals(_sync_intervals(ctx, d), capture),
+            "host": merge_intervals(
+                *(np.concatenate(p) for p in zip(_edge_intervals(ctx, d), capture, strict=True))
+            ),
+            "launch": ctx.gap_intervals(d, True),
+            "short": ctx.gap_intervals(d, False),
+        }
+        parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name, iv in causes.items():
+            parts[name] = intersect_intervals(rest, iv)
+            rest = subtract_intervals(rest, iv)
+        parts["other"] = rest
+        out[d] = parts
+    return out
+
+
+def idle_cause_per_step(
+    ctx: TraceColumns, by_cause: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]
+) -> dict[int, np.ndarray]:
+    """Per device, an array (steps × causes) of idle µs, causes in :data:`IDLE_CAUSES`, from
+    ``by_cause`` (:func:`idle_by_cause`)."""
+    out = {}
+    for d, parts in by_cause.items():
+        table = np.zeros((len(ctx.steps), len(IDLE_CAUSES)))
+        for j, name in enumerate(IDLE_CAUSES):
+            s, e = parts[name]
+            for i, st in enumerate(ctx.steps):
+                table[i, j] = overlap(s, e, st.start, st.end)
+        out[d] = table
+    return out

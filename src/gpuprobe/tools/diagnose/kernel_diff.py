@@ -1,0 +1,174 @@
+"""Which kernels appeared, disappeared, got faster or slower between two traces (HTA's TraceDiff
+idea, per kernel name), beside ``--compare``'s finding diff.
+
+Kernels are compared by name over each trace's selected steps, per step (so a trace of 5 steps
+compares with one of 10): count per step, GPU time per step and mean duration. A kernel present in
+both got *faster* or *slower* when its mean duration changed by at least
+:data:`KERNEL_CHANGE_FRACTION` and :data:`KERNEL_CHANGE_MIN_US`; the list is ordered by the change in GPU time per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpuprobe.core import render
+from gpuprobe.core.records import Record
+from gpuprobe.tools.diagnose.kernels import FAMILIES, family_of_activities
+
+if TYPE_CHECKING:
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+
+__all__ = [
+    "KERNEL_CHANGE_FRACTION",
+    "KERNEL_CHANGE_MIN_US",
+    "KERNEL_DIFF_ROWS",
+    "FamilyChange",
+    "KernelChange",
+    "KernelDiff",
+    "compare_kernels",
+]
+
+KERNEL_CHANGE_FRACTION = 0.10  # relative change of a kernel's mean duration that counts as faster
+# or slower; gpuprobe's choice, above the few-% run-to-run spread of one kernel's duration
+KERNEL_CHANGE_MIN_US = 1.0  # µs; and by at least this much: Kineto's timestamps are whole µs
+# in many traces, so a smaller change of a mean is below the resolution
+KERNEL_DIFF_ROWS = 50  # kernels kept in the record, largest change of GPU time per step first
+
+
+@dataclass(frozen=True)
+class KernelChange(Record):
+    """One kernel name before and after (per step; µs). ``status``: new, gone, faster, slower,
+    same."""
+
+    name: str
+    family: str
+    status: str
+    count_before: float
+    count_after: float
+    total_before_us: float
+    total_after_us: float
+    mean_before_us: float | None
+    mean_after_us: float | None
+
+    @property
+    def delta_us(self) -> float:
+        """Change of GPU time per step (after − before)."""
+        return self.total_after_us - self.total_before_us
+
+
+@dataclass(frozen=True)
+class FamilyChange(Record):
+    """A kernel family's GPU time per step before and after (µs)."""
+
+    family: str
+    before_us: float
+    after_us: float
+
+
+@dataclass(frozen=True)
+class KernelDiff(Record):
+    """The kernel-level difference of two traces; per-step values."""
+
+    before_path: str
+    after_path: str
+    steps_before: int
+    steps_after: int
+    total_before_us: float
+    total_after_us: float
+    families: tuple[FamilyChange, ...]
+    changes: tuple[KernelChange, ...]
+    new: int = 0
+    gone: int = 0
+    faster: int = 0
+    slower: int = 0
+    same: int = 0
+    change_fraction: float = KERNEL_CHANGE_FRACTION
+
+    def kernel(self, name: str) -> KernelChange | None:
+        """The change of the kernel called ``name`` (among the rows kept), or None."""
+        return next((c for c in self.changes if c.name == name), None)
+
+    def __str__(self) -> str:
+        return render.text(self)
+
+
+def _per_name(ctx: TraceContext) -> tuple[dict[str, tuple[int, float, str]], np.ndarray, int]:
+    """name -> (count, total µs, family) over the selected steps; family totals; step count."""
+    sel = ctx.gpu_step >= 0
+    fam = family_of_activities(ctx)[sel]
+    names, dur = ctx.gpu_name[sel], ctx.gpu_dur[sel]
+    fam_tot = np.bincount(fam, weights=dur, minlength=len(FAMILIES)) if fam.size else None
+    out: dict[str, tuple[int, float, str]] = {}
+    if names.size:
+        uniq, first, inv = np.unique(names, return_index=True, return_inverse=True)
+        counts = np.bincount(inv)
+        totals = np.bincount(inv, weights=dur)
+        for j, nid in enumerate(uniq.tolist()):
+            out[ctx.names[nid]] = (
+                int(counts[j]),
+                float(totals[j]),
+                FAMILIES[int(fam[first[j]])],
+            )
+    steps = max(len(ctx.steps), 1)
+    return out, (fam_tot if fam_tot is not None else np.zeros(len(FAMILIES))), steps
+
+
+def compare_kernels(
+    ctx_before: TraceContext, ctx_after: TraceContext, *, rows: int = KERNEL_DIFF_ROWS
+) -> KernelDiff:
+    """Per-kernel-name comparison of two traces' selected steps (see the module docstring);
+    the ``rows`` largest changes are kept."""
+    b, fam_b, nb = _per_name(ctx_before)
+    a, fam_a, na = _per_name(ctx_after)
+    changes: list[KernelChange] = []
+    counts = {"new": 0, "gone": 0, "faster": 0, "slower": 0, "same": 0}
+    for name in b.keys() | a.keys():
+        cb, tb, fb = b.get(name, (0, 0.0, ""))
+        ca, ta, fa = a.get(name, (0, 0.0, ""))
+        mb = tb / cb if cb else None
+        ma = ta / ca if ca else None
+        if mb is None:
+            status = "new"
+        elif ma is None:
+            status = "gone"
+        elif abs(ma - mb) < KERNEL_CHANGE_MIN_US or mb <= 0:
+            status = "same"
+        elif (ma - mb) / mb >= KERNEL_CHANGE_FRACTION:
+            status = "slower"
+        elif (mb - ma) / mb >= KERNEL_CHANGE_FRACTION:
+            status = "faster"
+        else:
+            status = "same"
+        counts[status] += 1
+        changes.append(
+            KernelChange(
+                name=name,
+                family=fa or fb,
+                status=status,
+                count_before=cb / nb,
+                count_after=ca / na,
+                total_before_us=tb / nb,
+                total_after_us=ta / na,
+                mean_before_us=mb,
+                mean_after_us=ma,
+            )
+        )
+    changes.sort(key=lambda r: (-abs(r.delta_us), r.name))
+    return KernelDiff(
+        before_path=ctx_before.raw.path,
+        after_path=ctx_after.raw.path,
+        steps_before=nb,
+        steps_after=na,
+        total_before_us=float(fam_b.sum()) / nb,
+        total_after_us=float(fam_a.sum()) / na,
+        families=tuple(
+            FamilyChange(family=f, before_us=float(fam_b[i]) / nb, after_us=float(fam_a[i]) / na)
+            for i, f in enumerate(FAMILIES)
+            if fam_b[i] > 0 or fam_a[i] > 0
+        ),
+        changes=tuple(changes[:rows]),
+        **counts,
+    )

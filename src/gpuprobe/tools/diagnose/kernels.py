@@ -1,0 +1,362 @@
+"""Where the GPU time goes by kernel, and how long kernels take to get from the host to the GPU.
+
+* :func:`kernel_breakdown`: time by kernel family (GEMM, convolution, attention, elementwise,
+  reduction, communication, memcpy/memset, other; the named patterns in :mod:`.patterns`) for the
+  whole trace and per step and device, and the top kernels by total time.
+* :func:`launch_stats`: HTA's ``get_cuda_kernel_launch_stats``: per launch, the CPU duration of
+  the runtime call, the GPU duration of what it launched and the launch delay (GPU start − end of
+  the call, clipped at 0), their distributions, and the short kernels and outliers by HTA's
+  default cut-offs, each outlier named (kernel, step, value). A CUDA/HIP graph replay is one
+  launch for all of its kernels.
+
+Both read only a :class:`~.analysis.TraceContext` and count what the selected steps launched
+(the whole trace when it has no ``ProfilerStep``). Times in µs; shares of summed GPU time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpuprobe.core import render
+from gpuprobe.core.records import Record
+from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
+
+if TYPE_CHECKING:
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+
+__all__ = [
+    "FAMILIES",
+    "LAUNCH_DELAY_CUTOFF_US",
+    "OUTLIERS_SHOWN",
+    "RUNTIME_CUTOFF_US",
+    "TOP_KERNELS",
+    "Distribution",
+    "FamilyTime",
+    "KernelBreakdown",
+    "KernelTime",
+    "LaunchOutlier",
+    "LaunchStats",
+    "StepKernels",
+    "family_of_activities",
+    "kernel_breakdown",
+    "launch_stats",
+]
+
+RUNTIME_CUTOFF_US = 50.0  # µs; HTA get_cuda_kernel_launch_stats runtime_cutoff default (a launch
+# call longer than this is a runtime outlier; shorter ones with a shorter GPU op are short kernels)
+LAUNCH_DELAY_CUTOFF_US = 100.0  # µs; HTA get_cuda_kernel_launch_stats launch_delay_cutoff default
+TOP_KERNELS = 10  # kernels listed by total time; gpuprobe's choice (a screen's worth)
+OUTLIERS_SHOWN = 5  # outliers of each kind named, worst first; gpuprobe's choice
+
+# Families in the order they are reported; the patterns are tried in CLASSIFY_ORDER.
+FAMILIES: tuple[str, ...] = (
+    "GEMM",
+    "convolution",
+    "attention",
+    "elementwise",
+    "reduction",
+    "communication",
+    "memcpy/memset",
+    "other",
+)
+_F = {name: i for i, name in enumerate(FAMILIES)}
+_CLASSIFY_ORDER: tuple[tuple[P.NamePattern, str], ...] = (
+    (P.COMM_KERNEL, "communication"),
+    (P.MEMORY_KERNEL, "memcpy/memset"),
+    (P.ATTENTION_KERNEL, "attention"),
+    (P.CONV_KERNEL, "convolution"),
+    (P.GEMM_FAMILY_KERNEL, "GEMM"),
+    (P.REDUCTION_KERNEL, "reduction"),
+    (P.ELEMENTWISE_KERNEL, "elementwise"),
+)
+FAMILY_COMM = _F["communication"]
+FAMILY_MEMORY = _F["memcpy/memset"]
+
+
+def family_of_name(name: str) -> str:
+    """The family of a kernel name (``"other"`` when no pattern matches)."""
+    for pattern, family in _CLASSIFY_ORDER:
+        if pattern.matches(name):
+            return family
+    return "other"
+
+
+def family_of_activities(ctx: TraceContext) -> np.ndarray:
+    """Family index (into :data:`FAMILIES`) of every GPU activity of ``ctx``: memcpy and memset
+    activities by their kind, kernels by their name."""
+    if ctx.gpu_name.size == 0:
+        return np.zeros(0, dtype=np.int8)
+    used = np.unique(ctx.gpu_name)
+    table = np.full(int(used.max()) + 1, _F["other"], dtype=np.int8)
+    for i in used.tolist():
+        table[i] = _F[family_of_name(ctx.names[i])]
+    fam = table[ctx.gpu_name]
+    return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, fam, FAMILY_MEMORY).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class FamilyTime(Record):
+    """GPU time of one kernel family: summed durations (µs), count, share of all GPU time."""
+
+    family: str
+    count: int
+    total_us: float
+    share: float
+
+
+@dataclass(frozen=True)
+class KernelTime(Record):
+    """One kernel name's GPU time over the selected steps (µs)."""
+
+    name: str
+    family: str
+    count: int
+    total_us: float
+    mean_us: float
+    max_us: float
+    share: float
+
+
+@dataclass(frozen=True)
+class StepKernels(Record):
+    """Kernel families of one step on one device."""
+
+    step: int | None
+    device: int
+    total_us: float
+    families: tuple[FamilyTime, ...]
+
+    @property
+    def label(self) -> str:
+        """``"#N"`` or ``"trace"``."""
+        return "trace" if self.step is None else f"#{self.step}"
+
+
+@dataclass(frozen=True)
+class Distribution(Record):
+    """Summary of a sample (µs); None where the sample is empty."""
+
+    n: int
+    mean: float | None = None
+    median: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Distribution:
+        """The distribution of ``values`` (linear-interpolated percentiles, NumPy's default)."""
+        if values.size == 0:
+            return cls(n=0)
+        p50, p90, p99 = np.percentile(values, [50, 90, 99]).tolist()
+        return cls(
+            n=int(values.size),
+            mean=float(values.mean()),
+            median=float(p50),
+            p90=float(p90),
+            p99=float(p99),
+            max=float(values.max()),
+        )
+
+
+@dataclass(frozen=True)
+class LaunchOutlier(Record):
+    """One launch beyond a cut-off: which kernel, in which step, by how much (µs). For a graph
+    replay, ``kernel`` is its first kernel and ``graph_kernels`` the number it ran."""
+
+    kind: str  # "runtime" (the launch call is long) or "launch-delay" (the GPU started late)
+    kernel: str
+    call: str
+    step: int | None
+    value_us: float
+    graph_kernels: int = 0
+
+
+@dataclass(frozen=True)
+class LaunchStats(Record):
+    """HTA's ``get_cuda_kernel_launch_stats`` over the selected steps, with named outliers.
+
+    One row per launch call (kernel launches, async copies and sets, graph replays) joined by
+    correlation id to what it put on the GPU: ``cpu`` the call's duration, ``gpu`` the span of
+    its GPU work, ``delay`` = GPU start − (call start + call duration), clipped at 0.
+    """
+
+    launches: int = 0
+    graph_launches: int = 0
+    gpu_activities: int = 0
+    cpu_us: Distribution = Distribution(n=0)
+    gpu_us: Distribution = Distribution(n=0)
+    delay_us: Distribution = Distribution(n=0)
+    short_kernels: int = 0
+    runtime_outliers: int = 0
+    launch_delay_outliers: int = 0
+    outliers: tuple[LaunchOutlier, ...] = ()
+    runtime_cutoff_us: float = RUNTIME_CUTOFF_US
+    launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US
+
+
+@dataclass(frozen=True)
+class KernelBreakdown(Record):
+    """Kernel families and top kernels of one trace (all devices together, then per step)."""
+
+    path: str
+    total_us: float
+    families: tuple[FamilyTime, ...]
+    top: tuple[KernelTime, ...]
+    steps: tuple[StepKernels, ...]
+    launches: LaunchStats | None = None
+    rank: int | None = None
+
+    def family(self, name: str) -> FamilyTime | None:
+        """The :class:`FamilyTime` of family ``name``, or None."""
+        return next((f for f in self.families if f.family == name), None)
+
+    def __str__(self) -> str:
+        return render.text(self)
+
+
+def _families(fam: np.ndarray, dur: np.ndarray) -> tuple[FamilyTime, ...]:
+    n = len(FAMILIES)
+    counts = np.bincount(fam, minlength=n) if fam.size else np.zeros(n, dtype=np.int64)
+    totals = np.bincount(fam, weights=dur, minlength=n) if fam.size else np.zeros(n)
+    whole = float(totals.sum())
+    return tuple(
+        FamilyTime(
+            family=FAMILIES[i],
+            count=int(counts[i]),
+            total_us=float(totals[i]),
+            share=float(totals[i] / whole) if whole > 0 else 0.0,
+        )
+        for i in range(n)
+        if counts[i]
+    )
+
+
+def kernel_breakdown(
+    ctx: TraceContext,
+    *,
+    top: int = TOP_KERNELS,
+    rank: int | None = None,
+    launches: bool = True,
+) -> KernelBreakdown:
+    """Time by kernel family and the ``top`` kernels of ``ctx``'s selected steps (µs)."""
+    sel = ctx.gpu_step >= 0
+    fam_all = family_of_activities(ctx)
+    fam, dur = fam_all[sel], ctx.gpu_dur[sel]
+    names, step, dev = ctx.gpu_name[sel], ctx.gpu_step[sel], ctx.gpu_dev[sel]
+    whole = float(dur.sum())
+    tops: list[KernelTime] = []
+    if names.size:
+        uniq, first, inv = np.unique(names, return_index=True, return_inverse=True)
+        counts = np.bincount(inv)
+        totals = np.bincount(inv, weights=dur)
+        maxes = np.zeros(uniq.size)
+        np.maximum.at(maxes, inv, dur)
+        for j in np.argsort(-totals, kind="stable")[:top].tolist():
+            tops.append(
+                KernelTime(
+                    name=ctx.names[int(uniq[j])],
+                    family=FAMILIES[int(fam[first[j]])],
+                    count=int(counts[j]),
+                    total_us=float(totals[j]),
+                    mean_us=float(totals[j] / counts[j]),
+                    max_us=float(maxes[j]),
+                    share=float(totals[j] / whole) if whole > 0 else 0.0,
+                )
+            )
+    steps: list[StepKernels] = []
+    for i, st in enumerate(ctx.steps):
+        in_step = step == i
+        for d in ctx.devices:
+            m = in_step & (dev == d)
+            if not m.any():
+                continue
+            steps.append(
+                StepKernels(
+                    step=st.number,
+                    device=int(d),
+                    total_us=float(dur[m].sum()),
+                    families=_families(fam[m], dur[m]),
+                )
+            )
+    return KernelBreakdown(
+        path=ctx.raw.path,
+        total_us=whole,
+        families=_families(fam, dur),
+        top=tuple(tops),
+        steps=tuple(steps),
+        launches=launch_stats(ctx) if launches else None,
+        rank=rank,
+    )
+
+
+def launch_stats(
+    ctx: TraceContext,
+    *,
+    runtime_cutoff_us: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff_us: float = LAUNCH_DELAY_CUTOFF_US,
+) -> LaunchStats:
+    """HTA's kernel launch statistics over ``ctx``'s selected steps (see :class:`LaunchStats`)."""
+    launch_ids = P.LAUNCH_CALL.ids(ctx.names)
+    graph_ids = P.GRAPH_LAUNCH.ids(ctx.names)
+    rt = ctx.gpu_rt
+    ok = rt >= 0
+    ok[ok] = np.isin(ctx.rt_name[rt[ok]], launch_ids)
+    ok &= ctx.gpu_step >= 0
+    idx = np.nonzero(ok)[0]
+    if idx.size == 0:
+        return LaunchStats(
+            runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=launch_delay_cutoff_us
+        )
+    # one row per launch call: its GPU work's first start, last end and first activity
+    order = idx[np.lexsort((ctx.gpu_ts[idx], rt[idx]))]
+    calls = rt[order]
+    cuts = np.flatnonzero(np.diff(calls)) + 1
+    starts = np.concatenate([[0], cuts])
+    call = calls[starts]
+    first_act = order[starts]
+    gpu_start = ctx.gpu_ts[first_act]
+    gpu_end = np.maximum.reduceat(ctx.gpu_end[order], starts)
+    per_call = np.diff(np.concatenate([starts, [order.size]]))
+    cpu = ctx.rt_dur[call]
+    gpu = gpu_end - gpu_start
+    delay = np.maximum(gpu_start - (ctx.rt_ts[call] + cpu), 0.0)
+    is_graph = np.isin(ctx.rt_name[call], graph_ids)
+    short = (cpu <= runtime_cutoff_us) & (gpu < cpu)
+    rt_out = cpu > runtime_cutoff_us
+    delay_out = delay > launch_delay_cutoff_us
+    step_no = ctx.gpu_step[first_act]
+
+    outliers: list[LaunchOutlier] = []
+    for kind, mask, value in (("runtime", rt_out, cpu), ("launch-delay", delay_out, delay)):
+        sel = np.nonzero(mask)[0]
+        for j in sel[np.argsort(-value[sel], kind="stable")][:OUTLIERS_SHOWN].tolist():
+            s = int(step_no[j])
+            outliers.append(
+                LaunchOutlier(
+                    kind=kind,
+                    kernel=ctx.names[int(ctx.gpu_name[first_act[j]])],
+                    call=ctx.names[int(ctx.rt_name[call[j]])],
+                    step=ctx.steps[s].number if s >= 0 else None,
+                    value_us=float(value[j]),
+                    graph_kernels=int(per_call[j]) if is_graph[j] else 0,
+                )
+            )
+    return LaunchStats(
+        launches=int(call.size),
+        graph_launches=int(is_graph.sum()),
+        gpu_activities=int(order.size),
+        cpu_us=Distribution.of(cpu),
+        gpu_us=Distribution.of(gpu),
+        delay_us=Distribution.of(delay),
+        short_kernels=int(short.sum()),
+        runtime_outliers=int(rt_out.sum()),
+        launch_delay_outliers=int(delay_out.sum()),
+        outliers=tuple(outliers),
+        runtime_cutoff_us=runtime_cutoff_us,
+        launch_delay_cutoff_us=launch_delay_cutoff_us,
+    )

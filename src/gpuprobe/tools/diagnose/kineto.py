@@ -1,0 +1,648 @@
+"""A streaming reader of PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip.
+
+The file is never loaded whole: the top-level object is walked key by key, and the
+``traceEvents`` array is decoded one event at a time with the C JSON scanner over buffered chunks.
+Each event is reduced at once to the few numbers the rules need and stored in compact columns
+(:class:`array.array`), names interned to integers, so memory grows with the number of *kept*
+events, not with the size of the text. No rank metadata (``distributedInfo``) is needed, and
+CPU-only traces are fine.
+
+Times are in µs throughout (Kineto's own unit). Damaged input raises :class:`InputError` with a
+one-line message; single malformed events are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+import zlib
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from gpuprobe.core.errors import InputError
+from gpuprobe.core.text import strip_control
+
+__all__ = [
+    "GPU_KIND_KERNEL",
+    "GPU_KIND_MEMCPY",
+    "GPU_KIND_MEMSET",
+    "KINETO_CATEGORIES",
+    "ProgressCallback",
+    "RawTrace",
+    "read_trace",
+]
+
+_MAX_DEVICE_ID = 1 << 16  # device ids past this are not a real machine's
+CHUNK_CHARS = 4 << 20  # characters read per chunk; 4 Mi keeps the buffer small and reads few
+
+GPU_KIND_KERNEL = 0
+GPU_KIND_MEMCPY = 1
+GPU_KIND_MEMSET = 2
+
+# Kineto activity categories (libkineto ActivityType.h, plus the older capitalised spellings).
+_GPU_CATS = {
+    "kernel": GPU_KIND_KERNEL,
+    "Kernel": GPU_KIND_KERNEL,
+    "gpu_memcpy": GPU_KIND_MEMCPY,
+    "Memcpy": GPU_KIND_MEMCPY,
+    "gpu_memset": GPU_KIND_MEMSET,
+    "Memset": GPU_KIND_MEMSET,
+}
+# Intel XPU (PTI) writes its SYCL/Unified Runtime and Level Zero calls as xpu_runtime/xpu_driver,
+# other out-of-tree backends as privateuse1_*; same correlation ids as CUDA's.
+_RUNTIME_CATS = frozenset(
+    {
+        "cuda_runtime",
+        "cuda_driver",
+        "Runtime",
+        "hip_runtime",
+        "hip_driver",
+        "xpu_runtime",
+        "xpu_driver",
+        "privateuse1_runtime",
+        "privateuse1_driver",
+    }
+)
+_CPU_OP_CATS = frozenset({"cpu_op", "Operator"})
+KINETO_CATEGORIES = frozenset(
+    {
+        *_GPU_CATS,
+        *_RUNTIME_CATS,
+        *_CPU_OP_CATS,
+        "user_annotation",
+        "gpu_user_annotation",
+        "python_function",
+        "cuda_sync",
+        "cpu_instant_event",
+        "ac2g",
+        "fwdbwd",
+        "Trace",
+        "overhead",
+        "cuda_profiler_range",
+    }
+)
+
+_STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
+# record_function spans that PyTorch <= 1.9 exported with category Operator/cpu_op
+_ANNOTATION_OP_RE = re.compile(r"^(ProfilerStep\s*#\s*\d+|enumerate\(DataLoader\)#.*)$")
+# Ops whose first input's shape and strides we keep (needs record_shapes=True): the ones that copy
+# a non-contiguous tensor into a fresh one.
+_SHAPED_OPS = frozenset({"aten::contiguous", "aten::reshape", "aten::flatten", "aten::clone"})
+# Matmul-like ops whose input dtype we count (fp32 vs others) for the Tensor Core rule.
+_MATMUL_OPS = frozenset(
+    {
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::matmul",
+        "aten::linear",
+        "aten::conv2d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::cudnn_convolution",
+        "aten::scaled_dot_product_attention",
+    }
+)
+
+ProgressCallback = Callable[[int, int], None]
+"""Called as ``progress(bytes_read, bytes_total)`` after each chunk (compressed bytes for gzip)."""
+
+
+@dataclass
+class RawTrace:
+    """What the reader kept from a trace: compact columns per kind of event. Times in µs.
+
+    Names (ops, kernels, frames, runtime calls) are interned: ``names[i]`` is the string for id
+    ``i``. Thread ids are interned too (``threads``), since Kineto writes some as strings.
+    """
+
+    path: str
+    size_bytes: int
+    header: dict[str, Any] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    threads: list[str] = field(default_factory=list)
+    events: int = 0
+    skipped: int = 0
+    categories: Counter[str] = field(default_factory=Counter)
+    # ProfilerStep#N annotations: (N, ts, dur)
+    steps: list[tuple[int, float, float]] = field(default_factory=list)
+    # cpu_op events
+    op_ts: array = field(default_factory=lambda: array("d"))
+    op_dur: array = field(default_factory=lambda: array("d"))
+    op_name: array = field(default_factory=lambda: array("l"))
+    op_tid: array = field(default_factory=lambda: array("l"))
+    # the "Call stack" argument of cpu_ops (PyTorch <= 1.9 with_stack), interned; -1 without one
+    op_stack: array = field(default_factory=lambda: array("l"))
+    # python_function events (with_stack=True)
+    py_ts: array = field(default_factory=lambda: array("d"))
+    py_dur: array = field(default_factory=lambda: array("d"))
+    py_name: array = field(default_factory=lambda: array("l"))
+    py_tid: array = field(default_factory=lambda: array("l"))
+    # user_annotation events other than ProfilerStep (DataLoader, record_function, optimizer)
+    ann_ts: array = field(default_factory=lambda: array("d"))
+    ann_dur: array = field(default_factory=lambda: array("d"))
+    ann_name: array = field(default_factory=lambda: array("l"))
+    # CUDA/HIP runtime and driver calls
+    rt_ts: array = field(default_factory=lambda: array("d"))
+    rt_dur: array = field(default_factory=lambda: array("d"))
+    rt_name: array = field(default_factory=lambda: array("l"))
+    rt_corr: array = field(default_factory=lambda: array("q"))
+    rt_tid: array = field(default_factory=lambda: array("l"))
+    # GPU activities: kernels, memcpy, memset
+    gpu_ts: array = field(default_factory=lambda: array("d"))
+    gpu_dur: array = field(default_factory=lambda: array("d"))
+    gpu_kind: array = field(default_factory=lambda: array("b"))
+    gpu_name: array = field(default_factory=lambda: array("l"))
+    gpu_dev: array = field(default_factory=lambda: array("l"))
+    gpu_stream: array = field(default_factory=lambda: array("q"))
+    gpu_corr: array = field(default_factory=lambda: array("q"))
+    gpu_bytes: array = field(default_factory=lambda: array("d"))
+    # first-input shapes of copying ops: (op index, dims, strides, dtype)
+    shaped: list[tuple[int, tuple[int, ...], tuple[int, ...], str]] = field(default_factory=list)
+    # matmul-like ops: Counter of first-input dtype
+    matmul_dtypes: Counter[str] = field(default_factory=Counter)
+    # [memory] instants: (device type, device id) -> peak (total allocated, total reserved) bytes
+    memory_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    memory_events: int = 0
+    # every time column holds ``ts - time_base`` (µs): Kineto's absolute µs timestamps (~1.7e15)
+    # leave float64 a 0.25 µs grid, so ts + dur would round; relative times keep the ns digits
+    time_base: float = 0.0
+    # old [memory] events carry only the change ("Bytes"): (device type, id) -> (running total,
+    # its peak), relative to what was allocated when profiling started (unknown)
+    memory_delta_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    # CPU ops that PyTorch <= 1.9 wrote as cpu_op/Operator but are annotations (steps, DataLoader)
+    annotations_as_ops: int = 0
+
+    @property
+    def device_properties(self) -> list[dict[str, Any]]:
+        """The header's ``deviceProperties``, well-formed entries only (empty in CPU-only traces):
+        each a dict whose ``id`` is a whole number (its position when absent), holding only
+        strings, booleans, int64 whole numbers and finite floats (a field like ``1e400`` or a
+        nested list is dropped; an entry with an ``id`` of ``"x"`` or ``[0]`` is dropped)."""
+        props = self.header.get("deviceProperties")
+        if not isinstance(props, list):
+            return []
+        out: list[dict[str, Any]] = []
+        for i, p in enumerate(props):
+            if not isinstance(p, dict):
+                continue
+            gid = p.get("id", i)
+            if isinstance(gid, bool) or not isinstance(gid, int) or not 0 <= gid < _MAX_DEVICE_ID:
+                continue
+            clean: dict[str, Any] = {}
+            for k, v in p.items():
+                if isinstance(v, float) and not math.isfinite(v):
+                    continue
+                if isinstance(v, int) and not isinstance(v, bool) and not -(1 << 63) <= v < 1 << 63:
+                    continue
+                if isinstance(v, str | bool | int | float):
+                    clean[k] = v
+            clean["id"] = gid
+            out.append(clean)
+        return out
+
+
+def _open_text(path: str) -> tuple[_TextOver, IO[bytes]]:
+    """Open ``path`` as UTF-8 text, gunzipping when it starts with the gzip magic number.
+    Returns (text stream, the raw byte stream whose position measures progress)."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller through the text stream
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic == b"\x1f\x8b":
+        gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        return _TextOver(gz, raw), raw
+    return _TextOver(raw, raw), raw
+
+
+class _TextOver:
+    """Minimal text reader over a byte stream (UTF-8, incremental), closing the raw file too."""
+
+    def __init__(self, stream: Any, raw: IO[bytes]) -> None:
+        import codecs
+
+        self._stream = stream
+        self._raw = raw
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def read(self, n: int) -> str:
+        data = self._stream.read(n)
+        return self._decoder.decode(data, final=not data)
+
+    def close(self) -> None:
+        self._stream.close()
+        self._raw.close()
+
+
+class _Scanner:
+    """Walk a JSON text in chunks: whitespace skipping, single values, and a top-level object."""
+
+    _WS = re.compile(r"[ \t\n\r]*")
+
+    def __init__(
+        self,
+        stream: Any,
+        raw: IO[bytes],
+        path: str,
+        total: int,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self._stream = stream
+        self._raw = raw
+        self.path = path
+        self._total = total
+        self._progress = progress
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.consumed = 0  # characters dropped from the front of buf
+        self._scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+    def _more(self) -> bool:
+        if self.eof:
+            return False
+        chunk = self._stream.read(CHUNK_CHARS)
+        if not chunk:
+            self.eof = True
+            return False
+        if self.pos:
+            self.consumed += self.pos
+            self.buf = self.buf[self.pos :] + chunk
+            self.pos = 0
+        else:
+            self.buf += chunk
+        if self._progress is not None:
+            self._progress(self._raw.tell(), self._total)
+        return True
+
+    def peek(self) -> str:
+        """The next non-whitespace character ('' at the end of the text)."""
+        while True:
+            m = self._WS.match(self.buf, self.pos)
+            self.pos = m.end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def expect(self, chars: str, what: str) -> str:
+        c = self.peek()
+        if not c or c not in chars:
+            if not c:
+                raise InputError(f"{self.path}: the trace is truncated (ends inside {what})")
+            raise InputError(
+                f"{self.path}: not valid JSON at character {self.consumed + self.pos}: "
+                f"expected {' or '.join(repr(x) for x in chars)} in {what}, found {c!r}"
+            )
+        self.pos += 1
+        return c
+
+    def value(self, what: str) -> Any:
+        """Decode one JSON value at the current position (reading more text as needed)."""
+        self.peek()
+        while True:
+            try:
+                obj, end = self._scan(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                # more text can only help a value cut off by the chunk's end; anything else is
+                # a structural error, refused here without reading the rest of the file
+                cut = exc.pos >= len(self.buf) - 1 or exc.msg.startswith("Unterminated string")
+                if cut and self._more():
+                    continue
+                self._fail(what)
+            except StopIteration as stop:  # no value starts here
+                if stop.value >= len(self.buf) - 1 and self._more():
+                    continue
+                self._fail(what)
+            except RecursionError:
+                raise InputError(
+                    f"{self.path}: {what} is nested too deeply to be a profiler trace"
+                ) from None
+            if end >= len(self.buf) and self._more():
+                continue  # a number at the end of the buffer may go on in the next chunk
+            self.pos = end
+            return obj
+
+    def _fail(self, what: str) -> Any:
+        """At the end of the text a value did not decode: is it cut off, or not JSON at all?"""
+        rest = self.buf[self.pos :]
+        try:
+            json.loads(rest)
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(rest.rstrip()) or exc.msg.startswith("Unterminated string"):
+                raise InputError(
+                    f"{self.path}: the trace is truncated (ends inside {what}); "
+                    "was it written or copied completely?"
+                ) from None
+            raise InputError(
+                f"{self.path}: not valid JSON at character {self.consumed + self.pos + exc.pos}: "
+                f"{exc.msg} (in {what})"
+            ) from None
+        except RecursionError:
+            raise InputError(f"{self.path}: {what} is nested too deeply") from None
+        raise InputError(f"{self.path}: not valid JSON in {what}")
+
+    def string(self, what: str) -> str:
+        if self.peek() != '"':
+            self.expect('"', what)
+        key = self.value(what)
+        if not isinstance(key, str):  # pragma: no cover - guarded by the peek above
+            raise InputError(f"{self.path}: expected a string in {what}")
+        return key
+
+
+def _iter_events(sc: _Scanner, header: dict[str, Any]) -> Iterator[Any]:
+    """Yield the trace's events; fill ``header`` with the other top-level keys."""
+    first = sc.peek()
+    if not first:
+        raise InputError(f"{sc.path}: the file is empty")
+    if first == "[":  # Chrome's JSON-array format: a bare list of events
+        yield from _iter_array(sc, "the event array")
+        return
+    if first != "{":  # refused at the first character: the rest is never read
+        if first in '-0123456789"tfn' and first != "\x00":
+            raise InputError(
+                f"{sc.path}: not a Kineto trace: the top level is a {first!r} value, expected an "
+                "object with a 'traceEvents' array"
+            )
+        raise InputError(
+            f"{sc.path}: not JSON (starts with {strip_control(repr(first))}); expected a PyTorch "
+            "profiler trace written by export_chrome_trace or tensorboard_trace_handler"
+        )
+    sc.pos += 1
+    seen_events = False
+    if sc.peek() == "}":
+        sc.pos += 1
+    else:
+        while True:
+            key = sc.string("the top-level object")
+            sc.expect(":", "the top-level object")
+            if key == "traceEvents" and sc.peek() == "[":
+                seen_events = True
+                yield from _iter_array(sc, "traceEvents")
+            else:
+                header[strip_control(key)] = _clean(sc.value(f"the top-level key {key!r}"))
+            if sc.expect(",}", "the top-level object") == "}":
+                break
+    if not seen_events:
+        raise InputError(
+            f"{sc.path}: not a Kineto trace: no 'traceEvents' array (keys: "
+            f"{', '.join(sorted(header)[:8]) or 'none'})"
+        )
+
+
+def _clean(value: Any) -> Any:
+    """``value`` with control characters stripped from every string in it (header values)."""
+    if isinstance(value, str):
+        return strip_control(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {strip_control(str(k)): _clean(v) for k, v in value.items()}
+    return value
+
+
+def _iter_array(sc: _Scanner, what: str) -> Iterator[Any]:
+    sc.expect("[", what)
+    if sc.peek() == "]":
+        sc.pos += 1
+        return
+    while True:
+        yield sc.value(f"an event of {what}")
+        if sc.expect(",]", what) == "]":
+            return
+
+
+def _int(x: Any) -> int:
+    """An int that fits the int64 columns; raises ValueError otherwise (bool and str included)."""
+    v = int(x)
+    if not -(1 << 62) < v < (1 << 62):
+        raise ValueError("out of range")
+    return v
+
+
+def _num(x: Any) -> float:
+    """A finite float from a JSON number (or numeric string); raises ValueError otherwise."""
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError("not finite")
+    return v
+
+
+def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None = None) -> RawTrace:
+    """Read a Kineto trace (``.json`` or ``.json.gz``) event by event into a :class:`RawTrace`.
+
+    Raises :class:`InputError` when the file is missing, not JSON, cut off, or not a profiler
+    trace; single malformed events are skipped and counted in ``RawTrace.skipped``.
+    """
+    spath = os.fspath(path)
+    try:
+        size = os.path.getsize(spath)
+    except OSError:
+        size = 0
+    stream, raw = _open_text(spath)
+    tr = RawTrace(path=spath, size_bytes=size)
+    sc = _Scanner(stream, raw, spath, size, progress)
+    try:
+        _consume(tr, _iter_events(sc, tr.header))
+    except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
+        raise InputError(f"{spath}: damaged gzip file ({exc or 'cut off'})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{spath}: not a text trace (byte {exc.start} of a chunk is not UTF-8); "
+            "expected JSON, or JSON compressed with gzip"
+        ) from None
+    except MemoryError:
+        raise InputError(f"{spath}: an event is too large to read") from None
+    finally:
+        stream.close()
+    if tr.events == 0:
+        raise InputError(f"{spath}: the trace has no events (empty 'traceEvents')")
+    known = sum(n for c, n in tr.categories.items() if c in KINETO_CATEGORIES)
+    if known == 0:
+        raise InputError(
+            f"{spath}: not a PyTorch profiler (Kineto) trace: none of its {tr.events} events has "
+            "a Kineto category (cpu_op, kernel, cuda_runtime, user_annotation, ...)"
+        )
+    return tr
+
+
+def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
+    """Reduce each event to the columns in ``tr``. The hot loop: kept flat on purpose."""
+    name_ids: dict[str, int] = {}
+    tid_ids: dict[Any, int] = {}
+    names = tr.names
+    threads = tr.threads
+    cats = tr.categories
+
+    clean_ids: dict[str, int] = {}
+
+    def nid(name: Any) -> int:
+        i = name_ids.get(name)
+        if i is None:  # a new name: interned without terminal escapes (names reach the terminal)
+            text = strip_control(str(name))
+            i = clean_ids.setdefault(text, len(names))
+            if i == len(names):
+                names.append(text)
+            name_ids[name] = i
+        return i
+
+    def tid_of(t: Any) -> int:
+        i = tid_ids.get(t)
+        if i is None:
+            i = tid_ids[t] = len(threads)
+            threads.append(strip_control(str(t)))
+        return i
+
+    op_ts, op_dur, op_name, op_tid = tr.op_ts, tr.op_dur, tr.op_name, tr.op_tid
+    op_stack = tr.op_stack
+    py_ts, py_dur, py_name, py_tid = tr.py_ts, tr.py_dur, tr.py_name, tr.py_tid
+    rt_ts, rt_dur, rt_name, rt_corr, rt_tid = tr.rt_ts, tr.rt_dur, tr.rt_name, tr.rt_corr, tr.rt_tid
+    g_ts, g_dur, g_kind, g_name = tr.gpu_ts, tr.gpu_dur, tr.gpu_kind, tr.gpu_name
+    g_dev, g_stream, g_corr, g_bytes = tr.gpu_dev, tr.gpu_stream, tr.gpu_corr, tr.gpu_bytes
+    memory_peak = tr.memory_peak
+    n = 0
+    skipped = 0
+    base: float | None = None
+    for ev in events:
+        n += 1
+        try:
+            ph = ev.get("ph")
+            cat = ev.get("cat")
+            cats[cat] += 1
+            if ph == "X":
+                ts = _num(ev["ts"])
+                dur = _num(ev.get("dur", 0.0))
+                if dur < 0:
+                    raise ValueError("negative duration")
+                if base is None:
+                    base = tr.time_base = float(math.floor(ts))
+                ts -= base
+                if cat == "cpu_op" or cat == "Operator":
+                    name = ev["name"]
+                    if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):
+                        # PyTorch <= 1.9 wrote record_function spans (ProfilerStep#N, the
+                        # DataLoader's __next__) as operators: they are annotations, not ops
+                        tr.annotations_as_ops += 1
+                        m = _STEP_RE.match(name)
+                        if m:
+                            tr.steps.append((_int(m.group(1)), ts, dur))
+                        else:
+                            tr.ann_ts.append(ts)
+                            tr.ann_dur.append(dur)
+                            tr.ann_name.append(nid(name))
+                        continue
+                    i = nid(name)
+                    tid = tid_of(ev.get("tid"))
+                    args = ev.get("args")
+                    if name in _SHAPED_OPS or name in _MATMUL_OPS:
+                        _shapes(tr, len(op_ts), name, args)
+                    stack = args.get("Call stack") if isinstance(args, dict) else None
+                    op_stack.append(nid(stack) if isinstance(stack, str) and stack else -1)
+                    op_ts.append(ts)
+                    op_dur.append(dur)
+                    op_name.append(i)
+                    op_tid.append(tid)
+                elif cat == "python_function":
+                    i = nid(ev["name"])
+                    tid = tid_of(ev.get("tid"))
+                    py_ts.append(ts)
+                    py_dur.append(dur)
+                    py_name.append(i)
+                    py_tid.append(tid)
+                elif cat in _RUNTIME_CATS:
+                    args = ev.get("args") or {}
+                    corr = _int(args.get("correlation", -1))
+                    i = nid(ev["name"])
+                    tid = tid_of(ev.get("tid"))
+                    rt_ts.append(ts)
+                    rt_dur.append(dur)
+                    rt_name.append(i)
+                    rt_corr.append(corr)
+                    rt_tid.append(tid)
+                elif cat in _GPU_CATS:
+                    args = ev.get("args") or {}
+                    dev = _int(args.get("device", ev.get("pid", 0)))
+                    # XPU kernels name their queue "sycl queue" instead of a stream
+                    stream = _int(args.get("stream", args.get("sycl queue", ev.get("tid", 0))))
+                    corr = _int(args.get("correlation", -1))
+                    nbytes = _num(args.get("bytes", 0.0))
+                    i = nid(ev["name"])
+                    g_ts.append(ts)
+                    g_dur.append(dur)
+                    g_kind.append(_GPU_CATS[cat])
+                    g_name.append(i)
+                    g_dev.append(dev)
+                    g_stream.append(stream)
+                    g_corr.append(corr)
+                    g_bytes.append(nbytes)
+                elif cat == "user_annotation":
+                    name = ev["name"]
+                    m = _STEP_RE.match(name) if isinstance(name, str) else None
+                    if m:
+                        tr.steps.append((_int(m.group(1)), ts, dur))
+                    else:
+                        i = nid(name)
+                        tr.ann_ts.append(ts)
+                        tr.ann_dur.append(dur)
+                        tr.ann_name.append(i)
+            elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
+                args = ev["args"]
+                key = (_int(args.get("Device Type", 0)), _int(args.get("Device Id", -1)))
+                tr.memory_events += 1
+                if "Total Allocated" not in args and "Total Reserved" not in args:
+                    # PyTorch <= 1.9: only this allocation's size (negative for a free)
+                    delta = _num(args.get("Bytes", 0.0))
+                    run, top = tr.memory_delta_peak.get(key, (0.0, 0.0))
+                    run += delta
+                    tr.memory_delta_peak[key] = (run, max(top, run))
+                    continue
+                alloc = _num(args.get("Total Allocated", 0.0))
+                reserved = _num(args.get("Total Reserved", 0.0))
+                old = memory_peak.get(key)
+                if old is None:
+                    memory_peak[key] = (alloc, reserved)
+                elif alloc > old[0] or reserved > old[1]:
+                    memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
+        except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
+            skipped += 1
+    tr.events = n
+    tr.skipped = skipped
+
+
+def _shapes(tr: RawTrace, index: int, name: str, args: Any) -> None:
+    """Keep the first input's dims/strides/dtype of a copying op, or the dtype of a matmul."""
+    if not isinstance(args, dict):
+        return
+    types = args.get("Input type")
+    dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) else ""
+    if name in _MATMUL_OPS:
+        if dtype:
+            tr.matmul_dtypes[dtype] += 1
+        return
+    dims = args.get("Input Dims")
+    strides = args.get("Input Strides")
+    if (
+        isinstance(dims, list)
+        and dims
+        and isinstance(dims[0], list)
+        and isinstance(strides, list)
+        and strides
+        and isinstance(strides[0], list)
+    ):
+        d = tuple(_int(x) for x in dims[0])
+        s = tuple(_int(x) for x in strides[0])
+        tr.shaped.append((index, d, s, dtype))

@@ -1,0 +1,196 @@
+"""The records a diagnosis is made of: the trace's summary, one breakdown per profiled step, the
+findings, and the comparison of two diagnoses. Times in µs; fractions in [0, 1].
+
+All are frozen dataclasses with ``to_dict()``/``from_dict()`` (``--json``), and
+:class:`Diagnosis` has ``_repr_html_`` for notebooks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuprobe.core import render
+from gpuprobe.core.findings import Finding, Status, worst, worst_first
+from gpuprobe.core.records import Record
+
+__all__ = [
+    "IDLE_CAUSES",
+    "DeviceInfo",
+    "Diagnosis",
+    "FindingChange",
+    "MetricChange",
+    "StepBreakdown",
+    "TraceComparison",
+    "TraceSummary",
+]
+
+
+# Why the GPU was idle, one cause per idle instant, in this order of precedence: the DataLoader's
+# __next__ was running (input); a host call was waiting for the GPU, or the GPU was being refilled
+# after it (sync); the host had not yet launched the step's first work or had finished launching
+# its last (host work at the step's edges: preprocessing, logging, optimizer on the CPU); the next
+# activity was launched only after the GPU went idle (launch: the CPU is slower than the GPU);
+# a gap shorter than 30 µs (HTA's kernel-wait gap) with the next activity already queued (kernel
+# boundary); and what none of these explains (other: no cause recorded in the trace).
+IDLE_CAUSES = ("input", "sync", "host", "launch", "short", "other")
+
+
+@dataclass(frozen=True)
+class DeviceInfo(Record):
+    """One GPU from the trace header's ``deviceProperties``."""
+
+    id: int
+    name: str
+    compute_major: int | None = None
+    compute_minor: int | None = None
+    total_memory_bytes: int | None = None
+    num_sms: int | None = None
+
+
+@dataclass(frozen=True)
+class StepBreakdown(Record):
+    """Where one profiled step's time went, on the host and on one GPU (µs).
+
+    ``step`` is the N of ``ProfilerStep#N`` (None when the trace has no steps and the whole trace
+    is one window). The GPU fields are None in CPU-only traces. ``host_wait_us``,
+    ``kernel_wait_us`` and ``other_wait_us`` are HTA's idle categories, summed over the device's
+    streams (so with several busy streams they can add up to more than ``idle_us``).
+    ``idle_cause_us`` splits ``idle_us`` itself by cause, each idle instant counted once (see
+    :data:`IDLE_CAUSES`): input, sync, host, launch, short, other.
+    """
+
+    step: int | None
+    start_us: float
+    duration_us: float
+    device: int | None = None
+    gpu_busy_us: float | None = None
+    gpu_busy_fraction: float | None = None
+    idle_us: float | None = None
+    host_wait_us: float | None = None
+    kernel_wait_us: float | None = None
+    other_wait_us: float | None = None
+    kernels: int = 0
+    memcpys: int = 0
+    memsets: int = 0
+    median_kernel_us: float | None = None
+    median_launch_us: float | None = None
+    dataloader_us: float = 0.0
+    syncs: int = 0
+    items: int = 0
+    cpu_ops: int = 0
+    idle_cause_us: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """``"#N"`` or ``"trace"``."""
+        return "trace" if self.step is None else f"#{self.step}"
+
+
+@dataclass(frozen=True)
+class TraceSummary(Record):
+    """What was read and the whole-trace GPU time split.
+
+    The whole-trace fractions follow HTA's ``get_temporal_breakdown`` and
+    ``get_idle_time_breakdown``: busy = union of kernels, memcpy and memset over the span from the
+    first to the last GPU activity of the analysed steps; idle categories are shares of the idle
+    time summed over streams. With several devices, the numbers are the sum over devices.
+    """
+
+    path: str
+    size_bytes: int
+    events: int
+    skipped_events: int
+    steps: tuple[int, ...]
+    devices: tuple[DeviceInfo, ...] = ()
+    has_gpu: bool = False
+    with_stack: bool = False
+    record_shapes: bool = False
+    profile_memory: bool = False
+    cpu_ops: int = 0
+    gpu_activities: int = 0
+    span_us: float = 0.0
+    gpu_span_us: float | None = None
+    gpu_busy_fraction: float | None = None
+    gpu_idle_fraction: float | None = None
+    host_wait_fraction: float | None = None
+    kernel_wait_fraction: float | None = None
+    other_wait_fraction: float | None = None
+    read_seconds: float = 0.0
+    analyse_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Diagnosis(Record):
+    """The verdict on one trace: findings (worst first), the per-step breakdown and the summary."""
+
+    summary: TraceSummary
+    steps: tuple[StepBreakdown, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def status(self) -> Status:
+        """The worst status among the findings."""
+        return worst(self.findings)
+
+    def finding(self, id: str) -> Finding | None:
+        """The finding with this id, or None."""
+        return next((f for f in self.findings if f.id == id), None)
+
+    def problems(self) -> list[Finding]:
+        """Findings that say something to change (warn or fail), worst first."""
+        return [f for f in worst_first(self.findings) if f.status in (Status.WARN, Status.FAIL)]
+
+    def __str__(self) -> str:
+        return render.text(self)
+
+    def _repr_html_(self) -> str:
+        return render.html(self)
+
+
+@dataclass(frozen=True)
+class MetricChange(Record):
+    """One number before and after (None where a trace does not have it)."""
+
+    name: str
+    unit: str
+    before: float | None
+    after: float | None
+    better: str = "lower"  # "lower" or "higher": which direction is an improvement
+
+    @property
+    def change(self) -> float | None:
+        """after − before."""
+        if self.before is None or self.after is None:
+            return None
+        return self.after - self.before
+
+    @property
+    def improved(self) -> bool | None:
+        """True when the change goes the ``better`` way (None when unknown or unchanged)."""
+        c = self.change
+        if c is None or c == 0:
+            return None
+        return (c < 0) == (self.better == "lower")
+
+
+@dataclass(frozen=True)
+class FindingChange(Record):
+    """A finding's status in each trace (None: the trace has no such finding)."""
+
+    id: str
+    title: str
+    before: Status | None
+    after: Status | None
+
+
+@dataclass(frozen=True)
+class TraceComparison(Record):
+    """What changed between two traces, e.g. before and after a fix."""
+
+    before: Diagnosis
+    after: Diagnosis
+    metrics: tuple[MetricChange, ...]
+    findings: tuple[FindingChange, ...]
+
+    def __str__(self) -> str:
+        return render.text(self)

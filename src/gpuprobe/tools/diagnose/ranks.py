@@ -1,0 +1,354 @@
+"""Several ranks of one distributed job: who is slow, and how much communication is exposed.
+
+:func:`diagnose_ranks` reads one Kineto trace per rank, one at a time, and keeps only a small
+summary of each (a :class:`RankRow` and the rank's collective kernels), so memory does not grow
+with the number of ranks. The rank comes from the header's ``distributedInfo.rank``, else from
+the file name (``rank-3``, ``rank3``, ``worker3``, ``_3.``), else from the one GPU the trace
+uses, else from the order of the files; HTA needs ``distributedInfo``.
+
+Per rank, with HTA's definitions (``get_comm_comp_overlap``, ``get_temporal_breakdown``):
+communication = the union of the NCCL/RCCL kernels, computation = the union of the other
+kernels (not memcpy/memset), overlap = their intersection, as a share of communication; the
+exposed communication is the rest. GPU busy is the trace summary's (HTA's temporal breakdown).
+
+Across ranks, each collective kernel is matched by step, name and occurrence (the k-th
+``ncclKernel_AllReduce…`` of step N on every rank), so ranks profiled over different steps
+are compared only on the steps they share. A collective ends on all ranks at about the same time,
+so a rank that reaches it early waits inside the kernel: its wait = its duration − the shortest
+duration of that collective across ranks (clock-free; HTA's straggler analysis uses the start
+times instead). The rank with the shortest kernels is the one the others wait for; the
+**straggler** is the rank whose late arrivals cost the others the most waiting. Raw step time
+would name the wrong rank: the ranks that wait have the longest steps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gpuprobe.core.errors import InputError
+from gpuprobe.core.findings import worst_first
+from gpuprobe.core.rules import apply_rules
+from gpuprobe.tools.diagnose.kernels import (
+    FAMILY_COMM,
+    FAMILY_MEMORY,
+    family_of_activities,
+    kernel_breakdown,
+)
+from gpuprobe.tools.diagnose.kineto import ProgressCallback
+from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, MultiRankDiagnosis, RankRow
+from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS, RanksContext
+
+__all__ = [
+    "COLLECTIVES_SHOWN",
+    "diagnose_ranks",
+    "find_trace_files",
+    "interval_overlap",
+    "rank_from_name",
+]
+
+COLLECTIVES_SHOWN = 5  # collectives listed by the waiting they cause; gpuprobe's choice
+TRACE_SUFFIXES = (".json", ".json.gz")  # what a folder's trace files end with (Kineto writes both)
+
+# Rank in a file name, most specific first: rank-3 / rank_3 / rank3, worker3, then _3. (as in
+# torch.profiler.tensorboard_trace_handler's "{worker_name}.{ts}.pt.trace.json" with a rank).
+_RANK_IN_NAME = (
+    re.compile(r"(?i)rank[-_]?(\d+)"),
+    re.compile(r"(?i)worker[-_]?(\d+)"),
+    re.compile(r"_(\d+)\."),
+)
+
+
+def rank_from_name(path: str) -> int | None:
+    """The rank written in a trace's file name, or None."""
+    base = os.path.basename(path)
+    for rx in _RANK_IN_NAME:
+        m = rx.search(base)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def find_trace_files(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
+    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the given files."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    out: list[str] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(
+                str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+            )
+            if not found:
+                raise InputError(f"{p}: no trace files (*.json, *.json.gz) in this folder")
+            out.extend(found)
+        elif p.exists():
+            out.append(str(p))
+        else:
+            raise InputError(f"{p}: no such file or folder")
+    if not out:
+        raise InputError("no trace files given: pass a folder or one trace file per rank")
+    return out
+
+
+def interval_overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of the intersection of two unions of intervals (sorted, disjoint starts/ends)."""
+    (as_, ae), (bs, be) = a, b
+    if as_.size == 0 or bs.size == 0:
+        return 0.0
+    length = be - bs
+    before = np.concatenate([[0.0], np.cumsum(length)])  # B's length before interval k
+
+    def covered(t: np.ndarray) -> np.ndarray:  # length of B inside (-inf, t]
+        k = np.searchsorted(bs, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        val = before[kk] + np.clip(np.minimum(t - bs[kk], length[kk]), 0.0, None)
+        return np.where(k >= 0, val, 0.0)
+
+    return float(np.sum(covered(ae) - covered(as_)))
+
+
+def _short(name: str) -> str:
+    """A kernel name without its argument list and leading ``void``."""
+    return name.split("(", 1)[0].removeprefix("void ").strip() or name
+
+
+_Key = tuple[int | None, str, int]  # a collective: (step number, short name, occurrence in step)
+
+
+@dataclass
+class _Partial:
+    """What is kept of one rank while the others are read."""
+
+    row: RankRow
+    coll_key: list[_Key]
+    coll_dur: np.ndarray
+    first_rank_from_name: int | None
+    device_rank: int | None
+
+
+def _read_rank(
+    path: str, steps: tuple[int, int] | None, progress: ProgressCallback | None
+) -> _Partial:
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.intervals import merge_intervals
+    from gpuprobe.tools.diagnose.kineto import read_trace
+
+    t0 = time.perf_counter()
+    raw = read_trace(path, progress=progress)
+    ctx = TraceContext(raw, steps)
+    info = raw.header.get("distributedInfo")
+    rank: int | None = None
+    world: int | None = None
+    if isinstance(info, dict):
+        try:
+            rank = int(info["rank"])
+        except (KeyError, TypeError, ValueError):
+            rank = None
+        try:
+            world = int(info["world_size"])
+        except (KeyError, TypeError, ValueError):
+            world = None
+    summary = ctx.summary(read_seconds=0.0, analyse_seconds=0.0)
+    sel = ctx.gpu_step >= 0
+    fam = family_of_activities(ctx)
+    kern = sel & (fam != FAMILY_MEMORY)
+    comm_m = kern & (fam == FAMILY_COMM)
+    comp_m = kern & (fam != FAMILY_COMM)
+    comm = merge_intervals(ctx.gpu_ts[comm_m], ctx.gpu_end[comm_m])
+    comp = merge_intervals(ctx.gpu_ts[comp_m], ctx.gpu_end[comp_m])
+    comm_us = float(np.sum(comm[1] - comm[0]))
+    compute_us = float(np.sum(comp[1] - comp[0]))
+    overlap_us = interval_overlap(comm, comp)
+    busy_steps = sum(b.gpu_busy_us or 0.0 for b in ctx.breakdowns)
+    durations = ctx.step_durations
+    numbered = [s for s in ctx.steps if s.number is not None]
+    # collectives in order of GPU start, keyed by (step number, short name, occurrence in step)
+    ci = np.nonzero(comm_m)[0]
+    ci = ci[np.argsort(ctx.gpu_ts[ci], kind="stable")]
+    seen: dict[tuple[int | None, str], int] = {}
+    keys: list[_Key] = []
+    for j in ci.tolist():
+        step = ctx.steps[int(ctx.gpu_step[j])].number
+        name = _short(ctx.names[int(ctx.gpu_name[j])])
+        k = seen.get((step, name), 0)
+        seen[(step, name)] = k + 1
+        keys.append((step, name, k))
+    kb = kernel_breakdown(ctx, top=0)
+    row = RankRow(
+        rank=-1 if rank is None else rank,
+        rank_source="distributedInfo" if rank is not None else "",
+        path=path,
+        steps=len(numbered) if numbered else len(ctx.steps),
+        step_median_us=float(np.median(durations)) if durations.size else None,
+        step_total_us=float(durations.sum()),
+        first_step_start_us=float(ctx.step_starts[0]) + ctx.raw.time_base if numbered else None,
+        gpu_busy_fraction=summary.gpu_busy_fraction,
+        gpu_span_us=summary.gpu_span_us,
+        gpu_busy_in_steps_us=float(busy_steps),
+        gpu_idle_in_steps_us=float(max(durations.sum() * max(len(ctx.devices), 1) - busy_steps, 0))
+        if ctx.has_gpu
+        else 0.0,
+        compute_us=compute_us,
+        comm_us=comm_us,
+        overlap_us=overlap_us,
+        overlap_fraction=overlap_us / comm_us if comm_us > 0 else None,
+        exposed_comm_us=comm_us - overlap_us,
+        comm_kernels=int(ci.size),
+        families=kb.families,
+        launches=kb.launches,
+        world_size=world,
+        read_seconds=time.perf_counter() - t0,
+    )
+    dev_rank = ctx.devices[0] if len(ctx.devices) == 1 else None
+    return _Partial(
+        row=row,
+        coll_key=keys,
+        coll_dur=ctx.gpu_dur[ci].copy(),
+        first_rank_from_name=rank_from_name(path),
+        device_rank=dev_rank,
+    )
+
+
+def _assign_ranks(parts: list[_Partial]) -> None:
+    """Fill each row's rank: distributedInfo, else file name, else GPU id, else file order."""
+    import dataclasses
+
+    def unique(values: list[int | None]) -> bool:
+        return all(v is not None for v in values) and len(set(values)) == len(values)
+
+    order: list[int | None] = list(range(len(parts)))
+    candidates: tuple[tuple[str, list[int | None]], ...] = (
+        ("distributedInfo", [p.row.rank if p.row.rank_source else None for p in parts]),
+        ("file name", [p.first_rank_from_name for p in parts]),
+        ("GPU id", [p.device_rank for p in parts]),
+        ("file order", order),
+    )
+    for source, values in candidates:
+        if unique(values):
+            for p, v in zip(parts, values, strict=True):
+                p.row = dataclasses.replace(p.row, rank=int(v or 0), rank_source=source)
+            return
+
+
+def _match_collectives(parts: list[_Partial]) -> tuple[list[CollectiveWait], np.ndarray]:
+    """Collectives present on every rank, with their waits; and the (rank × collective) waits."""
+    if len(parts) < 2:
+        return [], np.zeros((len(parts), 0))
+    common = set(parts[0].coll_key)
+    for p in parts[1:]:
+        common &= set(p.coll_key)
+    keys = [k for k in parts[0].coll_key if k in common]
+    if not keys:
+        return [], np.zeros((len(parts), 0))
+    dur = np.empty((len(parts), len(keys)))
+    for r, p in enumerate(parts):
+        where = {k: i for i, k in enumerate(p.coll_key)}
+        dur[r] = p.coll_dur[[where[k] for k in keys]]
+    waits = dur - dur.min(axis=0)
+    ranks = tuple(p.row.rank for p in parts)
+    seq = {k: i for i, k in enumerate(parts[0].coll_key)}
+    out = [
+        CollectiveWait(
+            name=k[1],
+            occurrence=k[2],
+            sequence=seq[k],
+            step=k[0],
+            last_rank=ranks[int(np.argmin(dur[:, c]))],
+            wait_us=float(waits[:, c].sum()),
+            max_wait_us=float(waits[:, c].max()),
+            ranks=ranks,
+            durations_us=tuple(float(x) for x in dur[:, c]),
+        )
+        for c, k in enumerate(keys)
+    ]
+    return out, waits
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _offset(progress: ProgressCallback, base: int, total: int) -> ProgressCallback:
+    """A per-file progress callback reporting bytes over all the files."""
+    return lambda done, _total: progress(base + done, total)
+
+
+def diagnose_ranks(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> MultiRankDiagnosis:
+    """Diagnose the ranks of one distributed job: a folder of traces or one trace per rank.
+
+    Files are read one at a time; only per-rank summaries are kept. ``progress(done, total)`` is
+    called with bytes read over all the files. Raises
+    :class:`~gpuprobe.core.errors.InputError` for a path that is missing or not a trace.
+    """
+    import dataclasses
+
+    from gpuprobe.tools.diagnose.steps import parse_step_range
+
+    t0 = time.perf_counter()
+    wanted = parse_step_range(steps) if isinstance(steps, str) else steps
+    files = find_trace_files(paths)
+    sizes = [_size(f) for f in files]
+    parts = []
+    for i, f in enumerate(files):
+        per_file = None
+        if progress is not None:
+            base, total = sum(sizes[:i]), sum(sizes)
+            per_file = _offset(progress, base, total)
+        parts.append(_read_rank(f, wanted, per_file))
+    _assign_ranks(parts)
+    parts.sort(key=lambda p: p.row.rank)
+    colls, waits = _match_collectives(parts)
+    caused = np.zeros(len(parts))
+    last = np.zeros(len(parts), dtype=np.int64)
+    if colls:
+        lasts = np.argmin(waits, axis=0)
+        np.add.at(caused, lasts, waits.sum(axis=0))
+        np.add.at(last, lasts, 1)
+    rows = [
+        dataclasses.replace(
+            p.row,
+            comm_wait_us=float(waits[r].sum()) if colls else 0.0,
+            caused_wait_us=float(caused[r]),
+            last_arrivals=int(last[r]),
+        )
+        for r, p in enumerate(parts)
+    ]
+    straggler = _straggler(rows, bool(colls))
+    findings = apply_rules(
+        RULES_RANKS, RanksContext(rows=tuple(rows), straggler=straggler, collectives=tuple(colls))
+    )
+    top = sorted(colls, key=lambda c: -c.wait_us)[:COLLECTIVES_SHOWN]
+    return MultiRankDiagnosis(
+        ranks=tuple(rows),
+        findings=tuple(worst_first(findings)),
+        collectives=tuple(top),
+        matched_collectives=len(colls),
+        straggler=straggler,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _straggler(rows: list[RankRow], matched: bool) -> int | None:
+    if len(rows) < 2:
+        return None
+    if matched and any(r.caused_wait_us > 0 for r in rows):
+        return max(rows, key=lambda r: r.caused_wait_us).rank
+    timed = [r for r in rows if r.step_median_us is not None]
+    if not timed:
+        return None
+    return max(timed, key=lambda r: r.step_median_us or 0.0).rank

@@ -1,0 +1,110 @@
+"""Helpers shared by the rule modules: per-step statistics and the common shapes of findings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.model import StepBreakdown
+
+__all__ = [
+    "CAPTURE_SKIP_FRACTION",
+    "GROUP",
+    "capture_skip",
+    "median",
+    "no_gpu",
+    "pct",
+    "per_step",
+    "rows_for",
+    "step_range",
+]
+
+GROUP = "diagnose"
+CAPTURE_SKIP_FRACTION = 0.5  # of the analysed time, or of its kernel launches, in graph capture,
+# past which GPU idle time and syncs are not judged (those launches are recorded, not run); ours
+
+
+def median(values: Sequence[float] | np.ndarray) -> float:
+    """Median (0.0 for no values)."""
+    return float(np.median(np.asarray(values, dtype=float))) if len(values) else 0.0
+
+
+def pct(x: float | None) -> float | None:
+    """A fraction as a percentage rounded to 0.1."""
+    return None if x is None else round(100.0 * x, 1)
+
+
+def rows_for(ctx: TraceContext, device: int | None) -> list[StepBreakdown]:
+    """The breakdown rows of one device (all rows when ``device`` is None)."""
+    return [b for b in ctx.breakdowns if device is None or b.device == device]
+
+
+def step_range(ctx: TraceContext) -> str:
+    """``"steps 3..7"``, ``"step 3"`` or ``"whole trace"``: what the numbers cover."""
+    nums = [s.number for s in ctx.steps if s.number is not None]
+    if not nums:
+        return "whole trace"
+    return f"step {nums[0]}" if len(nums) == 1 else f"steps {nums[0]}..{nums[-1]}"
+
+
+def per_step(ctx: TraceContext) -> str:
+    """``"per step"``, or ``"in the trace"`` when it has no ProfilerStep (one window)."""
+    return "per step" if any(s.number is not None for s in ctx.steps) else "in the trace"
+
+
+def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
+    """The finding of a GPU rule on a trace without GPU activity: a CPU-only run, or (when the
+    host launched kernels) a GPU run whose GPU side the profiler did not record."""
+    launches = int(ctx.kernel_launch_mask.sum())
+    if launches:
+        return Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the host launched {launches} kernels but the trace has no "
+            "GPU activity (kernels, copies): the profiler did not record the GPU side",
+            evidence=(Evidence("gpu_activities", 0), Evidence("kernel_launches", launches)),
+            fix="record again with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; "
+            "if kernels are still missing, CUPTI could not trace (another profiler such as "
+            "Nsight attached, or a CUPTI/driver mismatch)",
+            group=GROUP,
+        )
+    return Finding(
+        id=id,
+        status=Status.SKIPPED,
+        title=f"{what}: skipped: no GPU events in the trace",
+        evidence=(Evidence("gpu_activities", 0),),
+        fix="profile with ProfilerActivity.CUDA on a machine with a GPU to judge this",
+        group=GROUP,
+    )
+
+
+def capture_skip(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps are mostly CUDA/HIP graph capture (by time or
+    by kernel launches): the kernels launched then are recorded, not run, so the idle GPU (and
+    the syncs around each capture) say nothing of the workload's steady state."""
+    share = ctx.capture_share
+    n, launches = ctx.captured_launches
+    launch_share = n / launches if launches else 0.0
+    if max(share, launch_share) < CAPTURE_SKIP_FRACTION:
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: the profile is mostly CUDA-graph capture ({pct(share)} % "
+            f"of its time; {n} of {launches} kernel launches recorded into graphs, not run on "
+            "the GPU)",
+            evidence=(
+                Evidence("graph_capture_share", pct(share), "%"),
+                Evidence("captured_launches", n),
+                Evidence("kernel_launches", launches),
+                Evidence("threshold", pct(CAPTURE_SKIP_FRACTION), "%"),
+            ),
+            fix="profile the graph replays: start the profiler after capture and warm-up "
+            "(torch.profiler.schedule(wait=..., warmup=1, active=3) over the serving steps)",
+            group=GROUP,
+        )
+    ]

@@ -1,0 +1,276 @@
+"""GPU time: how busy the GPU was in each step, why it was idle (one cause per idle instant:
+the DataLoader, a host-device sync, host work at the step's edges, late launches, kernel
+boundaries, or nothing recorded), and whether it waited on kernel launches (E9:
+docs/experiments.md#e9).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.columns import KERNEL_WAIT_MAX_GAP_US
+from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
+from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown
+from gpuprobe.tools.diagnose.rules._common import (
+    GROUP,
+    capture_skip,
+    median,
+    no_gpu,
+    pct,
+    rows_for,
+    step_range,
+)
+from gpuprobe.tools.diagnose.rules._common import per_step as per
+
+__all__ = [
+    "CAUSE_FIX",
+    "CAUSE_TEXT",
+    "GPU_BUSY_WARN_FRACTION",
+    "LAUNCH_IDLE_WARN_FRACTION",
+    "LAUNCH_MANY_KERNELS_PER_STEP",
+    "MIN_GPU_ACTIVITIES",
+    "gpu_idle",
+    "idle_causes",
+    "launch_bound",
+]
+
+GPU_BUSY_WARN_FRACTION = 0.5  # of profiled step time; Nsight gpu_time_util and torch-tb-profiler
+LAUNCH_IDLE_WARN_FRACTION = 0.1  # of step time the GPU waits for late launches to warn; ours
+LAUNCH_MANY_KERNELS_PER_STEP = 1000  # kernels per step where CUDA graphs pay off; ours
+MIN_GPU_ACTIVITIES = 10  # GPU activities in the analysed steps below which idle time is not
+# judged (a handful of kernels in a test fixture says nothing about a workload); ours
+
+CAUSE_TEXT = {
+    "input": "while the DataLoader makes the next batch",
+    "sync": "in host-device syncs and the refill after them (.item(), synchronize, "
+    "blocking copies)",
+    "host": "before the first kernel of the step (or trace) and after its last: host work "
+    "outside the GPU's queue (preprocessing, logging, CPU-side optimizer or metrics)",
+    "launch": "waiting for the CPU to launch the next kernel",
+    "short": f"in gaps under {KERNEL_WAIT_MAX_GAP_US:.0f} µs between queued kernels",
+    "other": "with no cause recorded in the trace (no sync, DataLoader or late launch covers it)",
+}
+CAUSE_FIX = {
+    "input": "see the input-bound finding: DataLoader(num_workers>0, pin_memory=True, "
+    "persistent_workers=True)",
+    "sync": "see the sync finding: keep values on the device and read them every N steps",
+    "host": "take CPU work off the step's path: preprocessing into DataLoader workers or onto "
+    "the GPU, logging every N steps; wrap suspects in torch.profiler.record_function('name') "
+    "to see which part it is",
+    "launch": "see the launch-bound finding: larger batches, torch.compile(model), CUDA graphs",
+    "short": "fuse small kernels: torch.compile(model), or larger tensors per kernel",
+    "other": "look at the step's timeline (gpuprobe diagnose --html) for other streams, "
+    "cross-stream waits or work the profiler did not record; profile with with_stack=True",
+}
+
+
+def idle_causes(rows: list[StepBreakdown]) -> dict[str, float]:
+    """Idle µs per cause summed over ``rows``."""
+    return {c: sum(r.idle_cause_us.get(c, 0.0) for r in rows) for c in IDLE_CAUSES}
+
+
+def _too_few(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps hold too little GPU work to judge."""
+    n = int((ctx.gpu_step >= 0).sum())
+    if n >= MIN_GPU_ACTIVITIES:
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: only {n} GPU activities in the analysed steps (fewer than "
+            f"{MIN_GPU_ACTIVITIES}), too few to judge a workload",
+            evidence=(Evidence("gpu_activities", n),),
+            fix="profile a few steady-state steps of the real workload "
+            "(torch.profiler.schedule(wait=1, warmup=1, active=3))",
+            group=GROUP,
+        )
+    ]
+
+
+@rule("gpu-idle")
+def gpu_idle(ctx: TraceContext) -> list[Finding]:
+    """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
+    if not ctx.has_gpu:
+        return [no_gpu(ctx, "gpu-idle", "GPU busy time")]
+    few = _too_few(ctx, "gpu-idle", "GPU busy time") or capture_skip(
+        ctx, "gpu-idle", "GPU busy time"
+    )
+    if few:
+        return few
+    out = []
+    many = len(ctx.devices) > 1
+    for d in ctx.devices:
+        rows = rows_for(ctx, d)
+        busy = [r.gpu_busy_fraction for r in rows if r.gpu_busy_fraction is not None]
+        med = median(busy)
+        worst_row = min(rows, key=lambda r: r.gpu_busy_fraction or 0.0)
+        causes = idle_causes(rows)
+        idle_total = sum(causes.values())
+        share = {c: (v / idle_total if idle_total > 0 else 0.0) for c, v in causes.items()}
+        evidence = [
+            Evidence("gpu_busy_median", pct(med), "%"),
+            Evidence("gpu_busy_worst_step", pct(worst_row.gpu_busy_fraction), "%"),
+            Evidence(
+                "idle_per_step_median", round(median([r.idle_us or 0.0 for r in rows]), 1), "µs"
+            ),
+        ]
+        evidence += [Evidence(f"idle_{c}", pct(share[c]), "%") for c in IDLE_CAUSES]
+        evidence.append(Evidence("threshold_busy", pct(GPU_BUSY_WARN_FRACTION), "%"))
+        details = tuple(
+            f"{r.label}: busy {pct(r.gpu_busy_fraction)} % of {r.duration_us:.0f} µs; idle "
+            f"{r.idle_us or 0.0:.0f} µs ("
+            + ", ".join(
+                f"{c} {r.idle_cause_us.get(c, 0.0):.0f}"
+                for c in IDLE_CAUSES
+                if r.idle_cause_us.get(c, 0.0) >= 0.5
+            )
+            + ")"
+            for r in rows
+        )
+        top = max(IDLE_CAUSES, key=lambda c: causes[c])
+        if med >= GPU_BUSY_WARN_FRACTION:
+            status, fix = Status.OK, ""
+            title = f"GPU busy {pct(med)} % of step time ({step_range(ctx)})"
+        else:
+            status = Status.WARN
+            title = (
+                f"GPU idle {pct(1 - med)} % of step time; {pct(share[top])} % of that idle "
+                f"time {CAUSE_TEXT[top]}"
+            )
+            fix = CAUSE_FIX[top]
+        out.append(
+            Finding(
+                id="gpu-idle",
+                status=status,
+                title=title,
+                evidence=tuple(evidence),
+                fix=fix,
+                group=GROUP,
+                subject=f"GPU {d}" if many else "",
+                details=details,
+            )
+        )
+    return out
+
+
+@rule("launch-bound")
+def launch_bound(ctx: TraceContext) -> list[Finding]:
+    """The GPU waits for the CPU to queue the next kernel (late launches, HTA's host wait between
+    kernels) for a worthwhile share of the step; with the median kernel shorter than its own
+    launch call (HTA's "short kernel") the launches themselves are the cost (E9). A CUDA/HIP graph
+    replay is one launch for all its kernels."""
+    if not ctx.has_gpu:
+        return [no_gpu(ctx, "launch-bound", "Kernel launch overhead")]
+    few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
+        ctx, "launch-bound", "Kernel launch overhead"
+    )
+    if few:
+        return few
+    rows = [r for r in ctx.breakdowns if r.kernels]
+    if not rows:
+        return [
+            Finding(
+                id="launch-bound",
+                status=Status.SKIPPED,
+                title="Kernel launch overhead: skipped: no kernels in the profiled steps",
+                group=GROUP,
+            )
+        ]
+    n = len(ctx.steps)
+    per_step = median([r.kernels for r in rows])
+    k_us = median([r.median_kernel_us for r in rows if r.median_kernel_us is not None])
+    launch = [r.median_launch_us for r in rows if r.median_launch_us is not None]
+    l_us = median(launch) if launch else None
+    graph_k = ctx.graph_kernel_mask & (ctx.gpu_step >= 0) & (ctx.gpu_kind == GPU_KIND_KERNEL)
+    graph_calls = np.unique(ctx.gpu_rt[graph_k])
+    graphs_per_step = graph_calls.size / max(n, 1)
+    dur = sum(r.duration_us for r in rows)
+    late = idle_causes(rows)["launch"]
+    late_share = late / dur if dur > 0 else 0.0
+    evidence = (
+        Evidence("kernels_per_step", per_step),
+        Evidence("median_kernel", round(k_us, 2), "µs"),
+        Evidence("median_launch", None if l_us is None else round(l_us, 2), "µs"),
+        Evidence("gpu_waits_for_launch", pct(late_share), "%"),
+        Evidence("graph_launches_per_step", round(graphs_per_step, 1)),
+        Evidence("threshold", pct(LAUNCH_IDLE_WARN_FRACTION), "%"),
+    )
+    details = tuple(
+        f"{r.label}: {r.kernels} kernels, median kernel {r.median_kernel_us or 0:.1f} µs, "
+        f"median launch {r.median_launch_us or 0:.1f} µs, GPU waiting for launches "
+        f"{r.idle_cause_us.get('launch', 0.0):.0f} µs"
+        for r in rows
+    )
+    if l_us is None and not graph_calls.size:
+        return [
+            Finding(
+                id="launch-bound",
+                status=Status.SKIPPED,
+                title="Kernel launch overhead: skipped: kernels without launch calls "
+                "(no cuda_runtime events with correlation ids)",
+                evidence=evidence,
+                group=GROUP,
+            )
+        ]
+    short = l_us is not None and k_us < l_us
+    if late_share >= LAUNCH_IDLE_WARN_FRACTION:
+        if graph_calls.size:
+            fix = (
+                f"the step already replays CUDA graphs ({graphs_per_step:.0f} per step): capture "
+                "the rest of the step in them (torch.compile(mode='reduce-overhead') over the "
+                "whole step), or give each kernel more work (a larger batch)"
+            )
+        else:
+            fix = (
+                "give each kernel more work (a larger batch); fuse ops with torch.compile(model); "
+                "capture the step in a CUDA graph (torch.compile(mode='reduce-overhead'))"
+            )
+            if per_step >= LAUNCH_MANY_KERNELS_PER_STEP:
+                fix += f"; {per_step:.0f} kernels {per(ctx)} is where CUDA graphs help most"
+        if short:
+            title = (
+                f"Launch-bound: the GPU waits for launches {pct(late_share)} % of the step; the "
+                f"median kernel ({k_us:.1f} µs) is shorter than its launch ({l_us:.1f} µs)"
+            )
+        else:
+            title = (
+                f"The GPU waits {pct(late_share)} % of the step for the CPU to queue the next "
+                f"kernel (Python and framework overhead between ops; {per_step:.0f} kernels "
+                f"{per(ctx)})"
+            )
+        busy = median([r.gpu_busy_fraction for r in rows if r.gpu_busy_fraction is not None])
+        # the GPU is busy most of the step already: worth knowing, not the bottleneck
+        status = Status.WARN if busy < GPU_BUSY_WARN_FRACTION else Status.INFO
+        if status is Status.INFO:
+            title = title.replace("Launch-bound: the GPU", "The GPU", 1) + (
+                f", though it is busy {pct(busy)} % of the step"
+            )
+    elif short:
+        status, fix = Status.INFO, ""
+        title = (
+            f"Median kernel ({k_us:.1f} µs) is shorter than its launch ({l_us:.1f} µs), but "
+            f"the GPU waited for launches only {pct(late_share)} % of the step"
+        )
+    else:
+        status, fix = Status.OK, ""
+        if l_us is None:
+            title = (
+                f"Kernels come from graph replays; the GPU waited for launches {pct(late_share)} %"
+            )
+        else:
+            title = f"Kernels outlast their launches (median {k_us:.1f} µs vs {l_us:.1f} µs)"
+    return [
+        Finding(
+            id="launch-bound",
+            status=status,
+            title=title,
+            evidence=evidence,
+            fix=fix,
+            group=GROUP,
+            details=details,
+        )
+    ]

@@ -1,0 +1,167 @@
+"""Python loops: one small op repeated many times per step from the same place in the user's own
+code, where a single indexed (vectorised) op would do (E10 in docs/experiments.md#e10: 80-class
+segmentation map to 80 bit masks). The place is the first frame outside site-packages, the
+standard library and torch; ops reached through a module call are the layers of a model, called
+once per layer, not a loop. So are the ops of a module's own ``forward`` that looks like the
+user's code because the profiler writes library paths relative to ``sys.path``
+(``transformers/models/...``): those count per call of that forward, not per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.rules._common import GROUP, step_range
+from gpuprobe.tools.diagnose.rules._common import per_step as per
+
+__all__ = ["PYTHON_LOOP_MAX_OP_US", "PYTHON_LOOP_MIN_REPEATS", "python_loops"]
+
+PYTHON_LOOP_MIN_REPEATS = 100  # calls of one op per step from one frame; ours (gpuprobe issue)
+PYTHON_LOOP_MAX_OP_US = 100.0  # µs, median host time of the repeated op: "small"; ours
+_SHOW = 3  # how many (frame, op) pairs to name
+
+
+def _in_dataloader(ctx: TraceContext) -> np.ndarray:
+    """cpu_ops inside a DataLoader ``__next__`` (per-sample transforms: the input rule's case)."""
+    starts, ends = ctx.dataloader_intervals
+    if starts.size == 0:
+        return np.zeros(ctx.op_ts.size, dtype=bool)
+    k = np.searchsorted(starts, ctx.op_ts, side="right") - 1
+    kk = np.maximum(k, 0)
+    return (k >= 0) & (ctx.op_ts <= ends[kk])
+
+
+def _runs(ctx: TraceContext, sel: np.ndarray) -> np.ndarray:
+    """For the top-level ops ``sel`` (in time order per thread), the length of the run of the
+    same op name, back to back, that each belongs to."""
+    out = np.ones(sel.size, dtype=np.int64)
+    for tid in np.unique(ctx.op_tid[sel]):
+        pos = np.nonzero(ctx.op_tid[sel] == tid)[0]
+        pos = pos[np.argsort(ctx.op_ts[sel[pos]], kind="stable")]
+        name = ctx.op_name[sel[pos]]
+        cut = np.flatnonzero(np.diff(name)) + 1
+        bounds = np.concatenate([[0], cut, [name.size]])
+        lengths = np.diff(bounds)
+        out[pos] = np.repeat(lengths, lengths)
+    return out
+
+
+def _skipped(title: str) -> list[Finding]:
+    return [Finding(id="python-loop", status=Status.SKIPPED, title=title, group=GROUP)]
+
+
+@rule("python-loop")
+def python_loops(ctx: TraceContext) -> list[Finding]:
+    """Top-level ops grouped by (step, user frame, op name); a group of ≥ 100 small calls in the
+    median step is a Python loop over tensor elements. Without a stack, only back-to-back runs
+    of one op (≥ 100 in a row) are reported, as a likely loop."""
+    n = len(ctx.steps)
+    base = ctx.op_top & (ctx.op_step >= 0) & ~_in_dataloader(ctx)
+    if not base.any() or n == 0:
+        return _skipped("Python loops: skipped: no CPU ops in the profiled steps")
+    inner, user, under = ctx.op_frames
+    stack = ctx.has_stack
+    if stack:
+        sel = np.nonzero(base & (user >= 0) & ~under)[0]
+        key = user[sel]
+    else:
+        sel = np.nonzero(base)[0]
+        sel = sel[_runs(ctx, sel) >= PYTHON_LOOP_MIN_REPEATS]
+        key = np.zeros(sel.size, dtype=np.int64)
+    # (frame, op) -> [repeats per step, durations, inner frames]; an op in a module's forward
+    # is counted per call of that forward (per layer), the others per step
+    loops: dict[tuple[int, int], list] = {}
+    if sel.size:
+        name = ctx.op_name[sel]
+        step = ctx.op_step[sel]
+        layer = ctx.op_layer_call[sel]
+        groups, inverse = np.unique(
+            np.stack([layer, key, name], axis=1), axis=0, return_inverse=True
+        )
+        inverse = inverse.reshape(-1)
+        counts = np.zeros((groups.shape[0], n), dtype=np.int64)
+        np.add.at(counts, (inverse, step), 1)
+        per_step = np.median(counts, axis=1)
+        for p in np.nonzero(per_step >= PYTHON_LOOP_MIN_REPEATS)[0]:
+            mine = inverse == p
+            got = loops.setdefault((int(groups[p, 1]), int(groups[p, 2])), [0.0, [], set()])
+            got[0] = max(got[0], float(per_step[p]))
+            got[1].append(ctx.op_dur[sel][mine])
+            got[2] |= {int(i) for i in inner[sel][mine].tolist() if i >= 0}
+    found = []
+    for (f, op_id), (count, dur_parts, inner_ids) in loops.items():
+        durs = np.concatenate(dur_parts)
+        med_us = float(np.median(durs))
+        if med_us > PYTHON_LOOP_MAX_OP_US:
+            continue
+        where = ctx.names[f] if stack and f >= 0 else "(no with_stack: frame unknown)"
+        inner_names = {ctx.names[i] for i in inner_ids}
+        found.append((count, ctx.names[op_id], where, med_us, float(durs.sum()) / n, inner_names))
+    found.sort(key=lambda x: -x[0])
+    if not found:
+        how = (
+            "from one place in your code"
+            if stack
+            else "back to back (no with_stack: layers and loops look alike, so only runs count)"
+        )
+        return [
+            Finding(
+                id="python-loop",
+                status=Status.OK,
+                title=f"No op repeated ≥ {PYTHON_LOOP_MIN_REPEATS} times per step {how} "
+                f"({step_range(ctx)})",
+                evidence=(
+                    Evidence("threshold_repeats", PYTHON_LOOP_MIN_REPEATS),
+                    Evidence("with_stack", stack),
+                ),
+                group=GROUP,
+            )
+        ]
+    top = found[0]
+    in_torch = bool(top[5]) and all(P.LIBRARY_FRAME.matches(w) for w in top[5])
+    fix = (
+        "replace the loop with one indexed op: e.g. masks = (seg[None] == "
+        "torch.arange(80, device=seg.device)[:, None, None]) instead of a loop over classes; "
+        "x[idx] instead of [x[i] for i in idx]; torch.where / scatter / gather for per-element "
+        "updates"
+    )
+    if in_torch:
+        fix = (
+            f"the loop runs inside torch ({sorted(top[5])[0]}): use its multi-tensor path, e.g. "
+            "torch.optim.AdamW(params, foreach=True) or fused=True on CUDA; otherwise " + fix
+        )
+    if not stack:
+        fix = "profile with with_stack=True to see the Python line; if it is a loop: " + fix
+    evidence = (
+        Evidence("repeats_per_step", top[0]),
+        Evidence("op", top[1]),
+        Evidence("frame", top[2]),
+        Evidence("median_op", round(top[3], 2), "µs"),
+        Evidence("loop_ops_time_per_step", round(sum(x[4] for x in found), 1), "µs"),
+        Evidence("threshold_repeats", PYTHON_LOOP_MIN_REPEATS),
+    )
+    details = tuple(
+        f"{op} ×{cnt:.0f} per step from {where} (median {med:.1f} µs)"
+        + (f", inside {sorted(inn)[0]}" if inn and sorted(inn)[0] != where else "")
+        for cnt, op, where, med, _, inn in found[:_SHOW]
+    )
+    title = (
+        f"Python loop: {top[1]} runs {top[0]:.0f} times {per(ctx)} from {top[2]}"
+        if stack
+        else f"Likely Python loop: {top[1]} runs {top[0]:.0f} times {per(ctx)} back to back"
+    )
+    return [
+        Finding(
+            id="python-loop",
+            status=Status.WARN if stack else Status.INFO,
+            title=title,
+            evidence=evidence,
+            fix=fix,
+            group=GROUP,
+            details=details,
+        )
+    ]

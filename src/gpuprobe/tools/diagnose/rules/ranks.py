@@ -1,0 +1,213 @@
+"""The rules that judge the ranks of one distributed job
+(:func:`~gpuprobe.tools.diagnose.ranks.diagnose_ranks`): the **straggler**, the rank the others
+wait for inside the collectives, and the **exposed communication**, what is not overlapped with
+compute. Each rule judges a :class:`RanksContext`; the judge is ``apply_rules(RULES_RANKS, ctx)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import Rule, rule
+from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, RankRow
+
+__all__ = [
+    "EXPOSED_COMM_WARN_FRACTION",
+    "RULES_RANKS",
+    "STRAGGLER_WAIT_WARN_FRACTION",
+    "RanksContext",
+    "exposed_communication",
+    "straggler",
+]
+
+STRAGGLER_WAIT_WARN_FRACTION = 0.05  # of the median step time: the other ranks' mean wait per
+# step for the straggler worth a look; gpuprobe's choice (HTA's straggler analysis only ranks)
+EXPOSED_COMM_WARN_FRACTION = 0.10  # of the median step time: communication not overlapped with
+# compute and not waiting for a late rank; gpuprobe's choice (a tenth of the step is worth it)
+GROUP = "ranks"  # the findings' group
+
+
+@dataclass(frozen=True)
+class RanksContext:
+    """What the ranks' rules judge: each rank's row (sorted by rank, with its waits), the
+    straggler (None: fewer than two ranks, or none timed) and the collectives matched on every
+    rank (empty: none is common to all)."""
+
+    rows: tuple[RankRow, ...]
+    straggler: int | None = None
+    collectives: tuple[CollectiveWait, ...] = ()
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values)) if values else 0.0
+
+
+@rule("straggler")
+def straggler(ctx: RanksContext) -> list[Finding]:
+    """``straggler``: the rank the others wait for at the collectives, how long, and which part
+    of its step is longer (GPU compute, host side, a late start); skipped with fewer than two
+    ranks."""
+    return [_straggler_finding(list(ctx.rows), ctx.straggler, list(ctx.collectives))]
+
+
+def _straggler_finding(
+    rows: list[RankRow], straggler: int | None, colls: list[CollectiveWait]
+) -> Finding:
+    fid, group = "straggler", GROUP
+    if straggler is None:
+        return Finding(
+            fid,
+            Status.SKIPPED,
+            "skipped: needs the traces of at least two ranks",
+            group=group,
+        )
+    s = next(r for r in rows if r.rank == straggler)
+    others = [r for r in rows if r.rank != straggler]
+    step_med = _median([r.step_median_us for r in rows if r.step_median_us is not None])
+    if not colls:
+        return Finding(
+            fid,
+            Status.INFO,
+            f"rank {straggler} has the slowest steps; no collective kernel is common to all ranks, "
+            "so no rank waits for another on the GPU",
+            evidence=(
+                Evidence("step_median", s.step_median_us, "µs"),
+                Evidence("step_median_all_ranks", step_med, "µs"),
+            ),
+            group=group,
+        )
+    # what the others lose per step, and which part of the straggler's own step is longer
+    wait_per_step = s.per_step(s.caused_wait_us) / max(len(others), 1)
+    med = {
+        "compute": _median([r.per_step(r.compute_us) for r in others]),
+        "host": _median([r.per_step(r.gpu_idle_in_steps_us) for r in others]),
+        "wait": _median([r.per_step(r.comm_wait_us) for r in others]),
+    }
+    delta = {
+        "compute": s.per_step(s.compute_us) - med["compute"],
+        "host": s.per_step(s.gpu_idle_in_steps_us) - med["host"],
+    }
+    starts = [r.first_step_start_us for r in others if r.first_step_start_us is not None]
+    late_start = (
+        s.first_step_start_us - _median(starts)
+        if s.first_step_start_us is not None and starts
+        else None
+    )
+    mine = [c for c in colls if c.last_rank == straggler] or colls
+    worst_coll = max(mine, key=lambda c: c.wait_us)
+    candidates = {k: v for k, v in delta.items() if v > 0}
+    if late_start is not None and late_start > 0:
+        candidates["late start"] = late_start
+    part = max(candidates, key=lambda k: candidates[k]) if candidates else "none"
+    fixes = {
+        "compute": f"rank {straggler} runs more GPU compute per step than the others: balance "
+        "the work (sharding plan, uneven batches or sequence lengths, embedding tables per rank)",
+        "host": f"rank {straggler}'s GPU idles longer per step: profile its host side "
+        "(DataLoader workers, CPU contention, pinned memory, syncs) with gpuprobe diagnose "
+        "on its trace",
+        "late start": f"rank {straggler} starts its steps late, so the delay is before the "
+        "profiled step (data loading or the previous step): profile more steps "
+        "(schedule active≥3) and diagnose its trace",
+        "none": f"rank {straggler} arrives last at the collectives; profile more steps "
+        "to see where it loses the time",
+    }
+    status = (
+        Status.WARN
+        if step_med > 0 and wait_per_step >= STRAGGLER_WAIT_WARN_FRACTION * step_med
+        else Status.INFO
+    )
+    where = f"{worst_coll.name} #{worst_coll.occurrence}" + (
+        f" of step {worst_coll.step}" if worst_coll.step is not None else ""
+    )
+    evidence = [
+        Evidence("others_wait_per_step", wait_per_step, "µs"),
+        Evidence("step_median", step_med, "µs"),
+        Evidence("last_at", f"{s.last_arrivals}/{len(colls)} collectives"),
+        Evidence("worst_collective_wait", worst_coll.wait_us, "µs"),
+        Evidence("compute_vs_median", delta["compute"], "µs/step"),
+        Evidence("gpu_idle_vs_median", delta["host"], "µs/step"),
+        Evidence("own_wait_per_step", s.per_step(s.comm_wait_us), "µs"),
+        Evidence("others_median_wait_per_step", med["wait"], "µs"),
+    ]
+    if late_start is not None:
+        evidence.append(Evidence("step_start_vs_median", late_start, "µs"))
+    part_text = {
+        "compute": f"its GPU compute is {delta['compute']:,.0f} µs/step longer",
+        "host": f"its GPU idles {delta['host']:,.0f} µs/step longer (host side)",
+        "late start": f"it starts the step {late_start or 0:,.0f} µs after the median rank",
+        "none": "no part of its step is longer than the median rank's",
+    }[part]
+    return Finding(
+        fid,
+        status,
+        f"rank {straggler} is the straggler: the other ranks wait {wait_per_step:,.0f} µs per "
+        f"step for it, most in {where}; {part_text}",
+        evidence=tuple(evidence),
+        fix=fixes[part],
+        group=group,
+        subject=f"rank {straggler}",
+    )
+
+
+@rule("exposed-communication")
+def exposed_communication(ctx: RanksContext) -> list[Finding]:
+    """``exposed-communication``: communication not overlapped with compute per step (median
+    rank), less the waits for late ranks; skipped without NCCL/RCCL kernels."""
+    return [_exposed_finding(list(ctx.rows))]
+
+
+def _exposed_finding(rows: list[RankRow]) -> Finding:
+    fid, group = "exposed-communication", GROUP
+    with_comm = [r for r in rows if r.comm_us > 0]
+    if not with_comm:
+        return Finding(
+            fid,
+            Status.SKIPPED,
+            "skipped: no NCCL/RCCL communication kernels in the traces",
+            group=group,
+        )
+    step_med = _median([r.step_median_us for r in rows if r.step_median_us is not None])
+    # exposed = communication not overlapped with compute (HTA); the part of it that is not
+    # waiting for a late rank is at most the communication's own time (comm − wait)
+    exposed = _median([r.per_step(r.exposed_comm_us) for r in with_comm])
+    transfer = _median(
+        [r.per_step(min(r.exposed_comm_us, r.comm_us - r.comm_wait_us)) for r in with_comm]
+    )
+    comm = _median([r.per_step(r.comm_us) for r in with_comm])
+    overlap = _median([r.overlap_fraction for r in with_comm if r.overlap_fraction is not None])
+    wait = _median([r.per_step(r.comm_wait_us) for r in with_comm])
+    frac = transfer / step_med if step_med > 0 else 0.0
+    status = Status.WARN if frac >= EXPOSED_COMM_WARN_FRACTION else Status.OK
+    waiting = f"; {wait:,.0f} µs of it is waiting for late ranks (straggler)" if wait > 0 else ""
+    title = (
+        f"{transfer:,.0f} µs per step of communication is not overlapped with compute "
+        f"({100 * frac:.1f} % of the step, median rank), not counting waits for late ranks"
+        if status is Status.WARN
+        else f"communication exposed: {exposed:,.0f} µs per step (median rank){waiting}; "
+        f"the transfers themselves expose {transfer:,.0f} µs ({100 * frac:.1f} % of the step)"
+    )
+    return Finding(
+        fid,
+        status,
+        title,
+        evidence=(
+            Evidence("comm_per_step", comm, "µs"),
+            Evidence("comm_overlapped", 100 * overlap, "%"),
+            Evidence("exposed_per_step", exposed, "µs"),
+            Evidence("waiting_per_step", wait, "µs"),
+            Evidence("exposed_transfer_per_step", transfer, "µs"),
+            Evidence("step_median", step_med, "µs"),
+        ),
+        fix="overlap collectives with compute: DDP(bucket_cap_mb=…, gradient_as_bucket_view=True), "
+        "FSDP(backward_prefetch=BackwardPrefetch.BACKWARD_PRE, forward_prefetch=True), torchrec "
+        "TrainPipelineSparseDist; or communicate less (fp16/bf16 gradient compression hook)",
+        group=group,
+    )
+
+
+# In the order the diagnosis lists them before sorting worst first: who is slow, then what the
+# communication exposes.
+RULES_RANKS: tuple[Rule, ...] = (straggler, exposed_communication)

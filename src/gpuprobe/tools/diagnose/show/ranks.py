@@ -1,0 +1,413 @@
+"""Show the multi-rank diagnosis, the kernel breakdown with launch statistics, and the kernel diff
+in the terminal through rich. Tables fit 80 columns; numbers fold onto the next line rather than
+being cut (piped output included), and only kernel names are shortened."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from typing import Any
+
+from gpuprobe.core import render
+from gpuprobe.core.findings import Status, worst_first
+from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
+from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+from gpuprobe.ui.style import STATUS_STYLE
+
+__all__ = [
+    "KERNEL_NAME_CHARS",
+    "TEXT_WIDTH",
+    "print_kernel_diff",
+    "print_kernels",
+    "print_ranks",
+    "render_kernel_diff_text",
+    "render_kernels_text",
+    "render_ranks_text",
+    "short_kernel_name",
+]
+
+TEXT_WIDTH = 80  # columns of the plain-text rendering (str(), pipes); a terminal's own is used live
+KERNEL_NAME_CHARS = 44  # characters of a kernel name shown in tables; the rest is elided
+
+# (pattern, replacement) applied in order to make a kernel name short and still telling: ATen's
+# element-wise and reduce wrappers hide the functor that says what the kernel does.
+_SHORTEN: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^void "), ""),
+    (re.compile(r"at::native::|\(anonymous namespace\)::|at::detail::|at::cuda::"), ""),
+    (
+        re.compile(r"(vectorized_|unrolled_)?elementwise_kernel<(\d+, )*(gpu_kernel_impl\w*<)?"),
+        "elementwise<",
+    ),
+    (re.compile(r"reduce_kernel<\d+, \d+, ReduceOp<"), "reduce<"),
+    (re.compile(r"\((at::)?TensorIteratorBase&\)"), ""),
+    (re.compile(r"::\{lambda\(\)#\d+\}|::operator\(\)\(\) const"), ""),
+)
+
+
+def short_kernel_name(name: str, width: int = KERNEL_NAME_CHARS) -> str:
+    """A kernel name for a table: without ``void``, ``at::native::`` and ATen's wrapper templates
+    (the functor stays), at most ``width`` characters."""
+    s = name
+    for rx, repl in _SHORTEN:
+        s = rx.sub(repl, s)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _num(v: float | None, digits: int = 0) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}"
+
+
+def _pct(v: float | None, digits: int = 1) -> str:
+    return "n/a" if v is None else f"{100 * v:.{digits}f}"
+
+
+def _console(console: object | None) -> Any:
+    from rich.console import Console
+
+    return console if isinstance(console, Console) else Console()
+
+
+def _table(title: str | None = None) -> Any:
+    from gpuprobe.tools.diagnose.show.text import plain_table
+
+    return plain_table(title)
+
+
+def _num_col(t: Any, name: str) -> None:
+    t.add_column(name, justify="right", overflow="fold")
+
+
+def _numbers_table(title: str, first: str, numbers: tuple[str, ...]) -> Any:
+    """A table with one text column and right-aligned, folding number columns."""
+    t = _table(title)
+    t.add_column(first)
+    for name in numbers:
+        _num_col(t, name)
+    return t
+
+
+def _name_col(t: Any, name: str) -> None:
+    """A column of names: cut with an ellipsis when the numbers need the room (never a number)."""
+    t.add_column(name, overflow="ellipsis", no_wrap=True)
+
+
+def _findings(con: Any, findings: Any) -> None:
+    from rich.text import Text
+
+    for f in worst_first(findings):
+        style = STATUS_STYLE[f.status]
+        subject = f" [{f.subject}]" if f.subject else ""
+        con.print(
+            Text.assemble(
+                (f"{f.status.value.upper():>7} ", style), (f.id, "bold"), subject, "  ", f.title
+            )
+        )
+        if f.status is Status.SKIPPED:
+            continue
+        if f.evidence:
+            con.print(Text("        " + "  ".join(str(e) for e in f.evidence), style="dim"))
+        if f.fix and f.status in (Status.WARN, Status.FAIL, Status.INFO):
+            con.print(Text.assemble(("        fix: ", "bold"), f.fix))
+
+
+def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
+    """Print the multi-rank diagnosis: findings, the per-rank table, the collectives waited on."""
+    from rich.text import Text
+
+    con = _console(console)
+    sources = sorted({r.rank_source for r in d.ranks})
+    con.print(
+        Text.assemble(
+            ("gpuprobe diagnose ", "bold"),
+            f"{len(d.ranks)} ranks (rank from {', '.join(sources) or 'n/a'}), "
+            f"{d.matched_collectives} collectives matched across ranks",
+        )
+    )
+    con.print()
+    _findings(con, d.findings)
+    con.print()
+    t = _table("Per rank (µs per step; % of the rank's GPU time or communication)")
+    t.add_column("rank", overflow="fold")
+    for c in ("step", "busy%", "comp", "comm", "ovl%", "expos", "wait", "last"):
+        _num_col(t, c)
+    for r in d.ranks:
+        mark = " *" if r.rank == d.straggler else ""
+        t.add_row(
+            f"{r.rank}{mark}",
+            _num(r.step_median_us),
+            _pct(r.gpu_busy_fraction, 2),
+            _num(r.per_step(r.compute_us)),
+            _num(r.per_step(r.comm_us)),
+            _pct(r.overlap_fraction, 2),
+            _num(r.per_step(r.exposed_comm_us)),
+            _num(r.per_step(r.comm_wait_us)),
+            str(r.last_arrivals),
+        )
+    con.print(t)
+    con.print(
+        Text(
+            "step: median step; busy%: GPU busy over its span (HTA temporal breakdown); comp/comm:"
+            " compute and NCCL kernel time (unions); ovl%: share of comm overlapped with compute "
+            "(HTA get_comm_comp_overlap); expos: comm not overlapped; wait: time in collectives "
+            "waiting for later ranks; last: collectives this rank reached last; * straggler",
+            style="dim",
+        )
+    )
+    _rank_kernels(con, d)
+    if d.collectives:
+        con.print()
+        c = _table("Collectives the other ranks wait on (µs)")
+        _name_col(c, "collective")
+        c.add_column("#", justify="right")
+        c.add_column("step", justify="right")
+        c.add_column("last", justify="right")
+        _num_col(c, "wait")
+        _num_col(c, "max")
+        for w in d.collectives:
+            c.add_row(
+                short_kernel_name(w.name, 44),
+                str(w.occurrence),
+                "n/a" if w.step is None else str(w.step),
+                str(w.last_rank),
+                _num(w.wait_us),
+                _num(w.max_wait_us),
+            )
+        con.print(c)
+        con.print(
+            Text(
+                "#: occurrence of that kernel in the step on every rank; last: the rank that arrived last "
+                "(shortest kernel); wait: the other ranks' summed wait; max: the longest one",
+                style="dim",
+            )
+        )
+    con.print(f"[dim]read and analysed {len(d.ranks)} traces in {d.seconds:.2f} s[/dim]")
+
+
+_FAMILY_ABBREV = {
+    "GEMM": "gemm",
+    "convolution": "conv",
+    "attention": "attn",
+    "elementwise": "elem",
+    "reduction": "red",
+    "communication": "comm",
+    "memcpy/memset": "mem",
+    "other": "other",
+}
+
+
+def _rank_kernels(con: Any, d: MultiRankDiagnosis) -> None:
+    """Kernel families (% of each rank's GPU time) and launch delay per rank."""
+    from rich.text import Text
+
+    present = [f for f in FAMILIES if any(x.family == f for r in d.ranks for x in r.families)]
+    if not present:
+        return
+    con.print()
+    t = _numbers_table(
+        "Kernels per rank (% of GPU time), launch delay (µs)",
+        "rank",
+        (*(_FAMILY_ABBREV[f] for f in present), "delay", "p99"),
+    )
+    for r in d.ranks:
+        share = {x.family: x.share for x in r.families}
+        ls = r.launches
+        t.add_row(
+            str(r.rank),
+            *(_pct(share.get(f, 0.0)) for f in present),
+            _num(ls.delay_us.median if ls else None, 1),
+            _num(ls.delay_us.p99 if ls else None),
+        )
+    con.print(t)
+    con.print(
+        Text(
+            "delay: median launch delay (GPU start − end of the launch call, HTA); p99: its "
+            "99th percentile; gpuprobe diagnose --kernels TRACE shows one rank in full",
+            style="dim",
+        )
+    )
+
+
+def _dist_row(t: Any, name: str, dist: Distribution) -> None:
+    t.add_row(
+        name,
+        str(dist.n),
+        _num(dist.median, 1),
+        _num(dist.p90, 1),
+        _num(dist.p99, 1),
+        _num(dist.max, 1),
+    )
+
+
+def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
+    """Print the kernel families, the top kernels and the launch statistics."""
+    from rich.text import Text
+
+    con = _console(console)
+    who = f" (rank {kb.rank})" if kb.rank is not None else ""
+    con.print(
+        Text.assemble(
+            ("gpuprobe diagnose --kernels ", "bold"),
+            f"{kb.path}{who}: {kb.total_us:,.0f} µs of GPU activity in the steps analysed",
+        )
+    )
+    if not kb.families:
+        con.print(Text("no GPU activity in the steps analysed (a CPU-only trace?)", style="dim"))
+        return
+    f = _numbers_table("GPU time by kernel family", "family", ("count", "µs", "%"))
+    for fam in kb.families:
+        f.add_row(fam.family, f"{fam.count:,}", _num(fam.total_us), _pct(fam.share))
+    con.print(f)
+    if kb.top:
+        t = _table(f"Top {len(kb.top)} kernels by GPU time")
+        _name_col(t, "kernel")
+        t.add_column("family", no_wrap=True, min_width=13)
+        _num_col(t, "n")
+        _num_col(t, "µs")
+        _num_col(t, "mean")
+        _num_col(t, "%")
+        for k in kb.top:
+            t.add_row(
+                short_kernel_name(k.name, 30),
+                k.family,
+                f"{k.count:,}",
+                _num(k.total_us),
+                _num(k.mean_us, 1),
+                _pct(k.share),
+            )
+        con.print(t)
+    steps = [s for s in kb.steps]
+    if len(steps) > 1:
+        fams = [f.family for f in kb.families]
+        s = _table("Per step (% of the step's GPU time)")
+        s.add_column("step")
+        s.add_column("GPU", justify="right")
+        for name in fams:
+            _num_col(s, _FAMILY_ABBREV[name])
+        for st in steps:
+            share = {x.family: x.share for x in st.families}
+            s.add_row(st.label, str(st.device), *[_pct(share.get(n, 0.0), 0) for n in fams])
+        con.print(s)
+    ls = kb.launches
+    if ls is None or ls.launches == 0:
+        con.print(Text("no kernel launches matched to GPU work (no runtime events)", style="dim"))
+        return
+    graphs = f", {ls.graph_launches:,} graph replays" if ls.graph_launches else ""
+    d = _numbers_table(
+        f"Launches: {ls.launches:,} calls, {ls.gpu_activities:,} GPU activities{graphs}",
+        "µs",
+        ("n", "median", "p90", "p99", "max"),
+    )
+    _dist_row(d, "launch call (CPU)", ls.cpu_us)
+    _dist_row(d, "GPU duration", ls.gpu_us)
+    _dist_row(d, "launch delay", ls.delay_us)
+    con.print(d)
+    con.print(
+        f"short kernels (GPU shorter than its launch call ≤ {ls.runtime_cutoff_us:.0f} µs): "
+        f"{ls.short_kernels:,} of {ls.launches:,}; launch calls over "
+        f"{ls.runtime_cutoff_us:.0f} µs: {ls.runtime_outliers:,}; launch delay over "
+        f"{ls.launch_delay_cutoff_us:.0f} µs: {ls.launch_delay_outliers:,}"
+    )
+    if ls.outliers:
+        o = _table("Outliers, worst first")
+        o.add_column("kind")
+        _name_col(o, "kernel")
+        o.add_column("step", justify="right")
+        _num_col(o, "µs")
+        for x in ls.outliers:
+            graph = f"graph of {x.graph_kernels}: " if x.graph_kernels else ""
+            o.add_row(
+                x.kind,
+                graph + short_kernel_name(x.kernel, 40 - len(graph)),
+                "n/a" if x.step is None else str(x.step),
+                _num(x.value_us, 1),
+            )
+        con.print(o)
+
+
+def print_kernel_diff(kd: KernelDiff, console: object | None = None, rows: int = 15) -> None:
+    """Print the kernel diff: family totals, then the kernels with the largest change."""
+    from rich.text import Text
+
+    con = _console(console)
+    con.print(
+        Text.assemble(
+            ("kernels ", "bold"),
+            f"{kd.before_path} ({_steps(kd.steps_before)}) → {kd.after_path} "
+            f"({_steps(kd.steps_after)}): {kd.new} new, {kd.gone} gone, {kd.faster} faster, "
+            f"{kd.slower} slower, {kd.same} same (±{100 * kd.change_fraction:.0f} % mean)",
+        )
+    )
+    f = _numbers_table("GPU time per step by family (µs)", "family", ("before", "after", "change"))
+    for fam in kd.families:
+        f.add_row(
+            fam.family,
+            _num(fam.before_us),
+            _num(fam.after_us),
+            f"{fam.after_us - fam.before_us:+,.0f}",
+        )
+    f.add_row(
+        "all",
+        _num(kd.total_before_us),
+        _num(kd.total_after_us),
+        f"{kd.total_after_us - kd.total_before_us:+,.0f}",
+    )
+    con.print(f)
+    t = _table("Largest changes (per step)")
+    _name_col(t, "kernel")
+    t.add_column("now")
+    _num_col(t, "n")
+    _num_col(t, "µs bef")
+    _num_col(t, "µs aft")
+    _num_col(t, "mean")
+    for c in kd.changes[:rows]:
+        t.add_row(
+            short_kernel_name(c.name, 32),
+            c.status,
+            f"{_count(c.count_before)}→{_count(c.count_after)}",
+            _num(c.total_before_us),
+            _num(c.total_after_us),
+            _num(c.mean_after_us if c.mean_after_us is not None else c.mean_before_us, 1),
+        )
+    con.print(t)
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
+
+
+def _capture(fn: Callable[..., None], obj: object) -> str:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=TEXT_WIDTH, force_terminal=False, color_system=None)
+    fn(obj, con)
+    return buf.getvalue()
+
+
+def render_ranks_text(d: MultiRankDiagnosis) -> str:
+    """The multi-rank report as plain text, 80 columns."""
+    return _capture(print_ranks, d)
+
+
+def render_kernels_text(kb: KernelBreakdown) -> str:
+    """The kernel breakdown as plain text, 80 columns."""
+    return _capture(print_kernels, kb)
+
+
+def render_kernel_diff_text(kd: KernelDiff) -> str:
+    """The kernel diff as plain text, 80 columns."""
+    return _capture(print_kernel_diff, kd)
+
+
+render.text.register(KernelBreakdown, render_kernels_text)
+render.text.register(KernelDiff, render_kernel_diff_text)
+render.text.register(MultiRankDiagnosis, render_ranks_text)
+render.terminal.register(KernelBreakdown, print_kernels)
+render.terminal.register(KernelDiff, print_kernel_diff)
+render.terminal.register(MultiRankDiagnosis, print_ranks)

@@ -1,0 +1,209 @@
+"""The doctor's kernel checks for one framework on one device, run in a child process:
+``python -m gpuprobe.tools.doctor.worker FRAMEWORK DEVICE [--quick]`` prints a :class:`WorkerResult`.
+
+Each check computes a real result on the device and compares it with NumPy in float64 (a matmul
+and E1's expression, docs/experiments.md#e1), times it with the device's own events, and, on a
+GPU, times a pinned host-to-device copy while reading the card's PCIe link and clock-event reasons
+through NVML.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuprobe.core.records import Record
+from gpuprobe.platform.hardware.types import GpuSample
+from gpuprobe.platform.measurement import Measurement, rel_error
+from gpuprobe.platform.timing import measure
+
+__all__ = ["SIZES", "WorkerResult", "run_checks"]
+
+# Problem sizes (full, quick). E1 is the note's 10000x10000; matmuls are timed at a size where a
+# GPU should win clearly and checked for correctness at a size whose float64 reference is cheap.
+SIZES: dict[str, tuple[int, int]] = {
+    "e1": (10_000, 4_096),
+    "e1_check": (2_000, 1_000),
+    "matmul": (4_096, 2_048),
+    "matmul_check": (1_024, 512),
+    "h2d_bytes": (256 * 2**20, 64 * 2**20),
+}
+TIME_BUDGET_S = (0.5, 0.2)  # per timed measurement (full, quick)
+LOAD_SECONDS = 0.5  # how long the card is kept busy while NVML is read under load
+
+
+@dataclass(frozen=True)
+class WorkerResult(Record):
+    """What one framework did on one device."""
+
+    framework: str
+    device: str
+    uuid: str | None = None
+    error: str | None = None
+    rel_errors: dict[str, float] = field(default_factory=dict)  # check -> ‖out-ref‖/‖ref‖
+    measurements: tuple[Measurement, ...] = ()
+    under_load: tuple[GpuSample, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def measurement(self, name: str) -> Measurement | None:
+        """The measurement called ``name`` (``e1-float32``, ``matmul-float32``, ``h2d-pinned``)."""
+        return next((m for m in self.measurements if m.name == name), None)
+
+
+def _nvml_index(uuid: str | None) -> tuple[Any, int | None]:
+    """An open NVML session and the NVML index of the card with ``uuid``."""
+    if uuid is None:
+        return None, None
+    try:
+        from gpuprobe.platform.hardware.nvml import nvml_session
+
+        cm = nvml_session()
+        session = cm.__enter__()
+    except Exception:
+        return None, None
+    for i in range(session.device_count()):
+        if session.query("nvmlDeviceGetUUID", session.handle(i)) == uuid:
+            return session, i
+    return session, None
+
+
+def run_checks(
+    framework: str, device: str, quick: bool = False, time_matmul: bool = True
+) -> WorkerResult:
+    """Run every check for ``framework`` on ``device``; errors become ``error``, not crashes.
+    ``time_matmul`` times the large matmul (the CPU only needs it as a GPU's baseline)."""
+    import numpy as np
+
+    from gpuprobe.platform.frameworks.backends import make_backend
+
+    q = 1 if quick else 0
+    budget = TIME_BUDGET_S[q]
+    rng = np.random.default_rng(0)
+    try:
+        b = make_backend(framework, device)
+        uuid = b.uuid()
+    except Exception as exc:
+        return WorkerResult(framework, device, error=f"{type(exc).__name__}: {exc}")
+    rel: dict[str, float] = {}
+    ms: list[Measurement] = []
+    under_load: list[GpuSample] = []
+    try:
+        # Correctness: device result vs NumPy float64 on the same float32 inputs.
+        n = SIZES["matmul_check"][q]
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        c = rng.standard_normal((n, n), dtype=np.float32)
+        out = b.to_numpy(b.matmul(b.asarray(a), b.asarray(c)))
+        rel["matmul-float32"] = rel_error(out, a.astype(np.float64) @ c.astype(np.float64))
+        n = SIZES["e1_check"][q]
+        x = rng.random((n, n), dtype=np.float32)
+        out = b.to_numpy(b.e1(b.asarray(x)))
+        x64 = x.astype(np.float64)
+        rel["e1-float32"] = rel_error(out, (np.sin(x64) ** 2 / np.cos(x64) ** 2).sum())
+
+        # Speed: E1 at the note's size, float32 everywhere, float64 on NumPy as the note did.
+        n = SIZES["e1"][q]
+        dtypes = ("float64", "float32") if framework == "numpy" else ("float32",)
+        x32 = rng.random((n, n), dtype=np.float32)
+        for dt in dtypes:
+            xd = b.asarray(x32.astype(dt) if dt != "float32" else x32)
+
+            def e1(xd: Any = xd) -> Any:
+                return b.e1(xd)
+
+            ms.append(
+                measure(
+                    f"e1-{dt}",
+                    e1,
+                    b,
+                    budget_s=budget,
+                    min_runs=1,
+                    warmup=0 if not b.is_gpu else 1,
+                    work={"bytes": float(n * n * np.dtype(dt).itemsize)},
+                    metadata={"n": n, "dtype": dt},
+                )
+            )
+            del xd
+        del x32
+        if not time_matmul:
+            return WorkerResult(
+                framework, device, uuid=uuid, rel_errors=rel, measurements=tuple(ms)
+            )
+        n = SIZES["matmul"][q]
+        am, cm = (
+            b.asarray(rng.standard_normal((n, n), dtype=np.float32)),
+            b.asarray(rng.standard_normal((n, n), dtype=np.float32)),
+        )
+        mm = measure(
+            "matmul-float32",
+            lambda: b.matmul(am, cm),
+            b,
+            budget_s=budget,
+            min_runs=2,
+            work={"flop": 2.0 * n**3},
+            metadata={"n": n, "dtype": "float32"},
+        )
+        ms.append(mm)
+
+        if b.is_gpu:
+            session, index = _nvml_index(uuid)
+            # Under load: queue about LOAD_SECONDS of matmuls, read NVML while they run.
+            reps = max(1, int(LOAD_SECONDS / max(mm.median, 1e-6)))
+            for _ in range(reps):
+                b.matmul(am, cm)
+            if session is not None and index is not None:
+                under_load.append(session.sample(index))
+            b.synchronize()
+            nbytes = SIZES["h2d_bytes"][q]
+            if hasattr(b, "pinned"):
+                host, dev = b.pinned(nbytes), b.device_buffer(nbytes)  # type: ignore[attr-defined]
+                h2d = measure(
+                    "h2d-pinned",
+                    lambda: b.copy_h2d(dev, host),  # type: ignore[attr-defined]
+                    b,
+                    budget_s=budget,
+                    min_runs=3,
+                    work={"bytes": float(nbytes)},
+                    metadata={"bytes": nbytes},
+                )
+                ms.append(h2d)
+                for _ in range(max(1, int(LOAD_SECONDS / max(h2d.median, 1e-6)))):
+                    b.copy_h2d(dev, host)  # type: ignore[attr-defined]
+                if session is not None and index is not None:
+                    under_load.append(session.sample(index))
+                b.synchronize()
+                del host, dev
+            b.release()
+    except Exception as exc:
+        msg = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        return WorkerResult(
+            framework,
+            device,
+            uuid=uuid,
+            error=msg,
+            rel_errors=rel,
+            measurements=tuple(ms),
+            under_load=tuple(under_load),
+        )
+    return WorkerResult(
+        framework,
+        device,
+        uuid=uuid,
+        rel_errors=rel,
+        measurements=tuple(ms),
+        under_load=tuple(under_load),
+    )
+
+
+if __name__ == "__main__":
+    from gpuprobe.platform.proc import die_with_parent
+
+    die_with_parent()  # a helper never outlives gpuprobe
+    result = run_checks(
+        sys.argv[1],
+        sys.argv[2],
+        quick="--quick" in sys.argv[3:],
+        time_matmul="--no-matmul" not in sys.argv[3:],
+    )
+    sys.stdout.write(json.dumps(result.to_dict()))

@@ -1,0 +1,96 @@
+"""The GPUs: whether any was recorded and used, and how busy each one the command used was.
+
+Utilization is NVML's ``utilization.gpu``: the share of time any kernel ran. E-codes name the
+experiments in ``docs/experiments.md`` (``docs/experiments.md#e10``: the "good" graph).
+"""
+
+from __future__ import annotations
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import rule
+from gpuprobe.tools.monitor.rules._common import GROUP, enough_samples, gpu_label, gpu_subject
+from gpuprobe.tools.monitor.summary import GpuStats, RunContext, round_pct
+
+__all__ = ["GPU_BUSY_OK_PERCENT", "GPU_BUSY_WARN_PERCENT", "gpu_busy", "gpu_presence"]
+
+GPU_BUSY_OK_PERCENT = 80.0  # mean utilization.gpu, %; E10's "good" graph stays near 100 %
+GPU_BUSY_WARN_PERCENT = (
+    50.0  # mean utilization.gpu, %; Nsight/torch-tb-profiler flag GPU busy < 50 %
+)
+
+
+@rule("monitor-no-gpu", "monitor-gpu-unused", applies=enough_samples)
+def gpu_presence(ctx: RunContext) -> list[Finding]:
+    """``monitor-no-gpu`` (no GPU recorded: the host alone) or ``monitor-gpu-unused`` (GPUs
+    recorded, none used by the command)."""
+    header = ctx.timeline.header
+    if not ctx.gpu_recorded:
+        return [
+            Finding(
+                id="monitor-no-gpu",
+                status=Status.INFO,
+                title="No GPU recorded: "
+                + (header.driver.error or header.driver.status)
+                + "; the host alone was recorded",
+                evidence=(Evidence("driver_status", header.driver.status, ""),),
+                fix="Run `gpuprobe doctor` if this machine should have a working NVIDIA GPU",
+                group=GROUP,
+                subject="gpu",
+            )
+        ]
+    if any(g.used_by_command for g in ctx.gpus):
+        return []
+    return [
+        Finding(
+            id="monitor-gpu-unused",
+            status=Status.WARN,
+            title=f"{ctx.command} used none of the {len(ctx.gpus)} GPU(s)",
+            evidence=tuple(Evidence(f"gpu{g.index}_util_max", g.util_p90, "%") for g in ctx.gpus),
+            fix="Check that the job moves its model and data to the GPU (.to('cuda')) "
+            "and that `gpuprobe doctor` passes",
+            group=GROUP,
+            subject="gpu",
+        )
+    ]
+
+
+@rule("monitor-gpu-busy")
+def gpu_busy(ctx: RunContext, st: GpuStats) -> list[Finding]:
+    """``monitor-gpu-busy``: the GPU's mean utilization over the run (ok from
+    :data:`GPU_BUSY_OK_PERCENT`, a warning below :data:`GPU_BUSY_WARN_PERCENT`)."""
+    u = st.util_mean
+    if u is None:
+        return []
+    status = (
+        Status.OK
+        if u >= GPU_BUSY_OK_PERCENT
+        else Status.INFO
+        if u >= GPU_BUSY_WARN_PERCENT
+        else Status.WARN
+    )
+    return [
+        Finding(
+            id="monitor-gpu-busy",
+            status=status,
+            title=f"{gpu_label(st)} busy {u:.0f}% of the run",
+            evidence=(
+                Evidence("util_mean", u, "%"),
+                Evidence("util_median", st.util_median, "%"),
+                Evidence("util_p90", st.util_p90, "%"),
+                Evidence("idle_fraction", round_pct(100 * (st.idle_fraction or 0)), "%"),
+                Evidence("samples", st.samples, ""),
+            ),
+            fix=""
+            if status is Status.OK
+            else (
+                "See what the GPU waits for below; profile a few steps (torch.profiler) "
+                "and read the trace with gpuprobe diagnose"
+            ),
+            group=GROUP,
+            subject=gpu_subject(st),
+            details=(
+                "NVML utilization is the share of time any kernel ran, not how much of the "
+                "GPU it used: 100 % can still be a small fraction of the card's peak.",
+            ),
+        )
+    ]

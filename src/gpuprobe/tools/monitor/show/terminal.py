@@ -1,0 +1,127 @@
+"""The terminal summary of a recording (rich): what ran, the numbers, then the findings."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from gpuprobe.core import render
+from gpuprobe.core.units import NA, gib, size
+from gpuprobe.tools.monitor.record import RECORDING_HTML_FOOTER, Recording
+from gpuprobe.tools.monitor.run import RunResult
+from gpuprobe.tools.monitor.summary import RunSummary, command_text
+from gpuprobe.ui.style import STATUS_STYLE
+
+__all__ = ["render_summary", "summary_html", "summary_text"]
+
+
+def _na(v: object) -> str:
+    return NA if v is None else str(v)
+
+
+def _gib(b: int | None) -> str:
+    return gib(b, 1, unit=False)
+
+
+def render_summary(
+    s: RunSummary, *, paths: Sequence[Path] = (), notes: Sequence[str] = ()
+) -> RenderableType:
+    """The summary as rich renderables (print with ``Console(stderr=True).print``)."""
+    cmd = command_text(s.command)
+    exit_text = "n/a" if s.exit_code is None else str(s.exit_code)
+    lines: list[RenderableType] = [
+        Text.assemble(
+            ("gpuprobe run: ", "bold"),
+            (cmd, "cyan"),
+            f"  {s.duration_s:.1f} s, exit code {exit_text}, {s.samples} samples at {s.hz:g} Hz",
+        )
+    ]
+    for g in s.gpus:
+        lines.append(
+            Text(
+                f"  GPU {g.index} ({g.name or 'n/a'}): "
+                + ("" if g.used_by_command else "not used by the command; ")
+                + f"busy {g.util_mean if g.util_mean is not None else 'n/a'} % mean "
+                f"(p90 {g.util_p90 if g.util_p90 is not None else 'n/a'} %), memory peak "
+                f"{_gib(g.memory_peak)}/{_gib(g.memory_total)} GiB, power max "
+                f"{g.power_max_w if g.power_max_w is not None else 'n/a'} W, temp max "
+                f"{g.temperature_max_c if g.temperature_max_c is not None else 'n/a'} °C"
+            )
+        )
+    h = s.host
+    pegged = (
+        "n/a"
+        if h.main_thread_pegged_fraction is None
+        else f"{100 * h.main_thread_pegged_fraction:.0f} %"
+    )
+    lines.append(
+        Text(
+            f"  host: {h.cores} cores, {_na(h.cpu_mean_percent)} % busy mean; command "
+            f"{_na(h.command_cores_mean)} cores mean (peak {_na(h.command_cores_peak)}),"
+            f" main thread pegged in {pegged} of samples, RSS peak {size(h.rss_peak)}"
+        )
+    )
+    lines.append(Text("Findings", style="bold"))
+    for f in s.findings:
+        lines.append(
+            Text.assemble((f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status]), f.title)
+        )
+        if f.evidence:
+            lines.append(Text("          " + ", ".join(str(e) for e in f.evidence), style="dim"))
+        if f.fix:
+            lines.append(Text.assemble(("          fix: ", "green"), f.fix))
+    for note in notes:
+        lines.append(Text(note, style="yellow"))
+    if paths:
+        lines.append(Text("wrote " + "  ".join(str(p) for p in paths), style="dim"))
+    return Group(*lines)
+
+
+def summary_text(s: RunSummary, *, paths: Sequence[Path] = ()) -> str:
+    """The summary as plain text (``print(recording)``, ``print(run_result)``)."""
+    from gpuprobe.ui.reprs import capture
+
+    return capture(lambda con: con.print(render_summary(s, paths=paths)))
+
+
+def summary_html(s: RunSummary, footer: str = "") -> str:
+    """The summary as notebook HTML, then ``footer`` (already HTML)."""
+    from gpuprobe.ui.reprs import capture_html
+
+    return capture_html(lambda con: con.print(render_summary(s))) + footer
+
+
+def recording_text(rec: Recording) -> str:
+    """A finished recording as text (``str(rec)``)."""
+    return summary_text(rec.summary)
+
+
+def recording_html(rec: Recording) -> str:
+    """A finished recording in a notebook; the charts are ``rec.plot()``."""
+    return summary_html(rec.summary, RECORDING_HTML_FOOTER)
+
+
+def run_text(result: RunResult) -> str:
+    """A judged run as text (``str(result)``), with the files written."""
+    assert result.summary is not None
+    return summary_text(result.summary, paths=result.files)
+
+
+def run_html(result: RunResult) -> str:
+    """A judged run in a notebook; the charts are in ``report.html``."""
+    assert result.summary is not None
+    return summary_html(
+        result.summary,
+        f"<p><small>files: {html.escape(', '.join(map(str, result.files)))}</small></p>",
+    )
+
+
+render.text.register(Recording, recording_text)
+render.html.register(Recording, recording_html)
+render.text.register(RunResult, run_text)
+render.html.register(RunResult, run_html)
+render.renderable.register(RunSummary, render_summary)

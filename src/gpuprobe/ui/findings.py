@@ -1,0 +1,120 @@
+"""THE one renderer of findings, for every tool: plain text lines (under a result's table), a rich
+table (the terminal), HTML rows and tables (notebooks, pages); JSON is the finding's own
+``to_dict()``. Styles come from :mod:`gpuprobe.ui.style`; numbers are the evidence's own
+formatting (:class:`~gpuprobe.core.findings.Evidence`, units from :mod:`gpuprobe.core.units`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from html import escape
+from typing import Any
+
+from gpuprobe.core import render
+from gpuprobe.core.findings import Finding, Status, worst_first
+from gpuprobe.ui.reprs import code_html, fix_html
+from gpuprobe.ui.style import STATUS_COLORS, STATUS_LABEL, STATUS_STYLE
+
+__all__ = [
+    "finding_html",
+    "finding_table_html",
+    "findings_html",
+    "findings_lines",
+    "render_findings",
+    "result_html",
+    "text_html",
+]
+
+
+def findings_lines(
+    findings: Iterable[Finding],
+    *,
+    skip: tuple[str, ...] = (),
+    no_details: tuple[str, ...] = (),
+    no_fix: tuple[str, ...] = (),
+) -> list[str]:
+    """Findings as plain-text lines under a result's table (its ``__str__``): ``  [status]
+    title``, then ``- detail`` lines and ``fix:``; ids in ``skip`` are left out, those in
+    ``no_details`` / ``no_fix`` shown without them."""
+    lines: list[str] = []
+    for f in findings:
+        if f.id in skip:
+            continue
+        lines.append(f"  [{f.status.value}] {f.title}")
+        if f.id not in no_details:
+            lines.extend(f"         - {d}" for d in f.details)
+        if f.fix and f.id not in no_fix:
+            lines.append(f"         fix: {f.fix}")
+    return lines
+
+
+def _finding_cell(f: Finding) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Text] = [Text(f.title)]
+    if f.evidence:
+        parts.append(Text("evidence: " + ", ".join(str(e) for e in f.evidence), style="dim"))
+    if f.fix and f.status in (Status.FAIL, Status.WARN, Status.INFO):
+        parts.append(Text("fix: " + f.fix, style="bold"))
+    return Group(*parts)
+
+
+def render_findings(findings: list[Finding], console: Any, title: str) -> None:
+    """A rich table of findings on ``console``: status, id, title with evidence and fix."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=title, title_justify="left", expand=True, show_lines=True)
+    t.add_column("", no_wrap=True, width=4)
+    t.add_column("check", no_wrap=True, style="dim")
+    t.add_column("finding", overflow="fold", ratio=1)
+    for f in findings:
+        t.add_row(
+            Text(STATUS_LABEL[f.status], style=STATUS_STYLE[f.status]), f.id, _finding_cell(f)
+        )
+    console.print(t)
+
+
+def finding_html(f: Finding) -> str:
+    """One finding as a table row: status, id, title with evidence, details and fix."""
+    color = STATUS_COLORS[f.status]
+    evidence = ", ".join(str(e) for e in f.evidence)
+    details = "".join(f"<br><small>– {code_html(d)}</small>" for d in f.details)
+    fix = f"<br><b>fix:</b> {fix_html(f.fix)}" if f.fix else ""
+    ev = f"<br><small>{escape(evidence)}</small>" if evidence else ""
+    return (
+        f"<tr><td style='color:{color};font-weight:bold;vertical-align:top'>{f.status.value}"
+        f"</td><td style='vertical-align:top'><code>{escape(f.id)}</code></td>"
+        f"<td style='text-align:left'>{code_html(f.title)}{ev}{details}{fix}</td></tr>"
+    )
+
+
+def finding_table_html(f: Finding) -> str:
+    """One finding as a one-row table (``Finding._repr_html_``)."""
+    return f"<table>{finding_html(f)}</table>"
+
+
+def findings_html(findings: Iterable[Finding], title: str = "findings") -> str:
+    """The findings, worst first, as an HTML table (nothing when there are none)."""
+    fs = worst_first(findings)
+    if not fs:
+        return ""
+    rows = "".join(finding_html(f) for f in fs)
+    return f"<h4>{escape(title)}</h4><table>{rows}</table>"
+
+
+def text_html(text: str, findings: Iterable[Finding] = (), css_class: str = "gpuprobe") -> str:
+    """A result's text (its table) in a <pre>, then its findings as a table."""
+    return (
+        f"<div class='{escape(css_class)}'><pre>{escape(text)}</pre>{findings_html(findings)}</div>"
+    )
+
+
+def result_html(result: object) -> str:
+    """A result whose ``str`` is a plain-text table (PackReport, FitResult, PrecisionReport) as
+    HTML: that text in a <pre> of class ``gpuprobe-<its class name in lower case>``."""
+    return text_html(str(result), css_class=f"gpuprobe-{type(result).__name__.lower()}")
+
+
+render.html.register(Finding, finding_table_html)

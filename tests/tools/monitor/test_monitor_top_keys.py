@@ -1,0 +1,79 @@
+"""``gpuprobe top`` as a person uses it: in a terminal, ``q`` quits (a pty stands in for the
+terminal); with no GPU it lists the processes using the CPU."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from cli_helper import env, gpuprobe_argv
+
+from gpuprobe.tools.monitor.live import TopView
+from gpuprobe.tools.monitor.sampler import Sampler
+
+
+def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
+    out = b""
+    end = time.monotonic() + timeout
+    while needle not in out and time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                break
+    return out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pty stands in for the terminal")
+def test_q_quits_top_in_a_terminal() -> None:
+    master, slave = pty.openpty()
+    e = env()
+    e.update(COLUMNS="100", LINES="40", TERM="xterm")
+    proc = subprocess.Popen(
+        gpuprobe_argv("top", "--interval", "0.2"),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=e,
+        close_fds=True,
+    )
+    os.close(slave)
+    try:
+        first = _read_until(master, b"Host", 60)
+        assert b"Host" in first, first[-500:]
+        os.write(master, b"q")
+        code = proc.wait(timeout=20)  # without the key it runs until interrupted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert code == 0
+
+
+def test_no_gpu_lists_the_processes_using_the_cpu() -> None:
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 20: pass\n"
+    busy = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        with Sampler(hz=5) as sampler:
+            view = TopView(sampler)
+            view.cpu_processes()  # the first reading
+            time.sleep(1.0)  # the window measured, not a stand-in for work
+            rows = view.cpu_processes(n=50)
+    finally:
+        busy.kill()
+        busy.wait()
+    by_pid = {r[0]: r for r in rows}
+    assert busy.pid in by_pid, rows[:5]
+    _pid, name, user, cpu, rss = by_pid[busy.pid]
+    # a spinning process keeps most of a core when it gets one; on a loaded 2-core host, a share
+    assert cpu > 20, cpu
+    assert rss > 1_000_000 and name.startswith("python")
+    assert user == psutil.Process(os.getpid()).username()
