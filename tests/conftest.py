@@ -66,7 +66,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, pynvml_copy: str | None) -> Itera
 
 
 # -- every Finding made while the suite runs has a catalogued id and status --------------------
-# The recorder wraps Finding.__post_init__ for the session and keeps each (id, status) once, with
+# The recorder wraps Finding.__init__ for the session and keeps each (id, status) once, with
 # the first test that made it. Findings made directly by test code (files under tests/, such as a
 # renderer's test making Finding(id="x", ...)) are not the code's and are left out; findings the
 # code makes while a test drives it, and findings read back from recorded files, are checked;
@@ -85,18 +85,18 @@ _CURRENT_TEST = ["(collection)"]
 def _record_findings() -> Iterator[None]:
     from gpuprobe.core.findings import Finding
 
-    original = Finding.__post_init__
+    original = Finding.__init__
 
-    def record(self: Finding) -> None:
-        original(self)
-        caller = sys._getframe(2).f_code.co_filename  # 1: the dataclass __init__, 2: its caller
+    def record(self: Finding, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        caller = sys._getframe(1).f_code.co_filename  # who made the Finding
         if not caller.startswith(_TESTS) and self.id not in _TEST_ONLY_IDS:
             status = getattr(self.status, "value", self.status)
             _FINDINGS_SEEN.setdefault((self.id, str(status)), _CURRENT_TEST[0])
 
-    Finding.__post_init__ = record  # type: ignore[method-assign]
+    Finding.__init__ = record  # type: ignore[method-assign]
     yield
-    Finding.__post_init__ = original  # type: ignore[method-assign]
+    Finding.__init__ = original  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -7,9 +7,8 @@ numbers with units, and the fix: the command to run or the line of code to chang
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.records import Record
@@ -18,7 +17,6 @@ __all__ = [
     "Evidence",
     "Finding",
     "Status",
-    "apply_rules",
     "status_counts",
     "worst",
     "worst_first",
@@ -105,10 +103,6 @@ class Finding(Record):
     subject: str = ""
     details: tuple[str, ...] = field(default=())
 
-    def __post_init__(self) -> None:
-        """Nothing to check; the test suite wraps it to record every id emitted (tests/conftest.py
-        holds them against the catalogue, :mod:`gpuprobe.core.catalogue`)."""
-
     @property
     def failed(self) -> bool:
         """True when this finding should make the command exit 1."""
@@ -148,9 +142,3 @@ def status_counts(findings: Iterable[Finding]) -> str:
     fs = list(findings)
     counts = [(s, sum(f.status is s for f in fs)) for s in sorted(Status, key=lambda s: -s.rank)]
     return ", ".join(f"{n} {s.value}" for s, n in counts if n) or "no findings"
-
-
-def apply_rules(rules: Iterable[Callable[..., list[Finding]]], *args: Any) -> list[Finding]:
-    """Every rule's findings for ``args``, in rule order: how each judge (a trace's, a
-    recording's) runs its ``RULES`` tuple. Sort with :func:`worst_first` to show."""
-    return [f for rule in rules for f in rule(*args)]

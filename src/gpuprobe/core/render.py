@@ -22,7 +22,6 @@ from typing import Any
 
 __all__ = [
     "View",
-    "figure",
     "header",
     "html",
     "plot",
@@ -64,10 +63,6 @@ class View:
         self._dispatch.register(cls, fn)
         return fn
 
-    def registered(self, cls: type) -> bool:
-        """True when a function (not the fallback) is registered for ``cls`` or a parent."""
-        return self._dispatch.dispatch(cls) is not self._dispatch.dispatch(object)
-
     def __call__(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
         return self._dispatch(obj, *args, **kwargs)
 
@@ -96,8 +91,6 @@ renderable = View("renderable")
 """A rich renderable of the result (a live screen redraws it)."""
 plot = View("plot")
 """``result.plot(...)``: a chart (a figure object, or written to a path)."""
-figure = View("figure")
-"""A chart as a figure object, for a result whose ``plot`` writes files."""
 report = View("report")
 """``result.report(path)``: a page written to a file; returns its path."""
 table = View("table")

@@ -14,7 +14,8 @@ from gpuprobe.platform.hardware.types import GpuSample
 from gpuprobe.platform.inventory import Inventory, load
 from gpuprobe.platform.measurement import Measurement
 from gpuprobe.tools.doctor.model import DoctorContext
-from gpuprobe.tools.doctor.rules import ONCE_PER_SUBJECT, RULES
+from gpuprobe.tools.doctor.rules import RULES
+from gpuprobe.tools.doctor.rules.kernels import UNDER_LOAD_IDS
 from gpuprobe.tools.doctor.worker import WorkerResult
 
 SNAPSHOTS = sorted(p.name for p in DATA.glob("*.json"))
@@ -80,7 +81,7 @@ def _workers(inv: Inventory, slow: bool) -> tuple[WorkerResult, ...]:
 
 def test_every_doctor_rule_is_a_rule() -> None:
     assert RULES and all(isinstance(r, Rule) for r in RULES)
-    assert declared_ids(RULES) >= ONCE_PER_SUBJECT
+    assert declared_ids(RULES) >= set(UNDER_LOAD_IDS)
 
 
 @pytest.mark.parametrize("name", SNAPSHOTS)
@@ -89,3 +90,19 @@ def test_doctor_rules_emit_only_the_ids_they_declare(name: str) -> None:
         assert undeclared(RULES, DoctorContext(inv)) == []
         for slow in (False, True):
             assert undeclared(RULES, DoctorContext(inv, _workers(inv, slow))) == []
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_gpus_link_and_clocks_under_load_are_reported_once(slow: bool) -> None:
+    """torch and cupy both ran on each GPU and both saw its link at gen 1 x8 (and its clocks held
+    back): each GPU gets each under-load finding once, from the first framework."""
+    from gpuprobe.tools.doctor.engine import judge
+
+    inv = load(DATA / "h200.json")
+    findings = judge(inv, list(_workers(inv, slow)))
+    for fid in UNDER_LOAD_IDS:
+        subjects = [f.subject for f in findings if f.id == fid]
+        assert len(subjects) == len(set(subjects)), (fid, subjects)
+    links = [f for f in findings if f.id == "pcie-link-downgraded"]
+    assert len(links) == len(inv.gpus) == 1
+    assert "gen 1 x8" in links[0].title

@@ -131,11 +131,6 @@ class TraceColumns:
         return out
 
     @cached_property
-    def merged_all(self) -> tuple[np.ndarray, np.ndarray]:
-        """Union of every GPU activity on any device."""
-        return merge_intervals(self.gpu_ts, self.gpu_end)
-
-    @cached_property
     def idle_gaps(self) -> dict[str, np.ndarray]:
         """HTA's per-stream idle intervals among the activities of the selected steps.
 

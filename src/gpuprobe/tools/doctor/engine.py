@@ -85,18 +85,11 @@ def judge(
 ) -> list[Finding]:
     """Every finding for ``inv`` and, when given, the kernel checks' results and the cores other
     processes kept busy while they ran. Pure: no I/O."""
-    from gpuprobe.tools.doctor.rules import ONCE_PER_SUBJECT, RULES
+    from gpuprobe.tools.doctor.rules import RULES
 
-    ctx = DoctorContext(inv, None if workers is None else tuple(workers), others_cores)
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for f in apply_rules(RULES, ctx):
-        key = (f.id, f.subject)
-        if key in seen and f.id in ONCE_PER_SUBJECT:
-            continue
-        seen.add(key)
-        unique.append(f)
-    return unique
+    return apply_rules(
+        RULES, DoctorContext(inv, None if workers is None else tuple(workers), others_cores)
+    )
 
 
 def doctor(

@@ -6,8 +6,6 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from rich.text import Text
-
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status
 from gpuprobe.tools.doctor.model import DoctorReport
@@ -34,6 +32,8 @@ def render_doctor(report: DoctorReport, console: Any) -> None:
         verdict = "no GPU here; the CPU was measured instead"
     elapsed = f" in {report.elapsed_s:.1f} s" if report.elapsed_s is not None else ""
     mode = "" if report.live else " (recorded snapshot: no kernels run)"
+    from rich.text import Text
+
     console.print(
         Text.assemble(("verdict: ", "bold"), (verdict, style), f"  [{summary}]{elapsed}{mode}")
     )

@@ -4,8 +4,7 @@ docs/experiments.md."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import worst_first
@@ -13,6 +12,10 @@ from gpuprobe.core.units import seconds
 from gpuprobe.tools.bench.model import BenchComparison, BenchReport, BenchResult
 from gpuprobe.tools.bench.workloads import by_name
 from gpuprobe.ui.findings import render_findings
+
+if TYPE_CHECKING:  # rich is imported when a table is drawn, not with the tool
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
 
@@ -133,6 +136,8 @@ def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple
     keep = columns_that_fit(
         header, [c for c, _ in rows], width, drop_order=DROP_ORDER, wrap=("notes",)
     )
+    from rich.table import Table
+
     t = Table(title=_title(workload, results), title_justify="left", expand=False)
     for i in keep:
         name = header[i]
@@ -154,6 +159,8 @@ def _figure(x: float, unit: str) -> str:
 
 
 def _comparison(c: BenchComparison) -> Table:
+    from rich.table import Table
+
     t = Table(
         title=f"compared with run {c.previous_run} ({c.previous_created})",
         title_justify="left",

@@ -12,9 +12,9 @@ from gpuprobe.tools.doctor.rules.env import check_env
 from gpuprobe.tools.doctor.rules.frameworks import check_frameworks
 from gpuprobe.tools.doctor.rules.gpu import check_gpus
 from gpuprobe.tools.doctor.rules.host import host_busy
-from gpuprobe.tools.doctor.rules.kernels import UNDER_LOAD_IDS, judge_cpu, judge_gpus
+from gpuprobe.tools.doctor.rules.kernels import judge_cpu, judge_gpus
 
-__all__ = ["ONCE_PER_SUBJECT", "RULES"]
+__all__ = ["RULES"]
 
 # In the order the report lists them: the inventory's groups, the kernels' results, then the
 # host's load while the kernels ran.
@@ -28,7 +28,3 @@ RULES: tuple[Rule, ...] = (
     judge_gpus,
     host_busy,
 )
-
-# Finding ids one subject has once, however many rules or workers see it: a GPU's link and
-# clocks under load, seen through each framework that ran on it.
-ONCE_PER_SUBJECT: frozenset[str] = frozenset(UNDER_LOAD_IDS)

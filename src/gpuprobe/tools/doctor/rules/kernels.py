@@ -50,7 +50,7 @@ E1_NOTE_N = 10_000  # the note's n: E1 sums over an n×n array
 # The frameworks a kernel check runs through: NumPy (the CPU baseline) and every GPU framework.
 _KERNEL_FRAMEWORKS = ("numpy", *FRAMEWORKS)
 # What a GPU's link and clocks did under load: the same card seen through two frameworks gives
-# the same finding twice, and the judge keeps the first (engine.judge, ONCE_PER_SUBJECT).
+# the same finding twice, and judge_gpus keeps the first.
 UNDER_LOAD_IDS: tuple[str, ...] = ("pcie-link-downgraded", "gpu-throttled", "gpu-power-capped")
 
 
@@ -244,9 +244,22 @@ def _under_load(g: Gpu, samples: tuple[GpuSample, ...]) -> list[Finding]:
     applies=_kernels_ran,
 )
 def judge_gpus(ctx: DoctorContext) -> list[Finding]:
-    """Findings for each framework on each GPU, in the order the kernels ran."""
+    """Findings for each framework on each GPU, in the order the kernels ran. A GPU's link and
+    clocks under load (:data:`UNDER_LOAD_IDS`) are reported once, by the first framework that saw
+    them, however many frameworks ran on it."""
     workers = ctx.workers or ()
-    return [f for r in workers if r.device != "cpu" for f in _judge_gpu(r, workers, ctx.inventory)]
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for r in workers:
+        if r.device == "cpu":
+            continue
+        for f in _judge_gpu(r, workers, ctx.inventory):
+            if f.id in UNDER_LOAD_IDS:
+                if (f.id, f.subject) in seen:
+                    continue
+                seen.add((f.id, f.subject))
+            out.append(f)
+    return out
 
 
 def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -> list[Finding]:
