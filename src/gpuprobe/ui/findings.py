@@ -45,6 +45,8 @@ def findings_lines(
             lines.extend(f"         - {d}" for d in f.details)
         if f.fix and f.id not in no_fix:
             lines.append(f"         fix: {f.fix}")
+        if f.gain_text and f.id not in no_fix:
+            lines.append(f"         gain: {f.gain_text}")
     return lines
 
 
@@ -57,6 +59,8 @@ def _finding_cell(f: Finding) -> Any:
         parts.append(Text("evidence: " + ", ".join(str(e) for e in f.evidence), style="dim"))
     if f.fix and f.status in (Status.FAIL, Status.WARN, Status.INFO):
         parts.append(Text("fix: " + f.fix, style="bold"))
+    if f.gain_text:
+        parts.append(Text("gain: " + f.gain_text))
     return Group(*parts)
 
 
@@ -82,6 +86,8 @@ def finding_html(f: Finding) -> str:
     evidence = ", ".join(str(e) for e in f.evidence)
     details = "".join(f"<br><small>– {code_html(d)}</small>" for d in f.details)
     fix = f"<br><b>fix:</b> {fix_html(f.fix)}" if f.fix else ""
+    if f.gain_text:
+        fix += f"<br><b>gain:</b> {escape(f.gain_text)}"
     ev = f"<br><small>{escape(evidence)}</small>" if evidence else ""
     return (
         f"<tr><td style='color:{color};font-weight:bold;vertical-align:top'>{f.status.value}"

@@ -264,6 +264,8 @@ def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str
         ev = "".join(f"<li>{html.escape(str(e))}</li>" for e in f.evidence)
         det = "".join(f"<li>{html.escape(x)}</li>" for x in f.details[:5])
         fix = f"<p><b>fix:</b> <code>{html.escape(f.fix)}</code></p>" if f.fix else ""
+        if f.gain_text:
+            fix += f"<p><b>gain:</b> {html.escape(f.gain_text)}</p>"
         findings.append(
             f'<div class="f" style="border-left:5px solid {color}">'
             f'<b style="color:{color}">{f.status.value.upper()}</b> <b>{html.escape(f.id)}</b> '

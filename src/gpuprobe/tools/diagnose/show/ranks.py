@@ -110,6 +110,8 @@ def _findings(con: Any, findings: Any) -> None:
             con.print(Text("        " + "  ".join(str(e) for e in f.evidence), style="dim"))
         if f.fix and f.status in (Status.WARN, Status.FAIL, Status.INFO):
             con.print(Text.assemble(("        fix: ", "bold"), f.fix))
+        if f.gain_text:
+            con.print(Text.assemble(("        gain: ", "bold"), f.gain_text))
 
 
 def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:

@@ -79,6 +79,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             con.print(Text("        " + "  ".join(str(e) for e in f.evidence), style="dim"))
         if f.fix:
             con.print(Text.assemble(("        fix: ", "bold"), f.fix))
+        if f.gain_text:
+            con.print(Text.assemble(("        gain: ", "bold"), f.gain_text))
         shown = f.details if verbose else f.details[:3]
         for line in shown:
             con.print(Text("        · " + line, style="dim"))
