@@ -54,7 +54,7 @@ def test_a_sync_while_the_gpu_is_idle_does_not_own_the_idle_time_after_it():
     assert d.finding("sync").status is Status.INFO
     idle = d.finding("gpu-idle")
     assert idle.status is Status.WARN
-    assert "before the first kernel" in idle.title
+    assert "before the step's first kernel" in idle.title
     share = next(e.value for e in idle.evidence if e.name == "idle_host")
     assert share > 95.0
 

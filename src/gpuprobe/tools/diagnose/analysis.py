@@ -13,10 +13,11 @@ from functools import cached_property
 
 import numpy as np
 
-from gpuprobe.tools.diagnose import breakdown, frames, idle
+from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime
 from gpuprobe.tools.diagnose.columns import TraceColumns, column
 from gpuprobe.tools.diagnose.kineto import RawTrace
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown, TraceSummary
+from gpuprobe.tools.diagnose.steps import Step
 
 __all__ = ["TraceContext"]
 
@@ -27,6 +28,18 @@ class TraceContext(TraceColumns):
 
     def __init__(self, raw: RawTrace, steps: tuple[int, int] | None = None) -> None:
         super().__init__(raw, steps)
+        # leading steps made long by one-time calls are warm-up: unless the steps were chosen,
+        # the analysis runs over the steady steps after them
+        self.warmup: list[Step] = []
+        if steps is None:
+            warm = onetime.warmup_steps(self, self.one_time_calls)
+            rest = [s for s in self.steps if s not in warm]
+            if warm and rest[0].number is not None and rest[-1].number is not None:
+                calls = self.one_time_calls
+                self.__dict__.clear()  # the cached columns of the first selection
+                super().__init__(raw, (rest[0].number, rest[-1].number))
+                self.__dict__["one_time_calls"] = calls
+                self.warmup = warm
         causes = self.idle_cause_per_step if self.has_gpu else {}
         self.breakdowns: list[StepBreakdown] = breakdown.step_breakdowns(self, causes)
 
@@ -53,11 +66,49 @@ class TraceContext(TraceColumns):
         return idle.captured_launches(self, self.capture_intervals)
 
     @cached_property
+    def one_time_calls(self) -> np.ndarray:
+        """Indices of the runtime calls that are one-time costs (:func:`.onetime.one_time_calls`)."""
+        return onetime.one_time_calls(self)
+
+    @cached_property
+    def one_time_share(self) -> tuple[float, float]:
+        """(µs lost to one-time start-up: the GPU's idle time in one-time calls inside the
+        analysed steps, or the calls' own time without GPU activity, plus the warm-up steps;
+        that as a share of the analysed and warm-up time)."""
+        warm = sum(s.end - s.start for s in self.warmup)
+        if self.has_gpu:
+            lost = float(self.idle_of_cause("startup").sum())
+        else:
+            calls = self.one_time_calls
+            lost = float(self.rt_dur[calls[self.rt_step[calls] >= 0]].sum())
+        whole = float(self.step_durations.sum()) + warm
+        return lost + warm, ((lost + warm) / whole if whole > 0 else 0.0)
+
+    @property
+    def cold(self) -> bool:
+        """True when the profile is a cold first pass with no steady part to judge: no step
+        outside the warm-up, and one-time start-up takes :data:`.onetime.COLD_TRACE_FRACTION` of
+        it or more."""
+        stepless = all(s.number is None for s in self.steps)
+        return stepless and self.one_time_share[1] >= onetime.COLD_TRACE_FRACTION
+
+    @cached_property
+    def untraced_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Holes in the host's traced events inside the steps (:func:`.idle.untraced_intervals`)."""
+        return idle.untraced_intervals(self)
+
+    @cached_property
     def idle_by_cause(self) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
         """Per device, the GPU's idle time inside the selected steps split by cause
         (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it
         (:func:`.idle.idle_by_cause`)."""
-        return idle.idle_by_cause(self, self.dataloader_intervals, self.capture_intervals)
+        return idle.idle_by_cause(
+            self,
+            self.dataloader_intervals,
+            self.capture_intervals,
+            self.one_time_calls,
+            self.untraced_intervals,
+        )
 
     @cached_property
     def idle_cause_per_step(self) -> dict[int, np.ndarray]:

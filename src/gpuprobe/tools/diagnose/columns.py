@@ -22,10 +22,13 @@ from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import RawTrace
 from gpuprobe.tools.diagnose.steps import Step, select_steps
 
-__all__ = ["KERNEL_WAIT_MAX_GAP_US", "TraceColumns", "column"]
+__all__ = ["KERNEL_WAIT_MAX_GAP_US", "LAUNCH_GAP_MAX_US", "TraceColumns", "column"]
 
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
+LAUNCH_GAP_MAX_US = 1000.0  # µs; a late launch's gap up to this is the framework's per-op cost
+# (an eager op's launch path is ~5-50 µs: E8, HTA launch stats); a longer one is CPU work of its
+# own between kernels (host), however it ends; ours
 
 
 def column(a: array, dtype: type) -> np.ndarray:
@@ -169,12 +172,20 @@ class TraceColumns:
             "late": late,
         }
 
-    def gap_intervals(self, d: int, late: bool) -> tuple[np.ndarray, np.ndarray]:
+    def gap_intervals(
+        self, d: int, late: bool, long: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Gaps between activities of one stream on device ``d`` whose next activity was
-        launched late (``late``) or already queued and under KERNEL_WAIT_MAX_GAP_US."""
+        launched late (``late``) or already queued and under KERNEL_WAIT_MAX_GAP_US. Late gaps
+        are those under :data:`LAUNCH_GAP_MAX_US`, or (``long``) those of that length or more."""
         g = self.idle_gaps
         m = (g["device"] == d) & (g["gap"] > 0)
-        m &= g["late"] if late else (~g["late"] & (g["gap"] < KERNEL_WAIT_MAX_GAP_US))
+        if late:
+            m &= g["late"] & (
+                (g["gap"] >= LAUNCH_GAP_MAX_US) if long else (g["gap"] < LAUNCH_GAP_MAX_US)
+            )
+        else:
+            m &= ~g["late"] & (g["gap"] < KERNEL_WAIT_MAX_GAP_US)
         return merge_intervals(g["start"][m], g["end"][m])
 
     @cached_property

@@ -61,6 +61,7 @@ def diagnose_with_context(
         summary=ctx.summary(read_seconds=t1 - t0, analyse_seconds=t2 - t1),
         steps=tuple(ctx.breakdowns),
         findings=tuple(findings),
+        cold=ctx.cold,
     )
     return diag, ctx
 

@@ -22,13 +22,18 @@ from gpuprobe.tools.diagnose.intervals import (
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES
 
 __all__ = [
+    "UNTRACED_MIN_GAP_US",
     "capture_intervals",
     "capture_share",
     "captured_launches",
     "dataloader_intervals",
     "idle_by_cause",
     "idle_cause_per_step",
+    "untraced_intervals",
 ]
+
+UNTRACED_MIN_GAP_US = 1000.0  # µs; a hole in the host's traced events shorter than this is the
+# Python between two ops (µs each); from this on it is code the profiler does not see; ours
 
 
 def dataloader_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
@@ -81,16 +86,35 @@ def captured_launches(ctx: TraceColumns, capture: tuple[np.ndarray, np.ndarray])
     return int(((k >= 0) & (ts <= e[kk])).sum()), int(m.sum())
 
 
-def _sync_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """For device ``d``: each waiting host call from its start to the start of the next GPU
-    activity after it returned (the wait inside it and the refill after it).
+def untraced_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
+    """The holes of at least :data:`UNTRACED_MIN_GAP_US` inside the selected steps where no host
+    event runs on any thread (no cpu_op, runtime call, Python frame or DataLoader span): host
+    code the profiler does not record (Python without with_stack, a first TorchScript or
+    compiled call, a library's own threads)."""
+    dl = P.DATALOADER_NEXT.mask(ctx.ann_name, ctx.names)
+    s, e = merge_intervals(
+        np.concatenate([ctx.op_ts, ctx.rt_ts, ctx.py_ts, ctx.ann_ts[dl]]),
+        np.concatenate(
+            [
+                ctx.op_ts + ctx.op_dur,
+                ctx.rt_ts + ctx.rt_dur,
+                ctx.py_ts + ctx.py_dur,
+                ctx.ann_ts[dl] + ctx.ann_dur[dl],
+            ]
+        ),
+    )
+    hs, he = subtract_intervals(ctx.step_windows, (s, e))
+    long = (he - hs) >= UNTRACED_MIN_GAP_US
+    return hs[long], he[long]
 
-    The refill is what the sync costs only up to how long it made the host wait: had the
-    host not waited W, it would have done the same host work W earlier, so of a gap H
-    after the return min(H, W) is the sync's and the rest has another cause (the host
-    preparing the next input, say). A call during which device ``d`` did nothing waited
-    for nothing there (W = 0); otherwise W is the call's duration."""
-    m = ctx.sync_mask
+
+def _waiting_intervals(
+    ctx: TraceColumns, d: int, m: np.ndarray, drained_only: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """For device ``d``: each runtime call in mask ``m`` from its start to the start of the
+    next GPU activity after it returned, the refill capped at how long the call made the host
+    wait (its duration; with ``drained_only``, 0 for a call during which the device did
+    nothing)."""
     if not m.any():
         return np.zeros(0), np.zeros(0)
     ts = ctx.rt_ts[m]
@@ -100,10 +124,34 @@ def _sync_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
         return merge_intervals(ts, ret)
     k = np.searchsorted(starts, ret, side="left")  # first activity starting at/after return
     refill = np.where(k < starts.size, starts[np.minimum(k, starts.size - 1)], ret)
-    i = np.searchsorted(ends, ts, side="right")  # first activity ending after the call began
-    drained = (i < starts.size) & (starts[np.minimum(i, starts.size - 1)] < ret)
-    wait = np.where(drained, ret - ts, 0.0)
+    wait = ret - ts
+    if drained_only:
+        i = np.searchsorted(ends, ts, side="right")  # first activity ending after the start
+        drained = (i < starts.size) & (starts[np.minimum(i, starts.size - 1)] < ret)
+        wait = np.where(drained, wait, 0.0)
     return merge_intervals(ts, ret + np.clip(refill - ret, 0.0, wait))
+
+
+def startup_intervals(
+    ctx: TraceColumns, calls: np.ndarray, d: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """For device ``d``: each one-time call (``calls``: :func:`.onetime.one_time_calls`) and the
+    refill after it, up to the call's own length."""
+    m = np.zeros(ctx.rt_ts.size, dtype=bool)
+    m[calls] = True
+    return _waiting_intervals(ctx, d, m, drained_only=False)
+
+
+def _sync_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """For device ``d``: each waiting host call from its start to the start of the next GPU
+    activity after it returned (the wait inside it and the refill after it).
+
+    The refill is what the sync costs only up to how long it made the host wait: had the
+    host not waited W, it would have done the same host work W earlier, so of a gap H
+    after the return min(H, W) is the sync's and the rest has another cause (the host
+    preparing the next input, say). A call during which device ``d`` did nothing waited
+    for nothing there (W = 0); otherwise W is the call's duration."""
+    return _waiting_intervals(ctx, d, ctx.sync_mask, drained_only=True)
 
 
 def _edge_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,21 +177,36 @@ def idle_by_cause(
     ctx: TraceColumns,
     dataloader: tuple[np.ndarray, np.ndarray],
     capture: tuple[np.ndarray, np.ndarray],
+    one_time: np.ndarray,
+    untraced: tuple[np.ndarray, np.ndarray],
 ) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per device, the GPU's idle time inside the selected steps split by cause
     (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it. Graph
-    capture is host work that queues nothing to run: its time is ``host``, not ``sync``.
-    ``dataloader`` and ``capture``: :func:`dataloader_intervals`, :func:`capture_intervals`."""
+    capture is host work that queues nothing to run: its time is ``host``, not ``sync``; so
+    is a late launch's gap of :data:`~.columns.LAUNCH_GAP_MAX_US` or more (the host worked on
+    something else; a launch only ended it). ``dataloader``, ``capture``, ``one_time`` and
+    ``untraced``: :func:`dataloader_intervals`, :func:`capture_intervals`,
+    :func:`.onetime.one_time_calls`, :func:`untraced_intervals`."""
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for d in ctx.devices:
         rest = subtract_intervals(ctx.step_windows, ctx.merged_by_device[d])
         causes = {
+            "startup": startup_intervals(ctx, one_time, d),
             "input": dataloader,
             # a refill that runs into a graph capture stops there: the kernels launched
             # while capturing are recorded, not run, so that idle time is the capture's
             "sync": subtract_intervals(_sync_intervals(ctx, d), capture),
+            "untraced": untraced,
             "host": merge_intervals(
-                *(np.concatenate(p) for p in zip(_edge_intervals(ctx, d), capture, strict=True))
+                *(
+                    np.concatenate(p)
+                    for p in zip(
+                        _edge_intervals(ctx, d),
+                        capture,
+                        ctx.gap_intervals(d, True, long=True),
+                        strict=True,
+                    )
+                )
             ),
             "launch": ctx.gap_intervals(d, True),
             "short": ctx.gap_intervals(d, False),

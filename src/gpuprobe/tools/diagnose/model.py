@@ -25,14 +25,18 @@ __all__ = [
 ]
 
 
-# Why the GPU was idle, one cause per idle instant, in this order of precedence: the DataLoader's
-# __next__ was running (input); a host call was waiting for the GPU, or the GPU was being refilled
-# after it (sync); the host had not yet launched the step's first work or had finished launching
-# its last (host work at the step's edges: preprocessing, logging, optimizer on the CPU); the next
-# activity was launched only after the GPU went idle (launch: the CPU is slower than the GPU);
-# a gap shorter than 30 µs (HTA's kernel-wait gap) with the next activity already queued (kernel
-# boundary); and what none of these explains (other: no cause recorded in the trace).
-IDLE_CAUSES = ("input", "sync", "host", "launch", "short", "other")
+# Why the GPU was idle, one cause per idle instant, in this order of precedence: a one-time call
+# (context creation, a module or library load, lazy kernel loading, autotuning) was running or
+# the GPU was being refilled after it (startup); the DataLoader's __next__ was running (input); a
+# host call was waiting for the GPU, or the GPU was being refilled after it (sync); no host event
+# was recorded at all for 1 ms or more (untraced: Python or native code the profiler does not
+# see); the host was working on something that queued no GPU work: before the step's first
+# activity, after its last, capturing a graph, or in a gap of 1 ms or more between kernels (host);
+# the next activity was launched only after the GPU went idle, in a gap under 1 ms (launch: the
+# CPU queues ops slower than the GPU runs them); a gap shorter than 30 µs (HTA's kernel-wait gap)
+# with the next activity already queued (kernel boundary); and what none of these explains
+# (other: no cause recorded in the trace).
+IDLE_CAUSES = ("startup", "input", "sync", "untraced", "host", "launch", "short", "other")
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ class StepBreakdown(Record):
     ``kernel_wait_us`` and ``other_wait_us`` are HTA's idle categories, summed over the device's
     streams (so with several busy streams they can add up to more than ``idle_us``).
     ``idle_cause_us`` splits ``idle_us`` itself by cause, each idle instant counted once (see
-    :data:`IDLE_CAUSES`): input, sync, host, launch, short, other.
+    :data:`IDLE_CAUSES`): startup, input, sync, untraced, host, launch, short, other.
     """
 
     step: int | None
@@ -126,6 +130,7 @@ class Diagnosis(Record):
     summary: TraceSummary
     steps: tuple[StepBreakdown, ...]
     findings: tuple[Finding, ...]
+    cold: bool = False  # a cold first pass: no steady part (see the one-time-start finding)
 
     @property
     def status(self) -> Status:
@@ -139,6 +144,17 @@ class Diagnosis(Record):
     def problems(self) -> list[Finding]:
         """Findings that say something to change (warn or fail), worst first."""
         return [f for f in worst_first(self.findings) if f.status in (Status.WARN, Status.FAIL)]
+
+    @property
+    def headline(self) -> Finding | None:
+        """The problem whose fix would gain most (by :attr:`Finding.gain`); the GPU-idle
+        summary only when no finding of its cause has a gain; on a cold first pass, the
+        one-time start-up. None without such a problem."""
+        if self.cold:
+            return self.finding("one-time-start")
+        gains = [f for f in self.problems() if f.gain is not None and f.gain > 0]
+        specific = [f for f in gains if f.id != "gpu-idle"] or gains
+        return max(specific, key=lambda f: f.gain or 0.0, default=None)
 
     def __str__(self) -> str:
         return render.text(self)

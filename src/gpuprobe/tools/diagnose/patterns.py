@@ -131,6 +131,41 @@ BLOCKING_COPY = NamePattern(
 COPY_TO_HOST = NamePattern(
     re.compile(r"DtoH|Device -> (Pageable|Pinned|Host)|MemcpyDtoH"), "copy to host"
 )
+# Runtime calls never counted as one-time costs however long they take: copies and memsets
+# (judged by the copy rules; a pageable copy is slow every step), stream/event waits and queries.
+NOT_ONE_TIME_CALL = NamePattern(
+    re.compile(r"(?i)memcpy|memset|StreamWaitEvent|EventQuery|EventRecord|StreamQuery"),
+    "copy, memset or wait",
+)
+# The calls that create a CUDA context: the first CUDA calls of a process (torch's first one is
+# cudaDeviceGetStreamPriorityRange or cudaGetDeviceCount; cudaFree(0) is the classic idiom).
+CONTEXT_CALL = NamePattern(
+    re.compile(
+        r"StreamPriority|GetDeviceCount|^cu(da)?Free$|^cuInit$|Ctx|SetDevice|DriverGetVersion"
+    ),
+    "context creation",
+)
+# Set-up calls: allocations, releases, creations and loads, which the steady state of a cached
+# allocator and loaded libraries does not make.
+SETUP_CALL = NamePattern(
+    re.compile(r"Malloc|Free|Create|Module|Library|Handle|FuncGetAttributes|GetDeviceProperties"),
+    "set-up call",
+)
+# Ops that make new tensors on the host (random, constant or from data): when they run while the
+# GPU idles, the step's inputs are being made on the CPU.
+HOST_INPUT_OP = NamePattern(
+    re.compile(
+        r"^aten::(randn|rand|randint|randperm|normal_|uniform_|bernoulli_?|random_|randn_like"
+        r"|rand_like|randint_like|zeros|ones|full|empty|arange|linspace|tensor|from_numpy"
+        r"|stack|cat|as_tensor|scalar_tensor)$"
+    ),
+    "host input op",
+)
+# Ops that copy a tensor between devices (or dtypes): host-side time in them is the copy.
+TRANSFER_OP = NamePattern(
+    re.compile(r"^aten::(to|_to_copy|copy_|pin_memory|_pin_memory)$"), "copy op"
+)
+
 # Convolution ops: with torch.backends.cudnn.benchmark=True their first call for each input shape
 # times cuDNN's algorithms with events (cudaEventSynchronize + cudaEventElapsedTime inside them).
 CONV_OP = NamePattern(
@@ -142,6 +177,7 @@ SCALAR_READ = NamePattern(re.compile(r"^aten::_local_scalar_dense$"), "scalar re
 ITEM = NamePattern(re.compile(r"^aten::item$"), "item")
 # Kineto names a copy "Memcpy {kind} ({src} -> {dst})"; Pageable is unpinned host memory.
 PAGEABLE_COPY = NamePattern(re.compile(r"Pageable"), "pageable copy")
+PINNED_COPY = NamePattern(re.compile(r"Pinned"), "pinned copy")
 # Views that change the layout, after which a reshape/contiguous must copy.
 LAYOUT_VIEW = NamePattern(
     re.compile(
@@ -315,13 +351,19 @@ GRAPH_LAUNCH = NamePattern(
 __all__ += [
     "ATTENTION_KERNEL",
     "COMM_KERNEL",
+    "CONTEXT_CALL",
     "CONV_KERNEL",
     "ELEMENTWISE_KERNEL",
     "GEMM_FAMILY_KERNEL",
     "GRAPH_LAUNCH",
+    "HOST_INPUT_OP",
     "HTA_COMM_KERNEL",
     "HTA_NON_COMPUTE_KERNEL",
     "LAUNCH_CALL",
     "MEMORY_KERNEL",
+    "NOT_ONE_TIME_CALL",
+    "PINNED_COPY",
     "REDUCTION_KERNEL",
+    "SETUP_CALL",
+    "TRANSFER_OP",
 ]

@@ -8,16 +8,31 @@ rather than staying silent.
 
 from __future__ import annotations
 
-from gpuprobe.core.findings import Finding
+from dataclasses import replace
+
+from gpuprobe.core.findings import Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules
 from gpuprobe.tools.diagnose.analysis import TraceContext
-from gpuprobe.tools.diagnose.rules import copies, gpu_time, input, loops, memory, precision, sync
+from gpuprobe.tools.diagnose.rules import (
+    copies,
+    gpu_time,
+    host,
+    input,
+    loops,
+    memory,
+    precision,
+    startup,
+    sync,
+)
 
 __all__ = ["RULES", "run_rules"]
 
 RULES: tuple[Rule, ...] = (
     gpu_time.gpu_idle,
+    startup.one_time_start,
     gpu_time.launch_bound,
+    host.host_work,
+    host.untraced_host,
     input.input_bound,
     sync.synchronisation,
     copies.pageable_copies,
@@ -28,6 +43,24 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+STEADY_STATE = ("gpu-idle", "launch-bound", "host-work", "untraced-host", "input-bound")
+# the verdicts on the steady state: on a cold first pass (TraceContext.cold) they are information
+
+
 def run_rules(ctx: TraceContext) -> list[Finding]:
-    """Every rule's findings, in rule order (sort with ``worst_first`` to show)."""
-    return apply_rules(RULES, ctx)
+    """Every rule's findings, in rule order (sort with ``worst_first`` to show). On a cold
+    first pass the steady-state warnings become information: what remains after the one-time
+    start-up is still a first pass (first calls of every op, TorchScript and compiled code)."""
+    out = apply_rules(RULES, ctx)
+    if not ctx.cold:
+        return out
+    note = (
+        "this profile is a cold first pass (see one-time-start): judged on what remains after "
+        "the one-time calls, but the steady state may differ; profile after warm-up to be sure"
+    )
+    return [
+        replace(f, status=Status.INFO, details=(note, *f.details))
+        if f.id in STEADY_STATE and f.status is Status.WARN
+        else f
+        for f in out
+    ]

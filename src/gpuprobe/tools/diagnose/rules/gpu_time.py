@@ -1,7 +1,8 @@
 """GPU time: how busy the GPU was in each step, why it was idle (one cause per idle instant:
-the DataLoader, a host-device sync, host work at the step's edges, late launches, kernel
-boundaries, or nothing recorded), and whether it waited on kernel launches (E9:
-docs/experiments.md#e9).
+one-time start-up calls, the DataLoader, a host-device sync, untraced host code, host work that
+queues nothing, late launches, kernel boundaries, or nothing recorded), and whether it waited on
+kernel launches (E9: docs/experiments.md#e9). One-time start-up costs are set apart: both rules
+judge the steady part of each step (its time less the start-up idle).
 """
 
 from __future__ import annotations
@@ -31,35 +32,39 @@ __all__ = [
     "GPU_BUSY_WARN_FRACTION",
     "LAUNCH_IDLE_WARN_FRACTION",
     "LAUNCH_MANY_KERNELS_PER_STEP",
-    "MIN_GPU_ACTIVITIES",
     "gpu_idle",
     "idle_causes",
     "launch_bound",
+    "steady_us",
 ]
 
 GPU_BUSY_WARN_FRACTION = 0.5  # of profiled step time; Nsight gpu_time_util and torch-tb-profiler
 LAUNCH_IDLE_WARN_FRACTION = 0.1  # of step time the GPU waits for late launches to warn; ours
 LAUNCH_MANY_KERNELS_PER_STEP = 1000  # kernels per step where CUDA graphs pay off; ours
-MIN_GPU_ACTIVITIES = 10  # GPU activities in the analysed steps below which idle time is not
-# judged (a handful of kernels in a test fixture says nothing about a workload); ours
 
 CAUSE_TEXT = {
+    "startup": "in one-time start-up calls (context creation, module or library loads, lazy "
+    "kernel loading, autotuning)",
     "input": "while the DataLoader makes the next batch",
     "sync": "in host-device syncs and the refill after them (.item(), synchronize, "
     "blocking copies)",
-    "host": "before the first kernel of the step (or trace) and after its last: host work "
-    "outside the GPU's queue (preprocessing, logging, CPU-side optimizer or metrics)",
-    "launch": "waiting for the CPU to launch the next kernel",
+    "untraced": "with no host event traced (Python or native code the profiler does not see)",
+    "host": "while the CPU runs work that queues nothing on the GPU (before the step's first "
+    "kernel, after its last, or in gaps of 1 ms or more)",
+    "launch": "in short gaps waiting for the CPU to launch the next kernel",
     "short": f"in gaps under {KERNEL_WAIT_MAX_GAP_US:.0f} µs between queued kernels",
     "other": "with no cause recorded in the trace (no sync, DataLoader or late launch covers it)",
 }
 CAUSE_FIX = {
+    "startup": "see the one-time-start finding: profile after warm-up "
+    "(torch.profiler.schedule(wait=1, warmup=1, active=3))",
     "input": "see the input-bound finding: DataLoader(num_workers>0, pin_memory=True, "
     "persistent_workers=True)",
     "sync": "see the sync finding: keep values on the device and read them every N steps",
-    "host": "take CPU work off the step's path: preprocessing into DataLoader workers or onto "
-    "the GPU, logging every N steps; wrap suspects in torch.profiler.record_function('name') "
-    "to see which part it is",
+    "untraced": "see the host-work finding: profile with with_stack=True, wrap suspects in "
+    "torch.profiler.record_function('name'), or profile the Python side (py-spy)",
+    "host": "see the host-work finding: take that CPU work off the step's path (onto the GPU, "
+    "into DataLoader workers, or every N steps)",
     "launch": "see the launch-bound finding: larger batches, torch.compile(model), CUDA graphs",
     "short": "fuse small kernels: torch.compile(model), or larger tensors per kernel",
     "other": "look at the step's timeline (gpuprobe diagnose --html) for other streams, "
@@ -72,20 +77,22 @@ def idle_causes(rows: list[StepBreakdown]) -> dict[str, float]:
     return {c: sum(r.idle_cause_us.get(c, 0.0) for r in rows) for c in IDLE_CAUSES}
 
 
-def _too_few(ctx: TraceContext, id: str, what: str) -> list[Finding]:
-    """A skipped finding when the analysed steps hold too little GPU work to judge."""
-    n = int((ctx.gpu_step >= 0).sum())
-    if n >= MIN_GPU_ACTIVITIES:
+def steady_us(r: StepBreakdown) -> float:
+    """A step's duration less its one-time start-up idle: the time the steady-state rules judge."""
+    return max(r.duration_us - r.idle_cause_us.get("startup", 0.0), 0.0)
+
+
+def _no_activity(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps launched no GPU work at all."""
+    if (ctx.gpu_step >= 0).any():
         return []
     return [
         Finding(
             id=id,
             status=Status.SKIPPED,
-            title=f"{what}: skipped: only {n} GPU activities in the analysed steps (fewer than "
-            f"{MIN_GPU_ACTIVITIES}), too few to judge a workload",
-            evidence=(Evidence("gpu_activities", n),),
-            fix="profile a few steady-state steps of the real workload "
-            "(torch.profiler.schedule(wait=1, warmup=1, active=3))",
+            title=f"{what}: skipped: no GPU activity in the analysed steps",
+            evidence=(Evidence("gpu_activities", 0),),
+            fix="profile steps that run on the GPU (--steps N..M picks them)",
             group=GROUP,
         )
     ]
@@ -96,29 +103,43 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "gpu-idle", "GPU busy time")]
-    few = _too_few(ctx, "gpu-idle", "GPU busy time") or capture_skip(
+    few = _no_activity(ctx, "gpu-idle", "GPU busy time") or capture_skip(
         ctx, "gpu-idle", "GPU busy time"
     )
     if few:
         return few
     out = []
     many = len(ctx.devices) > 1
+    steady_causes = tuple(c for c in IDLE_CAUSES if c != "startup")
     for d in ctx.devices:
         rows = rows_for(ctx, d)
         busy = [r.gpu_busy_fraction for r in rows if r.gpu_busy_fraction is not None]
-        med = median(busy)
+        # judged on each step's steady part: its time less the one-time start-up idle
+        steady = [
+            (r.gpu_busy_us or 0.0) / steady_us(r) if steady_us(r) > 0 else 1.0
+            for r in rows
+            if r.gpu_busy_fraction is not None
+        ]
+        med = median(steady)
         worst_row = min(rows, key=lambda r: r.gpu_busy_fraction or 0.0)
         causes = idle_causes(rows)
-        idle_total = sum(causes.values())
+        idle_total = sum(causes[c] for c in steady_causes)
         share = {c: (v / idle_total if idle_total > 0 else 0.0) for c, v in causes.items()}
+        total = sum(steady_us(r) for r in rows)
+        startup = causes["startup"]
         evidence = [
-            Evidence("gpu_busy_median", pct(med), "%"),
+            Evidence("gpu_busy_median", pct(median(busy)), "%"),
             Evidence("gpu_busy_worst_step", pct(worst_row.gpu_busy_fraction), "%"),
             Evidence(
                 "idle_per_step_median", round(median([r.idle_us or 0.0 for r in rows]), 1), "µs"
             ),
         ]
-        evidence += [Evidence(f"idle_{c}", pct(share[c]), "%") for c in IDLE_CAUSES]
+        if startup > 0:
+            evidence += [
+                Evidence("one_time_startup_idle", round(startup, 1), "µs"),
+                Evidence("gpu_busy_steady_median", pct(med), "%"),
+            ]
+        evidence += [Evidence(f"idle_{c}", pct(share[c]), "%") for c in steady_causes]
         evidence.append(Evidence("threshold_busy", pct(GPU_BUSY_WARN_FRACTION), "%"))
         details = tuple(
             f"{r.label}: busy {pct(r.gpu_busy_fraction)} % of {r.duration_us:.0f} µs; idle "
@@ -131,17 +152,20 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
             + ")"
             for r in rows
         )
-        top = max(IDLE_CAUSES, key=lambda c: causes[c])
+        top = max(steady_causes, key=lambda c: causes[c])
+        apart = f" (one-time start-up set apart: {startup / 1e3:,.1f} ms)" if startup > 0 else ""
+        gain = None
         if med >= GPU_BUSY_WARN_FRACTION:
             status, fix = Status.OK, ""
-            title = f"GPU busy {pct(med)} % of step time ({step_range(ctx)})"
+            title = f"GPU busy {pct(med)} % of step time ({step_range(ctx)}){apart}"
         else:
             status = Status.WARN
             title = (
-                f"GPU idle {pct(1 - med)} % of step time; {pct(share[top])} % of that idle "
-                f"time {CAUSE_TEXT[top]}"
+                f"GPU idle {pct(1 - med)} % of step time{apart}; {pct(share[top])} % of that "
+                f"idle time {CAUSE_TEXT[top]}"
             )
             fix = CAUSE_FIX[top]
+            gain = causes[top] / total if total > 0 else None
         out.append(
             Finding(
                 id="gpu-idle",
@@ -152,6 +176,7 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
                 group=GROUP,
                 subject=f"GPU {d}" if many else "",
                 details=details,
+                gain=gain,
             )
         )
     return out
@@ -165,7 +190,7 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "launch-bound", "Kernel launch overhead")]
-    few = _too_few(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
+    few = _no_activity(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
         ctx, "launch-bound", "Kernel launch overhead"
     )
     if few:
@@ -188,7 +213,7 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     graph_k = ctx.graph_kernel_mask & (ctx.gpu_step >= 0) & (ctx.gpu_kind == GPU_KIND_KERNEL)
     graph_calls = np.unique(ctx.gpu_rt[graph_k])
     graphs_per_step = graph_calls.size / max(n, 1)
-    dur = sum(r.duration_us for r in rows)
+    dur = sum(steady_us(r) for r in rows)
     late = idle_causes(rows)["launch"]
     late_share = late / dur if dur > 0 else 0.0
     evidence = (
@@ -242,7 +267,8 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
                 f"kernel (Python and framework overhead between ops; {per_step:.0f} kernels "
                 f"{per(ctx)})"
             )
-        busy = median([r.gpu_busy_fraction for r in rows if r.gpu_busy_fraction is not None])
+        busy = median([(r.gpu_busy_us or 0.0) / max(steady_us(r), 1e-9) for r in rows])
+        gain = late_share
         # the GPU is busy most of the step already: worth knowing, not the bottleneck
         status = Status.WARN if busy < GPU_BUSY_WARN_FRACTION else Status.INFO
         if status is Status.INFO:
@@ -250,13 +276,13 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
                 f", though it is busy {pct(busy)} % of the step"
             )
     elif short:
-        status, fix = Status.INFO, ""
+        status, fix, gain = Status.INFO, "", None
         title = (
             f"Median kernel ({k_us:.1f} µs) is shorter than its launch ({l_us:.1f} µs), but "
             f"the GPU waited for launches only {pct(late_share)} % of the step"
         )
     else:
-        status, fix = Status.OK, ""
+        status, fix, gain = Status.OK, "", None
         if l_us is None:
             title = (
                 f"Kernels come from graph replays; the GPU waited for launches {pct(late_share)} %"
@@ -272,5 +298,6 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
             fix=fix,
             group=GROUP,
             details=details,
+            gain=gain,
         )
     ]

@@ -101,5 +101,6 @@ def input_bound(ctx: TraceContext) -> list[Finding]:
             fix=fix,
             group=GROUP,
             details=details,
+            gain=idle_med if idle_med is not None else med,
         )
     ]

@@ -111,6 +111,7 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
                 fix=fix,
                 group=GROUP,
                 details=tuple(details) if listed else (),
+                gain=median(share) if ctx.has_gpu and status is Status.WARN else None,
             )
         ]
 

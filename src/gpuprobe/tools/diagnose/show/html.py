@@ -48,8 +48,10 @@ _COLORS = {
 }
 # the GPU's idle time, by cause (IDLE_CAUSES)
 _IDLE_COLORS = {
+    "startup": "#5d6d7e",
     "input": "#e67e22",
     "sync": "#c0392b",
+    "untraced": "#ec7063",
     "host": "#7d3c98",
     "launch": "#f1c40f",
     "short": "#48c9b0",
@@ -304,6 +306,7 @@ code {{ background: #eef; padding: 1px 3px; }}
 </style></head><body>
 <h2>gpuprobe diagnose</h2>
 <p>{html.escape(s.path)}: {s.events:,} events, {len(s.steps)} steps, whole-trace GPU busy {busy}</p>
+{_headline_html(d)}
 <div class="wrap"><div class="side"><h3>Findings</h3>{"".join(findings)}</div>
 <div class="main"><h3>Timeline of {html.escape(label)} ({st.end - st.start:,.0f} µs)</h3>
 {note}<p>{legend}</p>{svg}</div></div>
@@ -322,6 +325,19 @@ def write_html(path: str, d: Diagnosis, ctx: TraceContext, step: int | None = No
     return path
 
 
+def _headline_html(d: Diagnosis) -> str:
+    """The biggest gain as a paragraph ("" without one)."""
+    h = d.headline
+    if h is None:
+        return ""
+    if d.cold:
+        return f"<p><b>Cold start:</b> {html.escape(h.title)}</p>"
+    return (
+        f"<p><b>Biggest gain:</b> <code>{html.escape(h.id)}</code>, ≈ "
+        f"{100 * (h.gain or 0.0):.0f} % of the step: {html.escape(h.title)}</p>"
+    )
+
+
 def diagnosis_html(d: Diagnosis) -> str:
     """A diagnosis for a notebook (``Diagnosis._repr_html_``): the findings as a table."""
     rows = []
@@ -336,7 +352,7 @@ def diagnosis_html(d: Diagnosis) -> str:
     busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
     return (
         f"<div><b>gpuprobe diagnose</b> {html.escape(s.path)}: {len(s.steps)} steps, "
-        f"GPU busy {busy}<table><tr><th>status</th><th>finding</th><th>fix</th></tr>"
+        f"GPU busy {busy}{_headline_html(d)}<table><tr><th>status</th><th>finding</th><th>fix</th></tr>"
         + "".join(rows)
         + "</table></div>"
     )

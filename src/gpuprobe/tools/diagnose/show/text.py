@@ -20,6 +20,16 @@ __all__ = [
 ]
 
 _MAX_STEP_ROWS = 12  # rows of the step table before eliding the middle
+_CAUSE_LEGEND = {
+    "startup": "in a one-time call (context, module load, autotuning) or refilling after it",
+    "input": "DataLoader running",
+    "sync": "in a waiting host call or refilling after it",
+    "untraced": "no host event recorded for 1 ms or more",
+    "host": "CPU work that queues nothing (step edges, gaps of 1 ms or more)",
+    "launch": "next kernel launched late, gap under 1 ms",
+    "short": "gap under 30 µs with work queued",
+    "other": "no cause recorded",
+}
 
 
 def plain_table(title: str | None = None) -> Any:
@@ -64,6 +74,16 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     )
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
+    head = d.headline
+    if head is not None and d.cold:
+        con.print(Text.assemble(("Cold start: ", "bold"), head.title))
+    elif head is not None:
+        con.print(
+            Text.assemble(
+                ("Biggest gain: ", "bold"),
+                f"{head.id}, ≈ {100 * (head.gain or 0.0):.0f} % of the step: {head.title}",
+            )
+        )
     con.print()
     for f in worst_first(d.findings):
         style = STATUS_STYLE[f.status]
@@ -98,14 +118,21 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         for c in cols:
             # numbers wrap onto a second line rather than lose digits ("40…") in a narrow or
             # piped terminal
-            t.add_column(c, justify="left" if c in ("step", "GPU") else "right", overflow="fold")
+            t.add_column(
+                c,
+                justify="left" if c in ("step", "GPU") else "right",
+                overflow="fold",
+                min_width=len(c),
+            )
         return t
 
     def ms(v: float | None) -> str:
         return "n/a" if v is None else f"{v / 1e3:.1f}"
 
     if has_gpu:
-        cols = ["step", *(["GPU"] if many else []), "time", "busy%", "idle", *IDLE_CAUSES]
+        # the causes with idle time in some step (all-zero columns only widen the table)
+        shown = [c for c in IDLE_CAUSES if any(r.idle_cause_us.get(c, 0.0) >= 50 for r in d.steps)]
+        cols = ["step", *(["GPU"] if many else []), "time", "busy%", "idle", *shown]
         gpu = table("GPU time per step (ms): idle split by cause, each instant once", cols)
         for r in rows:
             if r is None:
@@ -118,18 +145,11 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
                 ms(r.duration_us),
                 _fmt(busy, 1),
                 ms(r.idle_us),
-                *(ms(r.idle_cause_us.get(c)) for c in IDLE_CAUSES),
+                *(ms(r.idle_cause_us.get(c)) for c in shown),
             )
         con.print(gpu)
-        con.print(
-            Text(
-                "input: DataLoader running; sync: in a waiting host call or refilling after it; "
-                "host: before the step's first kernel or after its last; launch: next kernel "
-                "launched late; short: gap under 30 µs with work queued; other: no cause "
-                "recorded",
-                style="dim",
-            )
-        )
+        if shown:
+            con.print(Text("; ".join(f"{c}: {_CAUSE_LEGEND[c]}" for c in shown), style="dim"))
         con.print()
     cols = ["step", "time", "data", "syncs", "reads", "ops"]
     if has_gpu:

@@ -1,0 +1,136 @@
+"""One-time costs: runtime calls far longer than the trace's typical launch that do not recur
+(CUDA context creation, module and library loads, cuDNN/cuBLAS handle creation, lazy kernel
+loading, autotuning, the caching allocator's first growth), and the leading profiled steps they
+make into warm-up. Functions of a trace's
+:class:`~gpuprobe.tools.diagnose.columns.TraceColumns`, cached in
+:class:`~gpuprobe.tools.diagnose.analysis.TraceContext`. Times in µs.
+
+A call is a candidate when it lasts at least :data:`ONE_TIME_MIN_US` and
+:data:`ONE_TIME_FACTOR` times the trace's typical kernel launch (the first quartile of the launch
+calls: in a cold trace most launches are slow, and the median with them), and it is not a copy, a memset
+or a call that waits for the GPU (those are judged by the copy and sync rules). It is one-time
+unless its kind recurs: the same call launching the same kernel (or, for other calls, the same
+call) is a candidate in two or more profiled steps, or more than :data:`ONE_TIME_MAX_REPEATS`
+times in a trace without steps. A trace without steps that creates the CUDA context (a long
+context call among its first :data:`CONTEXT_FIRST_CALLS`) is a cold start as a whole: its long
+set-up calls (allocations, releases, creations, loads) are one-time however often they come.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.columns import TraceColumns
+from gpuprobe.tools.diagnose.steps import Step
+
+__all__ = [
+    "COLD_TRACE_FRACTION",
+    "CONTEXT_FIRST_CALLS",
+    "ONE_TIME_FACTOR",
+    "ONE_TIME_MAX_REPEATS",
+    "ONE_TIME_MIN_US",
+    "TYPICAL_LAUNCH_QUANTILE",
+    "WARMUP_STEP_FACTOR",
+    "context_calls",
+    "one_time_calls",
+    "typical_launch_us",
+    "warmup_steps",
+]
+
+ONE_TIME_MIN_US = 1000.0  # µs; a launch path costs ~5-50 µs (E8, HTA launch stats); a call
+# of 1 ms or more is a load, a handle creation or an allocation, not a launch; ours
+ONE_TIME_FACTOR = 100.0  # × the trace's typical kernel launch call; ours
+TYPICAL_LAUNCH_QUANTILE = 0.25  # of the launch calls' durations taken as the typical launch; ours
+ONE_TIME_MAX_REPEATS = 3  # candidates of one kind in a trace without steps past which the
+# kind recurs (a periodic cost of the workload, not a start-up); ours
+CONTEXT_FIRST_CALLS = 5  # runtime calls at a trace's start among which a long context call
+# means the trace holds the process's CUDA start-up; ours
+COLD_TRACE_FRACTION = 0.5  # of a trace without steps in one-time start-up past which it is a cold
+# first pass: its steady-state verdicts are shown as information, not warnings; ours
+WARMUP_STEP_FACTOR = 2.0  # × the median duration of the later steps: a leading step with
+# one-time calls that is this much longer is a warm-up step; ours
+
+
+def typical_launch_us(ctx: TraceColumns) -> float:
+    """The :data:`TYPICAL_LAUNCH_QUANTILE` of the kernel launch calls' durations (of every
+    runtime call's in a trace without launches; 0 without runtime calls)."""
+    m = ctx.kernel_launch_mask
+    d = ctx.rt_dur[m] if m.any() else ctx.rt_dur
+    return float(np.quantile(d, TYPICAL_LAUNCH_QUANTILE)) if d.size else 0.0
+
+
+def one_time_calls(ctx: TraceColumns) -> np.ndarray:
+    """Indices into the runtime columns of the one-time calls (sorted by start), over the whole
+    trace (the steps' selection does not change what is one-time)."""
+    if ctx.rt_ts.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    limit = max(ONE_TIME_MIN_US, ONE_TIME_FACTOR * typical_launch_us(ctx))
+    excluded = (
+        ctx.sync_mask
+        | P.NOT_ONE_TIME_CALL.mask(ctx.rt_name, ctx.names)
+        | P.GRAPH_CAPTURE_BEGIN.mask(ctx.rt_name, ctx.names)
+        | P.GRAPH_CAPTURE_END.mask(ctx.rt_name, ctx.names)
+    )
+    cand = np.nonzero((ctx.rt_dur >= limit) & ~excluded)[0]
+    if cand.size == 0:
+        return cand.astype(np.int64)
+    # the kind of a call: a launch by the kernel it launched, any other call by its name
+    kernel_of = np.full(ctx.rt_ts.size, -1, dtype=np.int64)
+    m = ctx.gpu_rt >= 0
+    kernel_of[ctx.gpu_rt[m]] = ctx.gpu_name[m]
+    cold = context_calls(ctx, cand).size > 0
+    setup = P.SETUP_CALL.mask(ctx.rt_name[cand], ctx.names)
+    kinds = ctx.rt_name[cand].astype(np.int64) * (len(ctx.names) + 1) + (kernel_of[cand] + 1)
+    raw_steps = sorted({(n, ts) for n, ts, _ in ctx.raw.steps})
+    starts = np.array([ts for _, ts in raw_steps], dtype=np.float64)
+    keep = np.ones(cand.size, dtype=bool)
+    for k in np.unique(kinds):
+        same = kinds == k
+        if starts.size >= 2:
+            step = np.searchsorted(starts, ctx.rt_ts[cand[same]], side="right") - 1
+            recurs = np.unique(step[step >= 0]).size >= 2
+        elif cold and setup[same].all():
+            recurs = False
+        else:
+            recurs = int(same.sum()) > ONE_TIME_MAX_REPEATS
+        if recurs:
+            keep[same] = False
+    out = cand[keep]
+    return out[np.argsort(ctx.rt_ts[out], kind="stable")].astype(np.int64)
+
+
+def context_calls(ctx: TraceColumns, calls: np.ndarray) -> np.ndarray:
+    """Those of ``calls`` (indices of long runtime calls) that create the CUDA context: a
+    context call among the trace's first :data:`CONTEXT_FIRST_CALLS` runtime calls."""
+    first = np.argsort(ctx.rt_ts, kind="stable")[:CONTEXT_FIRST_CALLS]
+    m = np.isin(calls, first) & P.CONTEXT_CALL.mask(ctx.rt_name[calls], ctx.names)
+    return calls[m]
+
+
+def warmup_steps(ctx: TraceColumns, calls: np.ndarray) -> list[Step]:
+    """The leading selected steps that are warm-up: each holds a one-time call (``calls``:
+    :func:`one_time_calls`) and lasts :data:`WARMUP_STEP_FACTOR` times the median of the steps
+    after it, which do the same work (launch at least half as many kernels each); at least one
+    step stays. Empty without numbered steps."""
+    steps = [s for s in ctx.steps if s.number is not None]
+    if len(steps) < 2 or calls.size == 0:
+        return []
+    ts = ctx.rt_ts[calls]
+    launches = ctx.rt_ts[ctx.kernel_launch_mask | P.GRAPH_LAUNCH.mask(ctx.rt_name, ctx.names)]
+
+    def launched(st: Step) -> int:
+        return int(((launches >= st.start) & (launches <= st.end)).sum())
+
+    out: list[Step] = []
+    for i, st in enumerate(steps[:-1]):
+        rest = steps[i + 1 :]
+        holds = bool(((ts >= st.start) & (ts <= st.end)).any())
+        long = st.end - st.start >= WARMUP_STEP_FACTOR * float(
+            np.median([s.end - s.start for s in rest])
+        )
+        same_work = float(np.median([launched(s) for s in rest])) >= 0.5 * launched(st)
+        if not (holds and long and same_work):
+            break
+        out.append(st)
+    return out

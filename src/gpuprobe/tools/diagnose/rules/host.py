@@ -1,0 +1,289 @@
+"""Host work: what the CPU does while the GPU idles with nothing queued. The CPU ops that run
+then are named, with their share of the step and the fix that fits them (inputs made on the
+CPU, copies, an optimizer on the CPU); idle time under which no host event is recorded at all
+is untraced host time, shown with what sits at its edges."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.idle import UNTRACED_MIN_GAP_US
+from gpuprobe.tools.diagnose.rules._common import GROUP, capture_skip, no_gpu, pct, per_step
+from gpuprobe.tools.diagnose.rules.gpu_time import GPU_BUSY_WARN_FRACTION, steady_us
+
+__all__ = [
+    "HOST_IDLE_WARN_BUSY_FRACTION",
+    "HOST_IDLE_WARN_FRACTION",
+    "host_work",
+    "untraced_host",
+]
+
+HOST_IDLE_WARN_FRACTION = 0.1  # of the steady step time (median over steps) the GPU idles for
+# one cause to report it, and to warn while the GPU is busy less than half the step; the same
+# bar as late launches (gpu_time.LAUNCH_IDLE_WARN_FRACTION); ours
+HOST_IDLE_WARN_BUSY_FRACTION = 0.25  # of the steady step time: a share this large warns however
+# busy the GPU is otherwise (a quarter of every step to gain); ours
+_NAMED = 3  # ops named in the title
+_OPS_NAME_IT = 0.5  # share of the host idle time the named ops must cover to name them; below,
+# the Python frame that covers most of it is named instead; ours
+
+
+def _covered(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Length of the disjoint sorted intervals (s, e) inside (-inf, t] for each t."""
+    cum = np.concatenate([[0.0], np.cumsum(e - s)])
+    k = np.searchsorted(s, t, side="right")
+    inside = cum[k] - np.clip(e[np.maximum(k - 1, 0)] - t, 0.0, None) * (k > 0)
+    return inside
+
+
+def _device(ctx: TraceContext, cause: str) -> int:
+    """The device whose idle time in ``cause`` is largest."""
+
+    def length(d: int) -> float:
+        s, e = ctx.idle_by_cause[d][cause]
+        return float((e - s).sum())
+
+    return max(ctx.devices, key=length)
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values)) if values else 0.0
+
+
+def _totals(ctx: TraceContext, cause: str) -> tuple[float, float, float]:
+    """(idle µs in ``cause`` on its device, the median over steps of that idle's share of the
+    steady step, the steady busy median)."""
+    d = _device(ctx, cause)
+    rows = [r for r in ctx.breakdowns if r.device == d]
+    idle = sum(r.idle_cause_us.get(cause, 0.0) for r in rows)
+    share = [r.idle_cause_us.get(cause, 0.0) / max(steady_us(r), 1e-9) for r in rows]
+    busy = [(r.gpu_busy_us or 0.0) / max(steady_us(r), 1e-9) for r in rows]
+    return idle, _median(share), _median(busy)
+
+
+def _status(share: float, busy: float) -> Status:
+    if share < HOST_IDLE_WARN_FRACTION:
+        return Status.OK
+    if share >= HOST_IDLE_WARN_BUSY_FRACTION or busy < GPU_BUSY_WARN_FRACTION:
+        return Status.WARN
+    return Status.INFO
+
+
+def _python_frame(ctx: TraceContext, s: np.ndarray, e: np.ndarray) -> tuple[str, float]:
+    """The innermost Python frame (``python_function``, with_stack) that covers at least half as
+    much of the intervals (s, e) as the frame covering most: (its name, µs covered)."""
+    if ctx.py_ts.size == 0 or s.size == 0:
+        return "", 0.0
+    ov = _covered(s, e, ctx.py_ts + ctx.py_dur) - _covered(s, e, ctx.py_ts)
+    if not (ov > 0).any():
+        return "", 0.0
+    good = np.nonzero(ov >= 0.5 * ov.max())[0]
+    i = int(good[np.argmin(ctx.py_dur[good])])
+    return ctx.names[int(ctx.py_name[i])], float(ov[i])
+
+
+def _fix_for(name: str) -> str:
+    """The fix that fits the CPU op that fills the GPU's idle time."""
+    if P.HOST_INPUT_OP.matches(name):
+        return (
+            f"{name} makes tensors on the CPU while the GPU waits: create them on the GPU "
+            "(torch.randn(..., device='cuda')) or make the batches in DataLoader workers "
+            "(num_workers>0, pin_memory=True) and copy with .to('cuda', non_blocking=True)"
+        )
+    if P.TRANSFER_OP.matches(name):
+        return (
+            f"{name} copies on the host's path while the GPU waits: pin the source "
+            "(DataLoader(pin_memory=True)) and copy with non_blocking=True a step ahead, or keep "
+            "the data on the GPU"
+        )
+    if "optim" in name.lower() or name.endswith(".step"):
+        return (
+            "the optimizer runs on the CPU's path: keep parameters and state on the GPU and use "
+            "a fused or foreach optimizer (torch.optim.AdamW(..., fused=True))"
+        )
+    return (
+        f"take {name} off the step's path: run it on the GPU, in DataLoader workers or every N "
+        "steps; torch.profiler.record_function('name') around suspects shows which part it is"
+    )
+
+
+@rule("host-work")
+def host_work(ctx: TraceContext) -> list[Finding]:
+    """The CPU ops that run while the GPU idles with nothing queued (at the step's edges or in
+    gaps of 1 ms or more between kernels), by the time they overlap that idle time."""
+    if not ctx.has_gpu:
+        return [no_gpu(ctx, "host-work", "Host work while the GPU idles")]
+    skip = capture_skip(ctx, "host-work", "Host work while the GPU idles")
+    if skip or not (ctx.gpu_step >= 0).any():
+        return skip or [
+            Finding(
+                id="host-work",
+                status=Status.SKIPPED,
+                title="Host work while the GPU idles: skipped: no GPU activity in the analysed "
+                "steps",
+                group=GROUP,
+            )
+        ]
+    idle, share, busy = _totals(ctx, "host")
+    s, e = ctx.idle_by_cause[_device(ctx, "host")]["host"]
+    top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
+    by_name: dict[str, float] = {}
+    if s.size and top.size:
+        a, b = ctx.op_ts[top], ctx.op_ts[top] + ctx.op_dur[top]
+        ov = _covered(s, e, b) - _covered(s, e, a)
+        for i, v in zip(top[ov > 0], ov[ov > 0], strict=True):
+            name = ctx.names[int(ctx.op_name[i])]
+            by_name[name] = by_name.get(name, 0.0) + float(v)
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
+    named = sum(v for _, v in ranked)
+    evidence = [
+        Evidence("gpu_idle_in_host_work", round(idle, 1), "µs"),
+        Evidence("share_of_step_median", pct(share), "%"),
+        Evidence("gpu_busy_steady_median", pct(busy), "%"),
+        Evidence("under_named_ops", pct(min(named / idle, 1.0)) if idle > 0 else None, "%"),
+        Evidence("threshold", pct(HOST_IDLE_WARN_FRACTION), "%"),
+    ]
+    details = tuple(
+        f"{name}: {v / 1e3:,.2f} ms ({pct(v / idle) if idle else 0} % of that idle time)"
+        for name, v in ranked[:8]
+    )
+    status = _status(share, busy)
+    if status is Status.OK:
+        return [
+            Finding(
+                id="host-work",
+                status=Status.OK,
+                title=f"The GPU idles {pct(share)} % of the step while the CPU works on "
+                "something else",
+                evidence=tuple(evidence),
+                group=GROUP,
+                details=details,
+            )
+        ]
+    frame, in_frame = _python_frame(ctx, s, e)
+    if frame:
+        evidence.insert(4, Evidence("under_python_frame", pct(min(in_frame / idle, 1.0)), "%"))
+    if ranked and named >= _OPS_NAME_IT * idle:
+        ops = ", ".join(f"{n} ({pct(v / idle)} %)" for n, v in ranked[:_NAMED])
+        title = (
+            f"The GPU idles {pct(share)} % of the step with nothing queued while the CPU runs {ops}"
+        )
+        fix = _fix_for(ranked[0][0])
+    elif frame:
+        title = (
+            f"The GPU idles {pct(share)} % of the step with nothing queued while the host runs "
+            f"Python outside any op: {frame} ({pct(min(in_frame / idle, 1.0))} % of that time)"
+        )
+        fix = _fix_for(frame)
+    else:
+        title = (
+            f"The GPU idles {pct(share)} % of the step with nothing queued while the host runs "
+            "code outside any op, in gaps under 1 ms each"
+        )
+        fix = _fix_for("that code")
+    return [
+        Finding(
+            id="host-work",
+            status=status,
+            title=title,
+            evidence=tuple(evidence),
+            fix=fix,
+            group=GROUP,
+            details=details,
+            gain=share,
+        )
+    ]
+
+
+def _edge(ctx: TraceContext, t: float, before: bool) -> str:
+    """The name of the host event that ends last before ``t`` (``before``) or starts first
+    after it, over cpu_ops and runtime calls ("" when none)."""
+    best, name = None, ""
+    for ts, dur, nm in ((ctx.op_ts, ctx.op_dur, ctx.op_name), (ctx.rt_ts, ctx.rt_dur, ctx.rt_name)):
+        if ts.size == 0:
+            continue
+        if before:
+            end = ts + dur
+            m = end <= t
+            if m.any():
+                i = int(np.argmax(np.where(m, end, -np.inf)))
+                if best is None or end[i] > best:
+                    best, name = float(end[i]), ctx.names[int(nm[i])]
+        else:
+            m = ts >= t
+            if m.any():
+                i = int(np.argmin(np.where(m, ts, np.inf)))
+                if best is None or ts[i] < best:
+                    best, name = float(ts[i]), ctx.names[int(nm[i])]
+    return name
+
+
+@rule("untraced-host")
+def untraced_host(ctx: TraceContext) -> list[Finding]:
+    """GPU idle time under which the host recorded nothing for 1 ms or more: code the profiler
+    does not see (Python without with_stack, a first TorchScript or compiled call, a library's
+    own threads). It is not launch overhead, and no op can be blamed for it."""
+    if not ctx.has_gpu:
+        return [no_gpu(ctx, "untraced-host", "Untraced host time")]
+    skip = capture_skip(ctx, "untraced-host", "Untraced host time")
+    if skip or not (ctx.gpu_step >= 0).any():
+        return skip or [
+            Finding(
+                id="untraced-host",
+                status=Status.SKIPPED,
+                title="Untraced host time: skipped: no GPU activity in the analysed steps",
+                group=GROUP,
+            )
+        ]
+    idle, share, busy = _totals(ctx, "untraced")
+    s, e = ctx.idle_by_cause[_device(ctx, "untraced")]["untraced"]
+    evidence = [
+        Evidence("gpu_idle_untraced", round(idle, 1), "µs"),
+        Evidence("share_of_step_median", pct(share), "%"),
+        Evidence("gaps", int(s.size)),
+        Evidence("largest_gap", round(float((e - s).max()), 1) if s.size else 0.0, "µs"),
+        Evidence("with_stack", ctx.has_stack),
+        Evidence("min_gap", UNTRACED_MIN_GAP_US, "µs"),
+        Evidence("threshold", pct(HOST_IDLE_WARN_FRACTION), "%"),
+    ]
+    order = np.argsort(-(e - s), kind="stable")[:5]
+    details = tuple(
+        f"{(e[i] - s[i]) / 1e3:,.2f} ms with nothing traced, after "
+        f"{_edge(ctx, float(s[i]), True) or 'the start'}, before "
+        f"{_edge(ctx, float(e[i]), False) or 'the end'}"
+        for i in order
+    )
+    status = _status(share, busy)
+    if status is Status.OK:
+        return [
+            Finding(
+                id="untraced-host",
+                status=Status.OK,
+                title=f"Untraced host time: {pct(share)} % of the step ({per_step(ctx)})",
+                evidence=tuple(evidence),
+                group=GROUP,
+                details=details,
+            )
+        ]
+    i = int(order[0])
+    return [
+        Finding(
+            id="untraced-host",
+            status=status,
+            title=f"The GPU idles {pct(share)} % of the step while the host runs code the "
+            f"profiler does not record: {s.size} {'gap' if s.size == 1 else 'gaps'} of 1 ms or "
+            "more with no op, the largest "
+            f"{(e[i] - s[i]) / 1e3:,.1f} ms after {_edge(ctx, float(s[i]), True) or 'the start'}",
+            evidence=tuple(evidence),
+            fix="see what runs there: profile with with_stack=True, wrap the step's parts in "
+            "torch.profiler.record_function('name'), or sample the Python side (py-spy); a first "
+            "TorchScript or torch.compile call does this once: profile after warm-up",
+            group=GROUP,
+            details=details,
+            gain=share,
+        )
+    ]

@@ -1,0 +1,156 @@
+"""One-time start-up: calls far longer than the trace's typical launch that do not recur
+(context creation, module and library loads, handle creation, lazy kernel loading, autotuning,
+the allocator's first growth) and the warm-up steps they make, reported apart and left out of
+the steady-state verdicts (:mod:`gpuprobe.tools.diagnose.onetime`)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.onetime import (
+    ONE_TIME_FACTOR,
+    ONE_TIME_MIN_US,
+    context_calls,
+    typical_launch_us,
+)
+from gpuprobe.tools.diagnose.rules._common import GROUP, pct
+
+__all__ = [
+    "ONE_TIME_NEGLIGIBLE_FRACTION",
+    "ONE_TIME_WARN_FRACTION",
+    "enclosing_op",
+    "one_time_start",
+]
+
+ONE_TIME_WARN_FRACTION = 0.1  # of the profiled time in one-time costs past which the trace is
+# not a picture of the steady state; ours
+ONE_TIME_NEGLIGIBLE_FRACTION = 0.01  # of the profiled time below which one-time costs are noise
+_FIRST_CALLS = 5  # runtime calls at the start of a trace among which a long one is the context
+_DETAILS = 5  # one-time calls listed
+
+_WHAT = (
+    (re.compile(r"Launch"), "first launch of this kernel: module load (lazy loading)"),
+    (re.compile(r"Malloc"), "the caching allocator growing"),
+    (re.compile(r"Free"), "memory released to the driver (the allocator emptying its cache)"),
+    (re.compile(r"StreamCreate|EventCreate|Handle|Create"), "library set-up (streams, events)"),
+    (re.compile(r"Module|Library|Function|FuncGet"), "module or library load"),
+)
+
+
+def enclosing_op(ctx: TraceContext, i: int) -> str:
+    """The innermost cpu_op on the same thread around runtime call ``i`` ("" when none)."""
+    t0, t1 = ctx.rt_ts[i], ctx.rt_ts[i] + ctx.rt_dur[i]
+    m = (ctx.op_tid == ctx.rt_tid[i]) & (ctx.op_ts <= t0) & (ctx.op_ts + ctx.op_dur >= t1)
+    idx = np.nonzero(m)[0]
+    if idx.size == 0:
+        return ""
+    return ctx.names[int(ctx.op_name[idx[np.argmin(ctx.op_dur[idx])]])]
+
+
+def _what(ctx: TraceContext, i: int, context: np.ndarray) -> str:
+    name = ctx.names[int(ctx.rt_name[i])]
+    if i in context:
+        return "CUDA context creation (the process's first CUDA calls)"
+    return next((w for p, w in _WHAT if p.search(name)), "a one-time runtime call")
+
+
+def _kernel(ctx: TraceContext, i: int) -> str:
+    k = np.nonzero(ctx.gpu_rt == i)[0]
+    return ctx.names[int(ctx.gpu_name[k[0]])] if k.size else ""
+
+
+@rule("one-time-start")
+def one_time_start(ctx: TraceContext) -> list[Finding]:
+    """One-time calls and warm-up steps: how long, what share of the profiled time, which call
+    in which op; the GPU idle they cause is set apart from the steady-state verdicts."""
+    calls = ctx.one_time_calls
+    if ctx.rt_ts.size == 0:
+        return [
+            Finding(
+                id="one-time-start",
+                status=Status.SKIPPED,
+                title="One-time start-up: skipped: no CUDA runtime calls in the trace",
+                group=GROUP,
+            )
+        ]
+    warm = ctx.warmup
+    warm_us = sum(s.end - s.start for s in warm)
+    lost, share = ctx.one_time_share
+    whole = float(ctx.step_durations.sum()) + warm_us
+    idle = lost - warm_us
+    typical = typical_launch_us(ctx)
+    evidence = [
+        Evidence("one_time_calls", int(calls.size)),
+        Evidence("one_time_call_time", round(float(ctx.rt_dur[calls].sum()), 1), "µs"),
+        Evidence("gpu_idle_in_one_time_calls", round(idle, 1), "µs"),
+        Evidence("warmup_steps", len(warm)),
+        Evidence("warmup_step_time", round(warm_us, 1), "µs"),
+        Evidence("share_of_profiled_time", pct(share), "%"),
+        Evidence("typical_launch", round(typical, 2), "µs"),
+        Evidence("threshold_call", max(ONE_TIME_MIN_US, ONE_TIME_FACTOR * float(typical)), "µs"),
+    ]
+    if share < ONE_TIME_NEGLIGIBLE_FRACTION and not warm:
+        return [
+            Finding(
+                id="one-time-start",
+                status=Status.OK,
+                title="No one-time start-up cost worth noting in the profiled steps"
+                + (f" ({pct(share)} % of the time)" if calls.size else ""),
+                evidence=tuple(evidence),
+                group=GROUP,
+            )
+        ]
+    first = context_calls(ctx, calls)
+    biggest = calls[np.argsort(-ctx.rt_dur[calls], kind="stable")][:_DETAILS]
+    details = []
+    for i in biggest:
+        op = enclosing_op(ctx, int(i))
+        kernel = _kernel(ctx, int(i))
+        details.append(
+            f"{ctx.names[int(ctx.rt_name[i])]} {ctx.rt_dur[i] / 1e3:,.1f} ms"
+            + (f" in {op}" if op else "")
+            + (f" launching {kernel}" if kernel else "")
+            + f": {_what(ctx, int(i), first)}"
+        )
+    for s in warm:
+        details.append(
+            f"step #{s.number}: {(s.end - s.start) / 1e3:,.1f} ms, left out as warm-up "
+            f"(steps #{ctx.steps[0].number}..#{ctx.steps[-1].number} analysed)"
+        )
+    parts = []
+    if biggest.size:
+        i = int(biggest[0])
+        op = enclosing_op(ctx, i)
+        parts.append(
+            f"the largest a {ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
+            + (f" in {op}" if op else "")
+            + f" ({_what(ctx, i, first)})"
+        )
+    if warm:
+        parts.append(
+            f"{'step' if len(warm) == 1 else 'steps'} "
+            + ", ".join(f"#{s.number}" for s in warm)
+            + " left out as warm-up"
+        )
+    title = (
+        f"One-time start-up: {lost / 1e3:,.1f} ms of the {whole / 1e3:,.1f} ms profiled "
+        f"({pct(share)} %); " + "; ".join(parts) + ". The steady-state verdicts judge the rest"
+    )
+    return [
+        Finding(
+            id="one-time-start",
+            status=Status.WARN if share >= ONE_TIME_WARN_FRACTION else Status.INFO,
+            title=title,
+            evidence=tuple(evidence),
+            fix="profile after warm-up: torch.profiler.profile(schedule=torch.profiler."
+            "schedule(wait=1, warmup=1, active=3), ...) and prof.step() each iteration, so "
+            "context creation, module loads and autotuning fall before the recorded steps",
+            group=GROUP,
+            details=tuple(details),
+        )
+    ]
