@@ -108,6 +108,7 @@ class TraceContext(TraceColumns):
             self.capture_intervals,
             self.one_time_calls,
             self.untraced_intervals,
+            idle.cpu_work_intervals(self, self.op_top),
         )
 
     @cached_property

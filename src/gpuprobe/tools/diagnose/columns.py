@@ -172,20 +172,12 @@ class TraceColumns:
             "late": late,
         }
 
-    def gap_intervals(
-        self, d: int, late: bool, long: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def gap_intervals(self, d: int, late: bool) -> tuple[np.ndarray, np.ndarray]:
         """Gaps between activities of one stream on device ``d`` whose next activity was
-        launched late (``late``) or already queued and under KERNEL_WAIT_MAX_GAP_US. Late gaps
-        are those under :data:`LAUNCH_GAP_MAX_US`, or (``long``) those of that length or more."""
+        launched late (``late``) or already queued and under KERNEL_WAIT_MAX_GAP_US."""
         g = self.idle_gaps
         m = (g["device"] == d) & (g["gap"] > 0)
-        if late:
-            m &= g["late"] & (
-                (g["gap"] >= LAUNCH_GAP_MAX_US) if long else (g["gap"] < LAUNCH_GAP_MAX_US)
-            )
-        else:
-            m &= ~g["late"] & (g["gap"] < KERNEL_WAIT_MAX_GAP_US)
+        m &= g["late"] if late else (~g["late"] & (g["gap"] < KERNEL_WAIT_MAX_GAP_US))
         return merge_intervals(g["start"][m], g["end"][m])
 
     @cached_property

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuprobe.tools.diagnose import patterns as P
-from gpuprobe.tools.diagnose.columns import TraceColumns
+from gpuprobe.tools.diagnose.columns import LAUNCH_GAP_MAX_US, TraceColumns
 from gpuprobe.tools.diagnose.intervals import (
     intersect_intervals,
     merge_intervals,
@@ -22,16 +22,22 @@ from gpuprobe.tools.diagnose.intervals import (
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES
 
 __all__ = [
+    "CPU_WORK_MIN_US",
     "UNTRACED_MIN_GAP_US",
     "capture_intervals",
     "capture_share",
     "captured_launches",
+    "cpu_work_intervals",
     "dataloader_intervals",
     "idle_by_cause",
     "idle_cause_per_step",
+    "launching_ops",
     "untraced_intervals",
 ]
 
+CPU_WORK_MIN_US = 100.0  # µs; a top-level op this long that queues no GPU work computes on the
+# CPU (an eager op's dispatch is ~5-50 µs: E8, HTA launch stats); a late launch's gap that such
+# ops fill for the most part is host work, not launch overhead; ours
 UNTRACED_MIN_GAP_US = 1000.0  # µs; a hole in the host's traced events shorter than this is the
 # Python between two ops (µs each); from this on it is code the profiler does not see; ours
 
@@ -108,6 +114,55 @@ def untraced_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
     return hs[long], he[long]
 
 
+def launching_ops(ctx: TraceColumns, ops: np.ndarray) -> np.ndarray:
+    """For cpu_op indices ``ops``: whether a launch call (a kernel, a copy, a graph) ran inside
+    the op on its thread: the op queued GPU work."""
+    out = np.zeros(ops.size, dtype=bool)
+    launch = P.LAUNCH_CALL.mask(ctx.rt_name, ctx.names)
+    for tid in np.unique(ctx.op_tid[ops]):
+        t = np.sort(ctx.rt_ts[launch & (ctx.rt_tid == tid)])
+        if t.size == 0:
+            continue
+        m = ctx.op_tid[ops] == tid
+        a = ctx.op_ts[ops[m]]
+        b = a + ctx.op_dur[ops[m]]
+        out[m] = np.searchsorted(t, b, side="left") > np.searchsorted(t, a, side="left")
+    return out
+
+
+def cpu_work_intervals(ctx: TraceColumns, top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the top-level cpu_ops (``top``: a mask, :func:`.frames.op_top`) of at least
+    :data:`CPU_WORK_MIN_US` that queue no GPU work: computing on the CPU (inputs made there,
+    a CPU optimizer, preprocessing)."""
+    idx = np.nonzero(top & (ctx.op_dur >= CPU_WORK_MIN_US))[0]
+    idx = idx[~launching_ops(ctx, idx)]
+    return merge_intervals(ctx.op_ts[idx], ctx.op_ts[idx] + ctx.op_dur[idx])
+
+
+def _late_gaps(
+    ctx: TraceColumns, d: int, cpu_work: tuple[np.ndarray, np.ndarray]
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Device ``d``'s gaps before a late launch, split into host work (a gap of
+    :data:`~.columns.LAUNCH_GAP_MAX_US` or more, or one that ``cpu_work`` fills for the most
+    part) and launch overhead (the rest)."""
+    g = ctx.idle_gaps
+    m = (g["device"] == d) & (g["gap"] > 0) & g["late"]
+    a, b = g["start"][m], g["end"][m]
+    s, e = cpu_work
+    if s.size:
+        cum = np.concatenate([[0.0], np.cumsum(e - s)])
+
+        def covered(t: np.ndarray) -> np.ndarray:
+            k = np.searchsorted(s, t, side="right")
+            return cum[k] - np.clip(e[np.maximum(k - 1, 0)] - t, 0.0, None) * (k > 0)
+
+        busy = covered(b) - covered(a)
+    else:
+        busy = np.zeros(a.size)
+    host = (b - a >= LAUNCH_GAP_MAX_US) | (busy >= 0.5 * (b - a))
+    return merge_intervals(a[host], b[host]), merge_intervals(a[~host], b[~host])
+
+
 def _waiting_intervals(
     ctx: TraceColumns, d: int, m: np.ndarray, drained_only: bool
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -179,17 +234,20 @@ def idle_by_cause(
     capture: tuple[np.ndarray, np.ndarray],
     one_time: np.ndarray,
     untraced: tuple[np.ndarray, np.ndarray],
+    cpu_work: tuple[np.ndarray, np.ndarray],
 ) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per device, the GPU's idle time inside the selected steps split by cause
     (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it. Graph
     capture is host work that queues nothing to run: its time is ``host``, not ``sync``; so
-    is a late launch's gap of :data:`~.columns.LAUNCH_GAP_MAX_US` or more (the host worked on
-    something else; a launch only ended it). ``dataloader``, ``capture``, ``one_time`` and
-    ``untraced``: :func:`dataloader_intervals`, :func:`capture_intervals`,
-    :func:`.onetime.one_time_calls`, :func:`untraced_intervals`."""
+    is a late launch's gap of :data:`~.columns.LAUNCH_GAP_MAX_US` or more, or one that CPU work
+    fills for the most part (the host worked on something else; a launch only ended it).
+    ``dataloader``, ``capture``, ``one_time``, ``untraced`` and ``cpu_work``:
+    :func:`dataloader_intervals`, :func:`capture_intervals`, :func:`.onetime.one_time_calls`,
+    :func:`untraced_intervals`, :func:`cpu_work_intervals`."""
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for d in ctx.devices:
         rest = subtract_intervals(ctx.step_windows, ctx.merged_by_device[d])
+        host_gaps, launch_gaps = _late_gaps(ctx, d, cpu_work)
         causes = {
             "startup": startup_intervals(ctx, one_time, d),
             "input": dataloader,
@@ -203,12 +261,12 @@ def idle_by_cause(
                     for p in zip(
                         _edge_intervals(ctx, d),
                         capture,
-                        ctx.gap_intervals(d, True, long=True),
+                        host_gaps,
                         strict=True,
                     )
                 )
             ),
-            "launch": ctx.gap_intervals(d, True),
+            "launch": launch_gaps,
             "short": ctx.gap_intervals(d, False),
         }
         parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}

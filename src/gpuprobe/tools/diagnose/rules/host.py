@@ -11,7 +11,7 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
-from gpuprobe.tools.diagnose.idle import UNTRACED_MIN_GAP_US
+from gpuprobe.tools.diagnose.idle import UNTRACED_MIN_GAP_US, launching_ops
 from gpuprobe.tools.diagnose.rules._common import GROUP, capture_skip, no_gpu, pct, per_step
 from gpuprobe.tools.diagnose.rules.gpu_time import GPU_BUSY_WARN_FRACTION, steady_us
 
@@ -86,6 +86,23 @@ def _python_frame(ctx: TraceContext, s: np.ndarray, e: np.ndarray) -> tuple[str,
     return ctx.names[int(ctx.py_name[i])], float(ov[i])
 
 
+_OVERHEAD_FIX = (
+    "the host is slower than the GPU: these ops spend their time on the CPU before they queue "
+    "their kernels. Give each op more work (a larger batch), cut the ops per step "
+    "(torch.compile(model)) or replay the step as a CUDA graph; check the CPU is not "
+    "oversubscribed (torch.get_num_threads(), other processes)"
+)
+
+
+def _shown(name: str) -> str:
+    """An op's name as shown: autograd's wrapper of a backward function named by the function
+    (``autograd::engine::evaluate_function: AddmmBackward0`` -> ``AddmmBackward0``)."""
+    for prefix in ("autograd::engine::evaluate_function: ", "torch::autograd::"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name.replace("torch::autograd::", "")
+
+
 def _fix_for(name: str) -> str:
     """The fix that fits the CPU op that fills the GPU's idle time."""
     if P.HOST_INPUT_OP.matches(name):
@@ -116,7 +133,7 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     """The CPU ops that run while the GPU idles with nothing queued (at the step's edges or in
     gaps of 1 ms or more between kernels), by the time they overlap that idle time."""
     if not ctx.has_gpu:
-        return [no_gpu(ctx, "host-work", "Host work while the GPU idles")]
+        return _host_only(ctx)
     skip = capture_skip(ctx, "host-work", "Host work while the GPU idles")
     if skip or not (ctx.gpu_step >= 0).any():
         return skip or [
@@ -132,11 +149,14 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     s, e = ctx.idle_by_cause[_device(ctx, "host")]["host"]
     top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
     by_name: dict[str, float] = {}
+    gpu_op_us = 0.0  # of that, in ops that went on to queue GPU work (their host overhead)
     if s.size and top.size:
         a, b = ctx.op_ts[top], ctx.op_ts[top] + ctx.op_dur[top]
         ov = _covered(s, e, b) - _covered(s, e, a)
+        launching = launching_ops(ctx, top)
+        gpu_op_us = float(ov[launching].sum())
         for i, v in zip(top[ov > 0], ov[ov > 0], strict=True):
-            name = ctx.names[int(ctx.op_name[i])]
+            name = _shown(ctx.names[int(ctx.op_name[i])])
             by_name[name] = by_name.get(name, 0.0) + float(v)
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
     named = sum(v for _, v in ranked)
@@ -145,6 +165,7 @@ def host_work(ctx: TraceContext) -> list[Finding]:
         Evidence("share_of_step_median", pct(share), "%"),
         Evidence("gpu_busy_steady_median", pct(busy), "%"),
         Evidence("under_named_ops", pct(min(named / idle, 1.0)) if idle > 0 else None, "%"),
+        Evidence("under_ops_that_launch", pct(min(gpu_op_us / idle, 1.0)) if idle else None, "%"),
         Evidence("threshold", pct(HOST_IDLE_WARN_FRACTION), "%"),
     ]
     details = tuple(
@@ -172,7 +193,11 @@ def host_work(ctx: TraceContext) -> list[Finding]:
         title = (
             f"The GPU idles {pct(share)} % of the step with nothing queued while the CPU runs {ops}"
         )
-        fix = _fix_for(ranked[0][0])
+        lead = ranked[0][0]
+        overhead = gpu_op_us >= 0.5 * named and not P.TRANSFER_OP.matches(lead)
+        fix = _OVERHEAD_FIX if overhead else _fix_for(lead)
+        if overhead:
+            title += ", on the host before they queue their GPU work"
     elif frame:
         title = (
             f"The GPU idles {pct(share)} % of the step with nothing queued while the host runs "
@@ -195,6 +220,64 @@ def host_work(ctx: TraceContext) -> list[Finding]:
             group=GROUP,
             details=details,
             gain=share,
+        )
+    ]
+
+
+def _host_only(ctx: TraceContext) -> list[Finding]:
+    """Where the step goes on the host of a trace without GPU activity (a CPU-only run, or a GPU
+    run whose GPU side was not recorded): its top-level ops by share of the step. No claim about
+    the GPU; a warning only when the host launched GPU work and an op that makes or copies
+    inputs takes :data:`HOST_IDLE_WARN_BUSY_FRACTION` of the step."""
+    top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
+    total = float(ctx.step_durations.sum())
+    if top.size == 0 or total <= 0:
+        return [no_gpu(ctx, "host-work", "Host work while the GPU idles")]
+    by_name: dict[str, float] = {}
+    for i in top:
+        name = _shown(ctx.names[int(ctx.op_name[i])])
+        by_name[name] = by_name.get(name, 0.0) + float(ctx.op_dur[i])
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1])
+    lead, lead_us = ranked[0]
+    share = lead_us / total
+    launches = int(ctx.kernel_launch_mask.sum())
+    evidence = (
+        Evidence("top_op", lead),
+        Evidence("top_op_share_of_step", pct(share), "%"),
+        Evidence("gpu_activities", 0),
+        Evidence("kernel_launches", launches),
+        Evidence("threshold", pct(HOST_IDLE_WARN_BUSY_FRACTION), "%"),
+    )
+    details = tuple(f"{n}: {v / 1e3:,.2f} ms ({pct(v / total)} %)" for n, v in ranked[:8])
+    feeds = P.HOST_INPUT_OP.matches(lead) or P.TRANSFER_OP.matches(lead)
+    ops = ", ".join(f"{n} {pct(v / total)} %" for n, v in ranked[:_NAMED])
+    where = (
+        f"the host launched {launches} kernels but the trace has no GPU activity"
+        if launches
+        else "no GPU in the trace"
+    )
+    if launches and feeds and share >= HOST_IDLE_WARN_BUSY_FRACTION:
+        return [
+            Finding(
+                id="host-work",
+                status=Status.WARN,
+                title=f"{pct(share)} % of the step is {lead} on the CPU, feeding a GPU run "
+                f"({where}): {ops}",
+                evidence=evidence,
+                fix=_fix_for(lead),
+                group=GROUP,
+                details=details,
+                gain=share,
+            )
+        ]
+    return [
+        Finding(
+            id="host-work",
+            status=Status.INFO,
+            title=f"Where the step goes on the host ({where}): {ops} of the step",
+            evidence=evidence,
+            group=GROUP,
+            details=details,
         )
     ]
 
