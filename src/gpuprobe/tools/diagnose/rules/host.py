@@ -28,6 +28,7 @@ HOST_IDLE_WARN_FRACTION = 0.1  # of the steady step time (median over steps) the
 HOST_IDLE_WARN_BUSY_FRACTION = 0.25  # of the steady step time: a share this large warns however
 # busy the GPU is otherwise (a quarter of every step to gain); ours
 _NAMED = 3  # ops named in the title
+_WHOLE_WINDOW = 0.9  # of the analysed time: a Python frame this long is the script's main; ours
 _OPS_NAME_IT = 0.5  # share of the host idle time the named ops must cover to name them; below,
 # the Python frame that covers most of it is named instead; ours
 
@@ -74,15 +75,18 @@ def _status(share: float, busy: float) -> Status:
 
 
 def _python_frame(ctx: TraceContext, s: np.ndarray, e: np.ndarray) -> tuple[str, float]:
-    """The innermost Python frame (``python_function``, with_stack) that covers at least half as
-    much of the intervals (s, e) as the frame covering most: (its name, µs covered)."""
+    """The innermost Python frame (``python_function``, with_stack) under at least half of the
+    intervals (s, e): (its name, µs covered); ("", 0) when none, or when the only such frame
+    spans most of the analysed window (the script's main says nothing)."""
     if ctx.py_ts.size == 0 or s.size == 0:
         return "", 0.0
     ov = _covered(s, e, ctx.py_ts + ctx.py_dur) - _covered(s, e, ctx.py_ts)
-    if not (ov > 0).any():
+    good = np.nonzero(ov >= 0.5 * float((e - s).sum()))[0]
+    if good.size == 0:
         return "", 0.0
-    good = np.nonzero(ov >= 0.5 * ov.max())[0]
     i = int(good[np.argmin(ctx.py_dur[good])])
+    if ctx.py_dur[i] >= _WHOLE_WINDOW * float(ctx.step_durations.sum()):
+        return "", 0.0
     return ctx.names[int(ctx.py_name[i])], float(ov[i])
 
 
@@ -207,7 +211,7 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     else:
         title = (
             f"The GPU idles {pct(share)} % of the step with nothing queued while the host runs "
-            "code outside any op, in gaps under 1 ms each"
+            "code outside any op (Python between ops, at the step's edges or between kernels)"
         )
         fix = _fix_for("that code")
     return [
