@@ -14,12 +14,19 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
-from gpuprobe.tools.diagnose.intervals import merge_intervals
+from gpuprobe.tools.diagnose.intervals import merge_intervals, subtract_intervals
 from gpuprobe.tools.diagnose.rules._common import GROUP, capture_skip, median, pct, step_range
 from gpuprobe.tools.diagnose.rules._common import per_step as per
 
-__all__ = ["SYNC_IDLE_WARN_FRACTION", "SYNC_MIN_PER_STEP", "synchronisation"]
+__all__ = [
+    "BLIND_WAIT_FRACTION",
+    "SYNC_IDLE_WARN_FRACTION",
+    "SYNC_MIN_PER_STEP",
+    "synchronisation",
+]
 
+BLIND_WAIT_FRACTION = 0.5  # of the host's wait in syncs with no GPU activity anywhere in the trace
+# past which the wait is for work the trace does not show; ours
 SYNC_IDLE_WARN_FRACTION = 0.05  # of step time the GPU idles in and right after host syncs; ours
 SYNC_MIN_PER_STEP = 1  # median syncs (or scalar reads) per step to report at all; E5 "every step"
 
@@ -36,6 +43,16 @@ def _frames(ctx: TraceContext) -> Counter[str]:
     reads = P.ITEM.mask(ctx.op_name, ctx.names) | P.SCALAR_READ.mask(ctx.op_name, ctx.names)
     frames = ctx.op_user_frame[reads & ctx.op_top & (ctx.op_step >= 0)]
     return Counter(ctx.names[f] for f in frames.tolist() if f >= 0)
+
+
+def _blind_wait(ctx: TraceContext, calls: np.ndarray) -> float:
+    """µs of the waiting calls ``calls`` during which no GPU activity of any device ran."""
+    if calls.size == 0:
+        return 0.0
+    s, e = merge_intervals(ctx.gpu_ts.copy(), ctx.gpu_end.copy())
+    w = merge_intervals(ctx.rt_ts[calls], ctx.rt_ts[calls] + ctx.rt_dur[calls])
+    left = subtract_intervals(w, (s, e))
+    return float((left[1] - left[0]).sum())
 
 
 def _in_conv(ctx: TraceContext, rt: np.ndarray) -> np.ndarray:
@@ -142,12 +159,30 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
             "warmup=2, active=3), or keep input shapes fixed so it tunes only once",
         )
     syncs = f"{per_step:.0f} host-device sync{'' if per_step == 1 else 's'} {per(ctx)}"
+    # waits during which no GPU of the trace ran anything: the host waited for work the trace
+    # does not show (another process on the card, another device, an event from elsewhere)
+    blind = _blind_wait(ctx, np.nonzero(sync)[0])
+    evidence.append(Evidence("wait_with_no_gpu_activity", round(blind, 1), "µs"))
     if median(share) >= SYNC_IDLE_WARN_FRACTION:
+        total_wait = float(wait_per.sum())
+        outside = total_wait > 0 and blind >= BLIND_WAIT_FRACTION * total_wait
         return sync_finding(
             Status.WARN,
             f"{syncs}; the GPU idles {pct(median(share))} % of the step in them and while "
-            f"refilling after ({what})",
-            _FIX,
+            f"refilling after ({what})"
+            + (
+                f"; {blind / 1e3:,.1f} ms of the wait had nothing running on any GPU in the "
+                "trace: the host waited for work the trace does not show"
+                if outside
+                else ""
+            ),
+            (
+                "find what the sync waits for: another process on the same GPU (nvidia-smi, "
+                "gpuprobe top), work on another device or stream not profiled, or a "
+                "cudaStreamWaitEvent on an event recorded elsewhere; then " + _FIX
+            )
+            if outside
+            else _FIX,
         )
     return sync_finding(
         Status.INFO,
