@@ -191,3 +191,30 @@ def test_a_real_warm_pass_is_launch_bound_with_its_gain():
     # findings of one status come by gain, the largest first
     warns = [f for f in d.findings if f.status is Status.WARN and f.gain is not None]
     assert [f.gain for f in warns] == sorted((f.gain for f in warns), reverse=True)
+
+
+def test_untraced_time_in_a_cuda_only_profile_asks_for_the_host():
+    data = load(SHIFTVIT)
+    cats = {e.get("cat") for e in data["traceEvents"]}
+    assert "cpu_op" not in cats  # recorded with CUDA activities only
+    f = diagnose(SHIFTVIT).finding("untraced-host")
+    assert f.status is Status.WARN
+    assert "ProfilerActivity.CPU" in f.fix
+
+
+def test_a_sync_that_waits_while_no_gpu_runs_anything_says_so(tmp_path):
+    b = KinetoBuilder()
+    with b.step(1):
+        for _ in range(20):
+            b.launch("void gemm_kernel", kernel_us=100.0, op="aten::mm")
+        b.sync("cudaDeviceSynchronize")  # drains the 2 ms of queued work
+        # then a 50 ms wait with nothing on the GPU: another process, another device
+        b._x("cuda_runtime", "cudaStreamSynchronize", b.now, 50_000.0, correlation=999)
+        b.cpu(50_000.0)
+        for _ in range(20):
+            b.launch("void gemm_kernel", kernel_us=100.0, op="aten::mm")
+    d = diagnose(b.write(str(tmp_path / "blind.json")))
+    f = d.finding("sync")
+    assert f.status is Status.WARN
+    assert "the trace does not show" in f.title
+    assert _ev(f, "wait_with_no_gpu_activity") == pytest.approx(50_000.0, rel=0.01)

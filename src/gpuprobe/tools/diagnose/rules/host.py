@@ -366,9 +366,14 @@ def untraced_host(ctx: TraceContext) -> list[Finding]:
             "more with no op, the largest "
             f"{(e[i] - s[i]) / 1e3:,.1f} ms after {_edge(ctx, float(s[i]), True) or 'the start'}",
             evidence=tuple(evidence),
-            fix="see what runs there: profile with with_stack=True, wrap the step's parts in "
-            "torch.profiler.record_function('name'), or sample the Python side (py-spy); a first "
-            "TorchScript or torch.compile call does this once: profile after warm-up",
+            fix=(
+                "record the host too: torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                "ProfilerActivity.CUDA]) (this trace has no cpu_op at all)"
+                if ctx.op_ts.size == 0
+                else "see what runs there: profile with with_stack=True, wrap the step's parts "
+                "in torch.profiler.record_function('name'), or sample the Python side (py-spy); "
+                "a first TorchScript or torch.compile call does this once: profile after warm-up"
+            ),
             group=GROUP,
             details=details,
             gain=share,
