@@ -121,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         got = "crash" if "crash" in out else category(out)
         agree = got in r["expected"].split("|")
         results.append({**r, "gpuprobe": out, "category": got, "agree": agree})
-        print(f"{r['trace'][:48]:48} expert {r['expected']:<12} gpuprobe {got:<9} "
-              f"{'agree' if agree else 'DIFFER'}", flush=True)
+        print(
+            f"{r['trace'][:48]:48} expert {r['expected']:<12} gpuprobe {got:<9} "
+            f"{'agree' if agree else 'DIFFER'}",
+            flush=True,
+        )
     n = len(results)
     ok = sum(x["agree"] for x in results)
     crashes = sum("crash" in x["gpuprobe"] for x in results)

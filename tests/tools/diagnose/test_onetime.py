@@ -77,9 +77,7 @@ def test_a_gap_with_no_host_event_is_untraced_host_time():
     assert _ev(f, "largest_gap") == pytest.approx(biggest, rel=0.01)
     assert "after aten::split_with_sizes" in f.title
     (row,) = d.steps
-    assert row.idle_cause_us["untraced"] == pytest.approx(
-        sum(b - a for a, b in holes), rel=0.02
-    )
+    assert row.idle_cause_us["untraced"] == pytest.approx(sum(b - a for a, b in holes), rel=0.02)
 
 
 def test_cold_launches_are_found_when_most_launches_are_slow():

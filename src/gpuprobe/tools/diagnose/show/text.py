@@ -131,8 +131,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
 
     if has_gpu:
         # the causes with idle time in some step (all-zero columns only widen the table)
-        shown = [c for c in IDLE_CAUSES if any(r.idle_cause_us.get(c, 0.0) >= 50 for r in d.steps)]
-        cols = ["step", *(["GPU"] if many else []), "time", "busy%", "idle", *shown]
+        causes = [c for c in IDLE_CAUSES if any(r.idle_cause_us.get(c, 0.0) >= 50 for r in d.steps)]
+        cols = ["step", *(["GPU"] if many else []), "time", "busy%", "idle", *causes]
         gpu = table("GPU time per step (ms): idle split by cause, each instant once", cols)
         for r in rows:
             if r is None:
@@ -145,11 +145,11 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
                 ms(r.duration_us),
                 _fmt(busy, 1),
                 ms(r.idle_us),
-                *(ms(r.idle_cause_us.get(c)) for c in shown),
+                *(ms(r.idle_cause_us.get(c)) for c in causes),
             )
         con.print(gpu)
-        if shown:
-            con.print(Text("; ".join(f"{c}: {_CAUSE_LEGEND[c]}" for c in shown), style="dim"))
+        if causes:
+            con.print(Text("; ".join(f"{c}: {_CAUSE_LEGEND[c]}" for c in causes), style="dim"))
         con.print()
     cols = ["step", "time", "data", "syncs", "reads", "ops"]
     if has_gpu:
