@@ -15,6 +15,7 @@ __all__ = [
     "GROUP",
     "capture_skip",
     "median",
+    "no_activity",
     "no_gpu",
     "pct",
     "per_step",
@@ -105,6 +106,22 @@ def capture_skip(ctx: TraceContext, id: str, what: str) -> list[Finding]:
             ),
             fix="profile the graph replays: start the profiler after capture and warm-up "
             "(torch.profiler.schedule(wait=..., warmup=1, active=3) over the serving steps)",
+            group=GROUP,
+        )
+    ]
+
+
+def no_activity(ctx: TraceContext, id: str, what: str) -> list[Finding]:
+    """A skipped finding when the analysed steps launched no GPU work at all."""
+    if (ctx.gpu_step >= 0).any():
+        return []
+    return [
+        Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: no GPU activity in the analysed steps",
+            evidence=(Evidence("gpu_activities", 0),),
+            fix="profile steps that run on the GPU (--steps N..M picks them)",
             group=GROUP,
         )
     ]

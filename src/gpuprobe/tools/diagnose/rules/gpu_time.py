@@ -19,6 +19,7 @@ from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
     median,
+    no_activity,
     no_gpu,
     pct,
     rows_for,
@@ -82,28 +83,12 @@ def steady_us(r: StepBreakdown) -> float:
     return max(r.duration_us - r.idle_cause_us.get("startup", 0.0), 0.0)
 
 
-def _no_activity(ctx: TraceContext, id: str, what: str) -> list[Finding]:
-    """A skipped finding when the analysed steps launched no GPU work at all."""
-    if (ctx.gpu_step >= 0).any():
-        return []
-    return [
-        Finding(
-            id=id,
-            status=Status.SKIPPED,
-            title=f"{what}: skipped: no GPU activity in the analysed steps",
-            evidence=(Evidence("gpu_activities", 0),),
-            fix="profile steps that run on the GPU (--steps N..M picks them)",
-            group=GROUP,
-        )
-    ]
-
-
 @rule("gpu-idle")
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "gpu-idle", "GPU busy time")]
-    few = _no_activity(ctx, "gpu-idle", "GPU busy time") or capture_skip(
+    few = no_activity(ctx, "gpu-idle", "GPU busy time") or capture_skip(
         ctx, "gpu-idle", "GPU busy time"
     )
     if few:
@@ -190,7 +175,7 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     replay is one launch for all its kernels."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "launch-bound", "Kernel launch overhead")]
-    few = _no_activity(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
+    few = no_activity(ctx, "launch-bound", "Kernel launch overhead") or capture_skip(
         ctx, "launch-bound", "Kernel launch overhead"
     )
     if few:

@@ -12,7 +12,14 @@ from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.idle import UNTRACED_MIN_GAP_US, launching_ops
-from gpuprobe.tools.diagnose.rules._common import GROUP, capture_skip, no_gpu, pct, per_step
+from gpuprobe.tools.diagnose.rules._common import (
+    GROUP,
+    capture_skip,
+    no_activity,
+    no_gpu,
+    pct,
+    per_step,
+)
 from gpuprobe.tools.diagnose.rules.gpu_time import GPU_BUSY_WARN_FRACTION, steady_us
 
 __all__ = [
@@ -138,17 +145,10 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     gaps of 1 ms or more between kernels), by the time they overlap that idle time."""
     if not ctx.has_gpu:
         return _host_only(ctx)
-    skip = capture_skip(ctx, "host-work", "Host work while the GPU idles")
-    if skip or not (ctx.gpu_step >= 0).any():
-        return skip or [
-            Finding(
-                id="host-work",
-                status=Status.SKIPPED,
-                title="Host work while the GPU idles: skipped: no GPU activity in the analysed "
-                "steps",
-                group=GROUP,
-            )
-        ]
+    what = "Host work while the GPU idles"
+    skip = no_activity(ctx, "host-work", what) or capture_skip(ctx, "host-work", what)
+    if skip:
+        return skip
     idle, share, busy = _totals(ctx, "host")
     s, e = ctx.idle_by_cause[_device(ctx, "host")]["host"]
     top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
@@ -316,16 +316,10 @@ def untraced_host(ctx: TraceContext) -> list[Finding]:
     own threads). It is not launch overhead, and no op can be blamed for it."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "untraced-host", "Untraced host time")]
-    skip = capture_skip(ctx, "untraced-host", "Untraced host time")
-    if skip or not (ctx.gpu_step >= 0).any():
-        return skip or [
-            Finding(
-                id="untraced-host",
-                status=Status.SKIPPED,
-                title="Untraced host time: skipped: no GPU activity in the analysed steps",
-                group=GROUP,
-            )
-        ]
+    what = "Untraced host time"
+    skip = no_activity(ctx, "untraced-host", what) or capture_skip(ctx, "untraced-host", what)
+    if skip:
+        return skip
     idle, share, busy = _totals(ctx, "untraced")
     s, e = ctx.idle_by_cause[_device(ctx, "untraced")]["untraced"]
     evidence = [
