@@ -62,15 +62,17 @@ def _median(values: list[float]) -> float:
     return float(np.median(values)) if values else 0.0
 
 
-def _totals(ctx: TraceContext, cause: str) -> tuple[float, float, float]:
+def _totals(
+    ctx: TraceContext, cause: str
+) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray]]:
     """(idle µs in ``cause`` on its device, the median over steps of that idle's share of the
-    steady step, the steady busy median)."""
+    steady step, the steady busy median, that idle time's intervals)."""
     d = _device(ctx, cause)
     rows = [r for r in ctx.breakdowns if r.device == d]
     idle = sum(r.idle_cause_us.get(cause, 0.0) for r in rows)
     share = [r.idle_cause_us.get(cause, 0.0) / max(steady_us(r), 1e-9) for r in rows]
     busy = [(r.gpu_busy_us or 0.0) / max(steady_us(r), 1e-9) for r in rows]
-    return idle, _median(share), _median(busy)
+    return idle, _median(share), _median(busy), ctx.idle_by_cause[d][cause]
 
 
 def _status(share: float, busy: float) -> Status:
@@ -149,8 +151,7 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     skip = no_activity(ctx, "host-work", what) or capture_skip(ctx, "host-work", what)
     if skip:
         return skip
-    idle, share, busy = _totals(ctx, "host")
-    s, e = ctx.idle_by_cause[_device(ctx, "host")]["host"]
+    idle, share, busy, (s, e) = _totals(ctx, "host")
     top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
     by_name: dict[str, float] = {}
     gpu_op_us = 0.0  # of that, in ops that went on to queue GPU work (their host overhead)
@@ -320,8 +321,7 @@ def untraced_host(ctx: TraceContext) -> list[Finding]:
     skip = no_activity(ctx, "untraced-host", what) or capture_skip(ctx, "untraced-host", what)
     if skip:
         return skip
-    idle, share, busy = _totals(ctx, "untraced")
-    s, e = ctx.idle_by_cause[_device(ctx, "untraced")]["untraced"]
+    idle, share, busy, (s, e) = _totals(ctx, "untraced")
     evidence = [
         Evidence("gpu_idle_untraced", round(idle, 1), "µs"),
         Evidence("share_of_step_median", pct(share), "%"),
