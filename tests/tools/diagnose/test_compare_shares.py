@@ -174,7 +174,7 @@ def test_dtod_copy_455_to_17076_us_is_slower(dtod_pair):
     assert k.status == "slower"  # ... but the step spends 16.6 ms more in them
     assert k.why == "more calls, shorter calls"
     dtod = c.share("DtoD copies", "copies")
-    assert dtod is not None and dtod.flagged and dtod.verdict == "worse"
+    assert dtod is not None and dtod.flagged and dtod.verdict == "slower"
     assert (dtod.before_us, dtod.after_us) == (pytest.approx(455.0), pytest.approx(17076.0))
     text = render_comparison_text(c)
     line = next(i for i, x in enumerate(text.splitlines()) if x.strip() == DTOD)
@@ -206,10 +206,13 @@ def test_metric_and_share_verdicts():
     assert (grows.verdict, grows.improved) == ("slower", False)
     assert MetricChange("busy", "%", 80.0, 90.0, better="higher").verdict == "better"
     assert MetricChange("x", "µs", 100.0, 101.0, tolerance=2.0).verdict == ""
-    mix = ShareChange("kernel family", "GEMM", "GPU time", 0.2, 0.1, 100.0, 300.0)
+    mix = ShareChange("kernel family", "GEMM", "GPU time", 0.2, 0.1, 100.0, 300.0, flagged=True)
     assert mix.verdict == "slower"  # a smaller share of a longer GPU time, but more time
-    pageable = ShareChange("copies", "pageable", "host-device copies", 0.1, 0.6, better="lower")
+    pageable = ShareChange(
+        "copies", "pageable", "host-device copies", 0.1, 0.6, better="lower", flagged=True
+    )
     assert pageable.verdict == "worse"
+    assert ShareChange("copies", "pageable", "host-device copies", 0.1, 0.11).verdict == ""
 
 
 # -- names whole, 80 columns, pipes, HTML -----------------------------------------------------
@@ -301,7 +304,7 @@ def test_real_pair_dtod_and_step_time(real):
     assert k is not None and k.status == "slower" and k.delta_us == pytest.approx(17076 - 455)
     share = real.share("DtoD copies")
     gpu_b, gpu_a = sum(tb.values()), sum(ta.values())
-    assert share is not None and share.flagged and share.verdict == "worse"
+    assert share is not None and share.flagged and share.verdict == "slower"
     assert share.before == pytest.approx(455 / gpu_b) and share.after == pytest.approx(
         17076 / gpu_a
     )

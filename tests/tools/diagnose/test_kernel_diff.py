@@ -118,7 +118,7 @@ def test_cli_compare_with_kernels(capsys):
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "Largest changes of GPU time per step" in out
-    assert "GPU time per step by kernel family" in out
+    assert "GPU time per step by family (ms)" in out
     assert cli.main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert KernelDiff.from_dict(data["kernels"]).new > 0

@@ -88,7 +88,9 @@ def precision_of_name(name: str) -> str:
 @dataclass(frozen=True)
 class Share:
     """One part of one whole, as GPU time per step (µs); ``better`` says which way of its share
-    is an improvement ("lower", "higher", or "" for a mix where neither is)."""
+    is an improvement ("lower", "higher"), or "" where the part's time is what counts (a copy
+    kind or a kernel family as a share of GPU time: less of the step in it is faster, whatever
+    the rest did)."""
 
     key: str
     group: str
@@ -173,14 +175,11 @@ def time_mix(ctx: TraceContext) -> list[Share]:
                     "GPU time",
                     by_kind[label] / n,
                     gpu_us,
-                    "lower",
                 )
             )
     memset_us = float(dur[sel & (ctx.gpu_kind == GPU_KIND_MEMSET)].sum()) / n
     if memset_us > 0:
-        out.append(
-            Share("copy:memset", "copies", "memsets", "GPU time", memset_us, gpu_us, "lower")
-        )
+        out.append(Share("copy:memset", "copies", "memsets", "GPU time", memset_us, gpu_us))
     host_dev = by_kind.get("HtoD", 0.0) + by_kind.get("DtoH", 0.0)
     if host_dev > 0:
         pageable = _by_name(

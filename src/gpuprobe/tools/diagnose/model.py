@@ -200,8 +200,9 @@ class MetricChange(Record):
 class ShareChange(Record):
     """A share (a fraction of ``of``) before and after, with the GPU time per step it stands for
     (µs); None where a trace has none of ``of``. ``better``: which way of the share is an
-    improvement ("lower", "higher", or "" for a mix, where only its time is judged: more time is
-    slower). ``flagged``: it moved by at least the comparison's threshold."""
+    improvement ("lower", "higher"), or "" where its time is what is judged (a copy kind or a
+    kernel family of GPU time: more time is slower). ``flagged``: it moved by at least the
+    comparison's threshold; only a flagged share gets a verdict."""
 
     group: str
     name: str
@@ -222,10 +223,10 @@ class ShareChange(Record):
 
     @property
     def verdict(self) -> str:
-        """``"worse"``/``"better"`` by the share's direction; for a mix, ``"slower"``/
-        ``"faster"`` by its time; ``""`` when it did not move."""
+        """``"worse"``/``"better"`` by the share's direction; where the time is judged,
+        ``"slower"``/``"faster"`` by its time; ``""`` when it is not flagged."""
         c = self.change_pp
-        if c is None or c == 0:
+        if c is None or c == 0 or not self.flagged:
             return ""
         if self.better:
             return "better" if (c < 0) == (self.better == "lower") else "worse"

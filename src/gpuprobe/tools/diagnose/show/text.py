@@ -320,7 +320,7 @@ def print_comparison(
                 verdict(s.verdict),
             )
         con.print(st)
-    elif c.shares:
+    elif c.shares and c.before.summary.has_gpu and c.after.summary.has_gpu:
         con.print(
             Text(
                 f"No share of GPU time moved by {c.share_change_pp:g} percentage points or more "
@@ -333,19 +333,22 @@ def print_comparison(
     if kd is not None:
         if verbose:
             con.print()
-            ft = plain_table("GPU time per step by kernel family (ms, all streams)")
+            ft = plain_table("GPU time per step by family (ms)")
             ft.add_column("family")
             for col in ("before", "after", "change"):
                 ft.add_column(col, justify="right", overflow="fold")
             for f in kd.families:
                 ft.add_row(
-                    f.family, _ms(f.before_us), _ms(f.after_us), _delta(f.after_us - f.before_us)
+                    f.family,
+                    _ms(f.before_us),
+                    _ms(f.after_us),
+                    f"{(f.after_us - f.before_us) / 1e3:+,.1f}",
                 )
             ft.add_row(
-                "all",
+                "all (summed over streams)",
                 _ms(kd.total_before_us),
                 _ms(kd.total_after_us),
-                _delta(kd.total_after_us - kd.total_before_us),
+                f"{(kd.total_after_us - kd.total_before_us) / 1e3:+,.1f}",
             )
             con.print(ft)
         print_kernel_changes(kd, con, _KERNEL_ROWS_VERBOSE if verbose else _KERNEL_ROWS)
