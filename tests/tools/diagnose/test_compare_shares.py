@@ -333,3 +333,29 @@ def test_real_pair_every_flagged_share_has_a_direction(real):
     text = render_comparison_text(real)
     assert max(len(x.rstrip()) for x in text.splitlines()) <= 80
     assert not re.search(r"\d…|…\s*$", text, re.M)
+
+
+# -- the headline on the loader fix: idle time, not GPU time, explains the step ---------------
+
+
+def test_headline_names_the_idle_time_that_explains_the_step():
+    nw0 = DIFF_CONTROL.parent / "kineto_r50_nw0_2021feb.pt.trace.json.gz"
+    nw4 = DIFF_CONTROL.parent / "kineto_r50_nw4_2021feb.pt.trace.json.gz"
+
+    def steps(path) -> list[float]:
+        return sorted(
+            e["dur"]
+            for e in load(path)["traceEvents"]
+            if e.get("ph") == "X" and re.match(r"ProfilerStep#\d+$", str(e.get("name")))
+        )
+
+    s0, s4 = steps(nw0), steps(nw4)
+    med0, med4 = (s0[2] + s0[3]) / 2, (s4[2] + s4[3]) / 2  # 6 steps each
+    c = compare(nw0, nw4)
+    h = c.headline
+    assert h.startswith(f"Step time {med0 / 1e3:.1f} ms → {med4 / 1e3:.1f} ms (median)")
+    assert f"{(med0 - med4) / 1e3:.1f} ms ({100 * (med0 - med4) / med0:.0f} %) faster" in h
+    assert "Most of it: GPU idle waiting for the DataLoader" in h
+    assert not c.flagged()  # the same model on the same card: no share moved
+    busy = c.metric("GPU busy per step")
+    assert busy is not None and busy.verdict == ""  # +0.3 %: within METRIC_SAME_FRACTION

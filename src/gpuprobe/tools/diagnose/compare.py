@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEADLINE_PARTS",
+    "HEADLINE_PART_FRACTION",
     "METRIC_SAME_FRACTION",
     "METRIC_SAME_PP",
     "SHARE_CHANGE_PP",
@@ -44,6 +45,7 @@ METRIC_SAME_FRACTION = 0.02  # relative change of a number below which it counts
 # ours, about the run-to-run spread of a step's time
 METRIC_SAME_PP = 0.5  # percentage points; the same for a number that is itself a percentage; ours
 HEADLINE_PARTS = 2  # kinds of GPU time named in the headline as what explains the change; ours
+HEADLINE_PART_FRACTION = 0.25  # and only those that moved at least this share of the first; ours
 
 # What each cause of GPU idle time is, in the headline's words (keys of StepBreakdown's
 # idle_cause_us; a cause not listed here is named by its key).
@@ -159,6 +161,11 @@ def _t(us: float) -> str:
     return f"{us / 1e3:,.1f} ms" if us < 1e6 else f"{us / 1e6:,.2f} s"
 
 
+def _n(x: float) -> str:
+    """A count per step: whole, or with one decimal (a mean over steps)."""
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
+
+
 def _devices(d: Diagnosis) -> str:
     names: dict[str, int] = {}
     for g in d.summary.devices:
@@ -207,6 +214,9 @@ def _gpu_part(kd: KernelDiff | None, shares: tuple[ShareChange, ...], sign: floa
         (f for f in kd.families if (f.after_us - f.before_us) * sign > 0),
         key=lambda f: -abs(f.after_us - f.before_us),
     )[:HEADLINE_PARTS]
+    if fams:
+        first = abs(fams[0].after_us - fams[0].before_us)
+        fams = [f for f in fams if abs(f.after_us - f.before_us) >= HEADLINE_PART_FRACTION * first]
     tc = next((s for s in shares if s.group == "Tensor Cores"), None)
     out = []
     for f in fams:
@@ -224,7 +234,7 @@ def _gpu_part(kd: KernelDiff | None, shares: tuple[ShareChange, ...], sign: floa
             if k is not None:
                 why = (
                     f"{k.name}: {_t(k.total_before_us)} → {_t(k.total_after_us)}, "
-                    f"{k.count_before:,.4g} → {k.count_after:,.4g} per step"
+                    f"{_n(k.count_before)} → {_n(k.count_after)} per step"
                 )
         out.append(
             f"{f.family} {'+' if delta > 0 else '−'}{_t(delta)}" + (f" ({why})" if why else "")
@@ -269,18 +279,17 @@ def _headline(
     key, (pb, pa) = max(parts.items(), key=lambda kv: sign * (kv[1][1] - kv[1][0]))
     if sign * (pa - pb) <= 0:
         return head
+    # "most of it" only when this part moved by at least half as much as the step
+    lead = "Most of it" if abs(pa - pb) >= 0.5 * abs(delta) else "The largest part"
     if key == "busy":
         more = "more" if pa > pb else "less"
-        text = (
-            f"{head} Most of it: the GPU is busy {_t(pa - pb)} {more} per step "
-            f"({_t(pb)} → {_t(pa)})"
-        )
+        text = f"{head} {lead}: the GPU is busy {_t(pa - pb)} {more} per step ({_t(pb)} → {_t(pa)})"
         kinds = _gpu_part(kd, shares, sign)
         if kinds:
             text += "; GPU time per step, all streams: " + ", ".join(kinds)
         return text + "."
     what = _IDLE_WORDS.get(key, f"GPU idle ({key})") if gpu else "DataLoader time"
-    return f"{head} Most of it: {what}, {_t(pb)} → {_t(pa)} per step."
+    return f"{head} {lead}: {what}, {_t(pb)} → {_t(pa)} per step."
 
 
 def compare_diagnoses(
