@@ -228,12 +228,16 @@ def compare(
     after: PathLike | Diagnosis,
     *,
     steps: str | tuple[int, int] | None = None,
+    contexts: tuple[TraceContext, TraceContext] | None = None,
 ) -> TraceComparison:
-    """What changed between two traces or diagnoses (before and after a fix): step time, GPU
-    busy, the idle time by cause, and findings resolved or new."""
+    """What changed between two traces or diagnoses (before and after a fix): the step time and
+    what explains most of its change, GPU busy and idle, the shares of GPU time that moved
+    (Tensor Cores, precision, copy kinds, kernel families), the kernels whose time changed most,
+    and findings resolved or new. For two :class:`Diagnosis` objects, pass ``contexts`` (both
+    from :func:`diagnose_with_context`) to get the shares and kernels too."""
     from gpuprobe.tools.diagnose.engine import compare as _compare
 
-    return _compare(before, after, steps=steps)
+    return _compare(before, after, steps=steps, contexts=contexts)
 
 
 def diagnose_ranks(

@@ -36,7 +36,11 @@ def register(sub: Any) -> None:
         help="trace file (.json or .json.gz); a folder or several files: one trace per rank",
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
-    p.add_argument("--html", metavar="FILE", help="also write a page with one step's timeline")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a page with one step's timeline (with --compare: the comparison)",
+    )
     p.add_argument(
         "--html-step",
         type=int,
@@ -46,15 +50,17 @@ def register(sub: Any) -> None:
     p.add_argument("--steps", metavar="N..M", help="only these profiled steps (ProfilerStep#N)")
     p.add_argument(
         "--compare",
-        nargs=2,
-        metavar=("BEFORE", "AFTER"),
-        help="show what changed between two traces (e.g. before and after a fix)",
+        nargs="+",
+        metavar="TRACE",
+        help="show what changed between two traces (e.g. before and after a fix): "
+        "--compare BEFORE AFTER, or BEFORE --compare AFTER",
     )
     p.add_argument(
         "--kernels",
         action="store_true",
         help="also show GPU time by kernel family, the top kernels and launch statistics "
-        "(with --compare: which kernels appeared, went, got faster or slower)",
+        "(with --compare: every share, GPU time by family and more of the kernels that "
+        "appeared, went, got faster or slower)",
     )
     p.add_argument(
         "-v",
@@ -85,31 +91,11 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe.core.findings import Status
 
     traces = list(args.trace or [])
+    if args.compare:
+        return _run_compare(traces, args)
     if len(traces) > 1 or (len(traces) == 1 and os.path.isdir(traces[0])):
-        if args.compare:
-            raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
         return _run_ranks(traces, args)
     args.trace = traces[0] if traces else None
-    if args.compare:
-        if args.trace:
-            raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
-        before, ctx_b = _diagnose(args.compare[0], args)
-        after, ctx_a = _diagnose(args.compare[1], args)
-        comparison = api.compare(before, after)
-        kdiff = None
-        if args.kernels:
-            kdiff = api.kernel_diff(ctx_b, ctx_a)
-        if args.json:
-            out = comparison.to_dict()
-            if kdiff is not None:
-                out["kernels"] = kdiff.to_dict()
-            print(json.dumps(out, indent=2))
-        else:
-            render.terminal(comparison)
-            if kdiff is not None:
-                print()
-                render.terminal(kdiff)
-        return EXIT_OK
     if not args.trace:
         raise UsageError("diagnose needs a TRACE file (or --compare BEFORE AFTER)")
     if args.html_step is not None and not args.html:
@@ -133,6 +119,34 @@ def run(args: argparse.Namespace) -> int:
         if args.html:
             print(f"timeline written to {args.html}")
     return 1 if diag.status is Status.FAIL else EXIT_OK
+
+
+def _run_compare(traces: list[str], args: argparse.Namespace) -> int:
+    """``--compare BEFORE AFTER`` or ``BEFORE --compare AFTER``."""
+    from gpuprobe import api
+    from gpuprobe.core import render
+
+    given = [*traces, *args.compare]
+    if len(given) != 2 or (traces and len(args.compare) != 1):
+        if traces and len(args.compare) == 2:
+            raise UsageError("give either TRACE or --compare BEFORE AFTER, not both")
+        raise UsageError(
+            "--compare takes two traces: --compare BEFORE AFTER, or BEFORE --compare AFTER"
+        )
+    if args.html_step is not None:
+        raise UsageError("--html-step chooses the step drawn for one trace: not with --compare")
+    before, ctx_b = _diagnose(given[0], args)
+    after, ctx_a = _diagnose(given[1], args)
+    comparison = api.compare(before, after, contexts=(ctx_b, ctx_a))
+    if args.html:
+        render.report(comparison, args.html)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=2))
+    else:
+        render.terminal(comparison, verbose=args.verbose or args.kernels)
+        if args.html:
+            print(f"comparison written to {args.html}")
+    return EXIT_OK
 
 
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:

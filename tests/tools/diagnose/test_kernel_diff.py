@@ -45,16 +45,17 @@ def _per_name(path) -> dict[str, tuple[int, float]]:
 
 
 def _status(before, after) -> str:
+    """By GPU time per step (one step in each file): more time is slower, however it grew."""
     if before is None:
         return "new"
     if after is None:
         return "gone"
-    mb, ma = before[1] / before[0], after[1] / after[0]
-    if abs(ma - mb) < KERNEL_CHANGE_MIN_US:
+    tb, ta = before[1], after[1]
+    if abs(ta - tb) < KERNEL_CHANGE_MIN_US:
         return "same"
-    if (ma - mb) / mb >= KERNEL_CHANGE_FRACTION:
+    if (ta - tb) / tb >= KERNEL_CHANGE_FRACTION:
         return "slower"
-    if (mb - ma) / mb >= KERNEL_CHANGE_FRACTION:
+    if (tb - ta) / tb >= KERNEL_CHANGE_FRACTION:
         return "faster"
     return "same"
 
@@ -85,8 +86,14 @@ def test_rows_are_the_largest_changes_with_json_totals(diff):
     )
     nccl = [r for r in diff.changes if r.name.startswith("ncclKernel_AllReduce")]
     assert nccl and nccl[0].family == "communication"
-    # the all-reduce doubled: 2,093 -> 4,457 µs mean
+    # the all-reduce doubled: 2,093 -> 4,457 µs mean, 3 calls each
     assert nccl[0].status == _status(b[nccl[0].name], a[nccl[0].name]) == "slower"
+    assert nccl[0].why == "longer calls"
+    # each DtoD copy got shorter (152 -> 22 µs) but there are 256 times as many: slower
+    dtod = diff.kernel("Memcpy DtoD (Device -> Device)")
+    assert dtod is not None and b[dtod.name] == (3, 455.0) and a[dtod.name] == (768, 17076.0)
+    assert dtod.mean_after_us < dtod.mean_before_us
+    assert (dtod.status, dtod.why) == ("slower", "more calls, shorter calls")
     assert sum(f.before_us for f in diff.families) == pytest.approx(diff.total_before_us)
     assert diff.total_after_us == pytest.approx(sum(e["dur"] for e in gpu_events(load(DIFF_TEST))))
 
@@ -110,7 +117,8 @@ def test_cli_compare_with_kernels(capsys):
     argv = ["diagnose", "--compare", str(DIFF_CONTROL), str(DIFF_TEST), "--kernels"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert "Largest changes (per step)" in out and "GPU time per step by family" in out
+    assert "Largest changes of GPU time per step" in out
+    assert "GPU time per step by family (ms)" in out
     assert cli.main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert KernelDiff.from_dict(data["kernels"]).new > 0

@@ -1,18 +1,65 @@
-"""Compare two diagnoses: the headline numbers side by side and each finding's status."""
+"""Compare two diagnoses: the step time's change and what explains most of it, the headline
+numbers side by side, the shares of GPU time that moved (Tensor Cores, precision, copy kinds,
+kernel families), the kernels whose GPU time changed most, and each finding's status.
+
+A duration that grows is *slower*, whatever else changed: a copy that runs 256 times as often at
+a seventh of the time per call takes more of the step, and is reported so.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpuprobe.core.findings import Status
-from gpuprobe.tools.diagnose.model import Diagnosis, FindingChange, MetricChange, TraceComparison
+from gpuprobe.tools.diagnose.model import (
+    Diagnosis,
+    FindingChange,
+    MetricChange,
+    ShareChange,
+    StepBreakdown,
+    TraceComparison,
+)
 
-__all__ = ["compare_diagnoses"]
+if TYPE_CHECKING:
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+    from gpuprobe.tools.diagnose.mix import Share
+
+__all__ = [
+    "HEADLINE_PARTS",
+    "HEADLINE_PART_FRACTION",
+    "METRIC_SAME_FRACTION",
+    "METRIC_SAME_PP",
+    "SHARE_CHANGE_PP",
+    "compare_diagnoses",
+]
+
+SHARE_CHANGE_PP = 5.0  # percentage points; a share that moves this much is flagged; ours. In
+# the corpus's 14 GPU traces of 3+ steps, a share's spread (max - min) between the steps of one
+# trace has a median of 0.02-2.3 pp; compute families reach 5.6 pp, communication 16 pp (NCCL
+# kernels include the wait for the other ranks), and two runs of one config (r50 a/b) move none
+METRIC_SAME_FRACTION = 0.02  # relative change of a number below which it counts as unchanged;
+# ours, about the run-to-run spread of a step's time
+METRIC_SAME_PP = 0.5  # percentage points; the same for a number that is itself a percentage; ours
+HEADLINE_PARTS = 2  # kinds of GPU time named in the headline as what explains the change; ours
+HEADLINE_PART_FRACTION = 0.25  # and only those that moved at least this share of the first; ours
+
+# What each cause of GPU idle time is, in the headline's words (keys of StepBreakdown's
+# idle_cause_us; a cause not listed here is named by its key).
+_IDLE_WORDS = {
+    "input": "GPU idle waiting for the DataLoader",
+    "sync": "GPU idle around host syncs",
+    "host": "GPU idle at the step's edges (host work before the first kernel or after the last)",
+    "launch": "GPU idle waiting for kernel launches",
+    "short": "GPU idle in short gaps between queued kernels",
+    "other": "GPU idle with no cause in the trace",
+}
 
 
-def _med(d: Diagnosis, get: Callable[..., float | None]) -> float | None:
+def _med(d: Diagnosis, get: Callable[[StepBreakdown], float | None]) -> float | None:
     vals = [v for v in (get(r) for r in d.steps) if v is not None]
     return float(np.median(vals)) if vals else None
 
@@ -21,14 +68,24 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else 100.0 * x
 
 
-def _share(d: Diagnosis, get: Callable[..., float]) -> float | None:
+def _share(d: Diagnosis, get: Callable[[StepBreakdown], float]) -> float | None:
     vals = [get(r) / r.duration_us for r in d.steps if r.duration_us > 0]
     return 100.0 * float(np.median(vals)) if vals else None
 
 
-# (name, unit, better, how to read it from a Diagnosis)
+def _gpu(get: Callable[[StepBreakdown], float | None]) -> Callable[[StepBreakdown], float | None]:
+    return lambda r: get(r) if r.device is not None else None
+
+
+def _idle_of(cause: str) -> Callable[[StepBreakdown], float | None]:
+    return lambda r: r.idle_cause_us.get(cause, 0.0)
+
+
+# (name, unit, better, how to read it from a Diagnosis); every duration is better lower
 _METRICS: tuple[tuple[str, str, str, Callable[[Diagnosis], float | None]], ...] = (
     ("step time (median)", "µs", "lower", lambda d: _med(d, lambda r: r.duration_us)),
+    ("GPU busy per step", "µs", "lower", lambda d: _med(d, _gpu(lambda r: r.gpu_busy_us))),
+    ("GPU idle per step", "µs", "lower", lambda d: _med(d, _gpu(lambda r: r.idle_us))),
     (
         "GPU busy (median step)",
         "%",
@@ -49,7 +106,7 @@ _METRICS: tuple[tuple[str, str, str, Callable[[Diagnosis], float | None]], ...] 
         "lower",
         lambda d: _med(d, lambda r: r.kernels if r.device is not None else None),
     ),
-    ("median kernel", "µs", "higher", lambda d: _med(d, lambda r: r.median_kernel_us)),
+    ("median kernel", "µs", "lower", lambda d: _med(d, lambda r: r.median_kernel_us)),
     ("DataLoader share of step", "%", "lower", lambda d: _share(d, lambda r: r.dataloader_us)),
     ("syncs per step", "", "lower", lambda d: _med(d, lambda r: float(r.syncs))),
     ("scalar reads per step", "", "lower", lambda d: _med(d, lambda r: float(r.items))),
@@ -57,12 +114,205 @@ _METRICS: tuple[tuple[str, str, str, Callable[[Diagnosis], float | None]], ...] 
 )
 
 
-def compare_diagnoses(before: Diagnosis, after: Diagnosis) -> TraceComparison:
-    """Build the :class:`TraceComparison` of ``before`` and ``after``."""
-    metrics = tuple(
-        MetricChange(name=name, unit=unit, before=get(before), after=get(after), better=better)
-        for name, unit, better, get in _METRICS
-    )
+def _tolerance(unit: str, before: float | None, after: float | None) -> float:
+    if unit == "%":
+        return METRIC_SAME_PP
+    vals = [abs(v) for v in (before, after) if v is not None]
+    return METRIC_SAME_FRACTION * max(vals) if vals else 0.0
+
+
+def _shares(before: list[Share], after: list[Share]) -> tuple[ShareChange, ...]:
+    """Pair the shares of two traces by key; a part one trace lacks is 0 of its whole."""
+    b = {s.key: s for s in before}
+    a = {s.key: s for s in after}
+    whole_b = {(s.group, s.of): s.whole_us for s in before}
+    whole_a = {(s.group, s.of): s.whole_us for s in after}
+    out = []
+    for key in [*b, *(k for k in a if k not in b)]:
+        sb, sa = b.get(key), a.get(key)
+        s = sb or sa
+        assert s is not None
+        wb = whole_b.get((s.group, s.of), 0.0)
+        wa = whole_a.get((s.group, s.of), 0.0)
+        fb = (sb.part_us if sb else 0.0) / wb if wb > 0 else None
+        fa = (sa.part_us if sa else 0.0) / wa if wa > 0 else None
+        moved = fb is not None and fa is not None and 100 * abs(fa - fb) >= SHARE_CHANGE_PP
+        out.append(
+            ShareChange(
+                group=s.group,
+                name=s.name,
+                of=s.of,
+                before=fb,
+                after=fa,
+                before_us=sb.part_us if sb else 0.0,
+                after_us=sa.part_us if sa else 0.0,
+                better=s.better,
+                flagged=moved,
+            )
+        )
+    return tuple(out)
+
+
+def _t(us: float) -> str:
+    """A duration (its size; the sign is said in words): ``455 µs``, ``17.1 ms``, ``1.34 s``."""
+    us = abs(us)
+    if us < 1e3:
+        return f"{us:,.{1 if us < 10 else 0}f} µs"
+    return f"{us / 1e3:,.1f} ms" if us < 1e6 else f"{us / 1e6:,.2f} s"
+
+
+def _n(x: float) -> str:
+    """A count per step: whole, or with one decimal (a mean over steps)."""
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
+
+
+def _devices(d: Diagnosis) -> str:
+    names: dict[str, int] = {}
+    for g in d.summary.devices:
+        cc = f" (compute {g.compute_major}.{g.compute_minor})" if g.compute_major else ""
+        names[g.name + cc] = names.get(g.name + cc, 0) + 1
+    return ", ".join(f"{n} × {k}" if n > 1 else k for k, n in names.items())
+
+
+def _world_size(ctx: TraceContext | None) -> int | None:
+    info = ctx.raw.header.get("distributedInfo") if ctx is not None else None
+    size = info.get("world_size") if isinstance(info, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _notes(
+    before: Diagnosis,
+    after: Diagnosis,
+    ctx_before: TraceContext | None = None,
+    ctx_after: TraceContext | None = None,
+) -> tuple[str, ...]:
+    """What makes the two traces differ in kind: their GPUs, their world size, a GPU side."""
+    out = []
+    gb, ga = _devices(before), _devices(after)
+    kinds_b = {g.name for g in before.summary.devices}
+    kinds_a = {g.name for g in after.summary.devices}
+    if kinds_b and kinds_a and kinds_b != kinds_a:
+        out.append(
+            f"the traces ran on different GPUs: {gb} → {ga}; kernel times, Tensor-Core use "
+            "and precision compare the cards as much as the code"
+        )
+    if before.summary.has_gpu != after.summary.has_gpu:
+        which = "before" if before.summary.has_gpu else "after"
+        out.append(f"only the {which} trace has GPU activity")
+    wb, wa = _world_size(ctx_before), _world_size(ctx_after)
+    if wb is not None and wa is not None and wb != wa:
+        out.append(f"the jobs had different world sizes: {wb} → {wa} ranks")
+    return tuple(out)
+
+
+def _gpu_part(kd: KernelDiff | None, shares: tuple[ShareChange, ...], sign: float) -> list[str]:
+    """The kinds of GPU time (kernel families) that moved most in the step's direction, each
+    with what inside it says why: the Tensor-Core share for GEMM/conv, else its largest kernel."""
+    if kd is None:
+        return []
+    fams = sorted(
+        (f for f in kd.families if (f.after_us - f.before_us) * sign > 0),
+        key=lambda f: -abs(f.after_us - f.before_us),
+    )[:HEADLINE_PARTS]
+    if fams:
+        first = abs(fams[0].after_us - fams[0].before_us)
+        fams = [f for f in fams if abs(f.after_us - f.before_us) >= HEADLINE_PART_FRACTION * first]
+    tc = next((s for s in shares if s.group == "Tensor Cores"), None)
+    out = []
+    for f in fams:
+        delta = f.after_us - f.before_us
+        why = ""
+        if f.family in ("GEMM", "convolution") and tc is not None and tc.flagged:
+            why = (
+                f"Tensor Cores {100 * (tc.before or 0):.1f} % → {100 * (tc.after or 0):.1f} % "
+                "of GEMM/conv time"
+            )
+        else:
+            k = next(
+                (c for c in kd.changes if c.family == f.family and c.delta_us * sign > 0), None
+            )
+            if k is not None:
+                why = (
+                    f"{k.name}: {_t(k.total_before_us)} → {_t(k.total_after_us)}, "
+                    f"{_n(k.count_before)} → {_n(k.count_after)} per step"
+                )
+        out.append(
+            f"{f.family} {'+' if delta > 0 else '−'}{_t(delta)}" + (f" ({why})" if why else "")
+        )
+    return out
+
+
+def _headline(
+    before: Diagnosis, after: Diagnosis, kd: KernelDiff | None, shares: tuple[ShareChange, ...]
+) -> str:
+    """The step time's change and the part of the step that explains most of it."""
+    sb = _med(before, lambda r: r.duration_us)
+    sa = _med(after, lambda r: r.duration_us)
+    if sb is None or sa is None:
+        return ""
+    delta = sa - sb
+    head = f"Step time {_t(sb)} → {_t(sa)} (median)"
+    if abs(delta) <= METRIC_SAME_FRACTION * max(sb, sa):
+        return head + ": about the same."
+    word = "slower" if delta > 0 else "faster"
+    head += f": {_t(delta)} ({100 * abs(delta) / sb:,.0f} %) {word}."
+    sign = 1.0 if delta > 0 else -1.0
+    # the parts of the step: GPU busy, each cause of GPU idle (or, without a GPU, the DataLoader)
+    parts: dict[str, tuple[float, float]] = {}
+    gpu = before.summary.has_gpu and after.summary.has_gpu
+    if gpu:
+        busy = [_med(d, _gpu(lambda r: r.gpu_busy_us)) for d in (before, after)]
+        if busy[0] is not None and busy[1] is not None:
+            parts["busy"] = (busy[0], busy[1])
+        causes = {c for d in (before, after) for r in d.steps for c in r.idle_cause_us}
+        for c in sorted(causes):
+            vals = [_med(d, _gpu(_idle_of(c))) for d in (before, after)]
+            if vals[0] is not None and vals[1] is not None:
+                parts[c] = (vals[0], vals[1])
+    else:
+        parts["DataLoader"] = (
+            _med(before, lambda r: r.dataloader_us) or 0.0,
+            _med(after, lambda r: r.dataloader_us) or 0.0,
+        )
+    if not parts:
+        return head
+    key, (pb, pa) = max(parts.items(), key=lambda kv: sign * (kv[1][1] - kv[1][0]))
+    if sign * (pa - pb) <= 0:
+        return head
+    # "most of it" only when this part moved by at least half as much as the step
+    lead = "Most of it" if abs(pa - pb) >= 0.5 * abs(delta) else "The largest part"
+    if key == "busy":
+        more = "more" if pa > pb else "less"
+        text = f"{head} {lead}: the GPU is busy {_t(pa - pb)} {more} per step ({_t(pb)} → {_t(pa)})"
+        kinds = _gpu_part(kd, shares, sign)
+        if kinds:
+            text += "; GPU time per step, all streams: " + ", ".join(kinds)
+        return text + "."
+    what = _IDLE_WORDS.get(key, f"GPU idle ({key})") if gpu else "DataLoader time"
+    return f"{head} {lead}: {what}, {_t(pb)} → {_t(pa)} per step."
+
+
+def compare_diagnoses(
+    before: Diagnosis,
+    after: Diagnosis,
+    ctx_before: TraceContext | None = None,
+    ctx_after: TraceContext | None = None,
+) -> TraceComparison:
+    """Build the :class:`TraceComparison` of ``before`` and ``after``; with both traces'
+    contexts, also the shares of GPU time and the kernel diff."""
+    metrics = []
+    for name, unit, better, get in _METRICS:
+        vb, va = get(before), get(after)
+        metrics.append(
+            MetricChange(
+                name=name,
+                unit=unit,
+                before=vb,
+                after=va,
+                better=better,
+                tolerance=_tolerance(unit, vb, va),
+            )
+        )
     ids: list[tuple[str, str]] = []
     for f in (*before.findings, *after.findings):
         key = (f.id, f.subject)
@@ -82,4 +332,23 @@ def compare_diagnoses(before: Diagnosis, after: Diagnosis) -> TraceComparison:
     changes.sort(
         key=lambda c: -max(c.before.rank if c.before else 0, c.after.rank if c.after else 0)
     )
-    return TraceComparison(before=before, after=after, metrics=metrics, findings=tuple(changes))
+    shares: tuple[ShareChange, ...] = ()
+    kd = None
+    if ctx_before is not None and ctx_after is not None:
+        from gpuprobe.tools.diagnose.kernel_diff import compare_kernels
+        from gpuprobe.tools.diagnose.mix import time_mix
+
+        shares = _shares(time_mix(ctx_before), time_mix(ctx_after))
+        if before.summary.has_gpu or after.summary.has_gpu:
+            kd = compare_kernels(ctx_before, ctx_after)
+    return TraceComparison(
+        before=before,
+        after=after,
+        metrics=tuple(metrics),
+        findings=tuple(changes),
+        shares=shares,
+        kernels=kd,
+        headline=_headline(before, after, kd, shares),
+        notes=_notes(before, after, ctx_before, ctx_after),
+        share_change_pp=SHARE_CHANGE_PP,
+    )

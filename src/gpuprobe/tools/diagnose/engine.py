@@ -85,10 +85,20 @@ def compare(
     after: str | os.PathLike[str] | Diagnosis,
     *,
     steps: str | tuple[int, int] | None = None,
+    contexts: tuple[Any, Any] | None = None,
 ) -> TraceComparison:
-    """What changed between two traces (e.g. before and after a fix)."""
+    """What changed between two traces (e.g. before and after a fix). A path is read here;
+    for a :class:`Diagnosis`, ``contexts`` (its and the other's trace context, from
+    :func:`diagnose_with_context`) add the shares of GPU time and the kernel diff."""
     from gpuprobe.tools.diagnose.compare import compare_diagnoses
 
-    b = before if isinstance(before, Diagnosis) else diagnose(before, steps=steps)
-    a = after if isinstance(after, Diagnosis) else diagnose(after, steps=steps)
-    return compare_diagnoses(b, a)
+    ctx_b, ctx_a = contexts if contexts is not None else (None, None)
+    if isinstance(before, Diagnosis):
+        b = before
+    else:
+        b, ctx_b = diagnose_with_context(before, steps=steps)
+    if isinstance(after, Diagnosis):
+        a = after
+    else:
+        a, ctx_a = diagnose_with_context(after, steps=steps)
+    return compare_diagnoses(b, a, ctx_b, ctx_a)

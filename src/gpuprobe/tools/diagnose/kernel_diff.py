@@ -3,8 +3,10 @@ idea, per kernel name), beside ``--compare``'s finding diff.
 
 Kernels are compared by name over each trace's selected steps, per step (so a trace of 5 steps
 compares with one of 10): count per step, GPU time per step and mean duration. A kernel present in
-both got *faster* or *slower* when its mean duration changed by at least
-:data:`KERNEL_CHANGE_FRACTION` and :data:`KERNEL_CHANGE_MIN_US`; the list is ordered by the change in GPU time per step.
+both is *slower* when its GPU time per step grew by at least :data:`KERNEL_CHANGE_FRACTION` and
+:data:`KERNEL_CHANGE_MIN_US`, and *faster* when it shrank by as much, whether the calls got longer
+or more numerous: a copy that runs 256 times as often at a seventh of the time per call takes more
+of the step, and is slower. The list is ordered by the change in GPU time per step.
 """
 
 from __future__ import annotations
@@ -31,17 +33,17 @@ __all__ = [
     "compare_kernels",
 ]
 
-KERNEL_CHANGE_FRACTION = 0.10  # relative change of a kernel's mean duration that counts as faster
-# or slower; gpuprobe's choice, above the few-% run-to-run spread of one kernel's duration
+KERNEL_CHANGE_FRACTION = 0.10  # relative change of a kernel's GPU time per step that counts as
+# faster or slower; gpuprobe's choice, above the few-% run-to-run spread of one kernel's duration
 KERNEL_CHANGE_MIN_US = 1.0  # µs; and by at least this much: Kineto's timestamps are whole µs
-# in many traces, so a smaller change of a mean is below the resolution
+# in many traces, so a smaller change is below the resolution
 KERNEL_DIFF_ROWS = 50  # kernels kept in the record, largest change of GPU time per step first
 
 
 @dataclass(frozen=True)
 class KernelChange(Record):
-    """One kernel name before and after (per step; µs). ``status``: new, gone, faster, slower,
-    same."""
+    """One kernel name before and after (per step; µs). ``status``: new, gone, faster or slower
+    (its GPU time per step), same."""
 
     name: str
     family: str
@@ -57,6 +59,22 @@ class KernelChange(Record):
     def delta_us(self) -> float:
         """Change of GPU time per step (after − before)."""
         return self.total_after_us - self.total_before_us
+
+    @property
+    def why(self) -> str:
+        """What moved its time: ``"more calls"``, ``"longer calls"``, both, or the opposite
+        (``""`` for a kernel new, gone or unchanged)."""
+        if self.status not in ("slower", "faster") or not self.mean_before_us:
+            return ""
+        calls = self.count_after / self.count_before if self.count_before else 1.0
+        mean = (self.mean_after_us or 0.0) / self.mean_before_us
+        up, down = 1 + KERNEL_CHANGE_FRACTION, 1 - KERNEL_CHANGE_FRACTION
+        words = []
+        if calls >= up or calls <= down:
+            words.append("more calls" if calls > 1 else "fewer calls")
+        if mean >= up or mean <= down:
+            words.append("longer calls" if mean > 1 else "shorter calls")
+        return ", ".join(words)
 
 
 @dataclass(frozen=True)
@@ -130,15 +148,16 @@ def compare_kernels(
         ca, ta, fa = a.get(name, (0, 0.0, ""))
         mb = tb / cb if cb else None
         ma = ta / ca if ca else None
+        pb, pa = tb / nb, ta / na  # GPU time per step
         if mb is None:
             status = "new"
         elif ma is None:
             status = "gone"
-        elif abs(ma - mb) < KERNEL_CHANGE_MIN_US or mb <= 0:
+        elif abs(pa - pb) < KERNEL_CHANGE_MIN_US or pb <= 0:
             status = "same"
-        elif (ma - mb) / mb >= KERNEL_CHANGE_FRACTION:
+        elif (pa - pb) / pb >= KERNEL_CHANGE_FRACTION:
             status = "slower"
-        elif (mb - ma) / mb >= KERNEL_CHANGE_FRACTION:
+        elif (pb - pa) / pb >= KERNEL_CHANGE_FRACTION:
             status = "faster"
         else:
             status = "same"

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst, worst_first
 from gpuprobe.core.records import Record
+from gpuprobe.tools.diagnose.kernel_diff import KernelDiff  # the comparison's kernel rows
 
 __all__ = [
     "IDLE_CAUSES",
+    "TIME_UNITS",
     "DeviceInfo",
     "Diagnosis",
     "FindingChange",
     "MetricChange",
+    "ShareChange",
     "StepBreakdown",
     "TraceComparison",
     "TraceSummary",
@@ -163,15 +166,24 @@ class Diagnosis(Record):
         return render.html(self)
 
 
+# ---------------------------------------------------------------------------------------------
+# The comparison of two diagnoses (``--compare``): numbers, shares, kernels and findings.
+# ---------------------------------------------------------------------------------------------
+
+TIME_UNITS = ("µs", "ms", "s")  # a metric in one of these is a duration: more of it is slower
+
+
 @dataclass(frozen=True)
 class MetricChange(Record):
-    """One number before and after (None where a trace does not have it)."""
+    """One number before and after (None where a trace does not have it). A change of at most
+    ``tolerance`` (in the metric's unit) counts as none."""
 
     name: str
     unit: str
     before: float | None
     after: float | None
     better: str = "lower"  # "lower" or "higher": which direction is an improvement
+    tolerance: float = 0.0
 
     @property
     def change(self) -> float | None:
@@ -184,9 +196,64 @@ class MetricChange(Record):
     def improved(self) -> bool | None:
         """True when the change goes the ``better`` way (None when unknown or unchanged)."""
         c = self.change
-        if c is None or c == 0:
+        if c is None or abs(c) <= self.tolerance or c == 0:
             return None
         return (c < 0) == (self.better == "lower")
+
+    @property
+    def verdict(self) -> str:
+        """``"slower"``/``"faster"`` for a duration (by its direction alone: a duration that
+        grows is slower), ``"worse"``/``"better"`` for other numbers, ``""`` when unchanged."""
+        c = self.change
+        if c is None or abs(c) <= self.tolerance or c == 0:
+            return ""
+        if self.unit in TIME_UNITS:
+            return "slower" if c > 0 else "faster"
+        return "better" if self.improved else "worse"
+
+
+@dataclass(frozen=True)
+class ShareChange(Record):
+    """A share (a fraction of ``of``) before and after, with the GPU time per step it stands for
+    (µs); None where a trace has none of ``of``. ``better``: which way of the share is an
+    improvement ("lower", "higher"), or "" where its time is what is judged (a copy kind or a
+    kernel family of GPU time: more time is slower). ``flagged``: it moved by at least the
+    comparison's threshold; only a flagged share gets a verdict."""
+
+    group: str
+    name: str
+    of: str
+    before: float | None
+    after: float | None
+    before_us: float = 0.0
+    after_us: float = 0.0
+    better: str = ""
+    flagged: bool = False
+
+    @property
+    def change_pp(self) -> float | None:
+        """after − before, in percentage points."""
+        if self.before is None or self.after is None:
+            return None
+        return 100.0 * (self.after - self.before)
+
+    @property
+    def verdict(self) -> str:
+        """``"worse"``/``"better"`` by the share's direction; where the time is judged,
+        ``"slower"``/``"faster"`` by its time; ``""`` when it is not flagged."""
+        c = self.change_pp
+        if c is None or c == 0 or not self.flagged:
+            return ""
+        if self.better:
+            return "better" if (c < 0) == (self.better == "lower") else "worse"
+        dt = self.after_us - self.before_us
+        return "" if dt == 0 else "slower" if dt > 0 else "faster"
+
+    @property
+    def worse(self) -> bool | None:
+        """True when the change is for the worse (None when neither)."""
+        v = self.verdict
+        return None if not v else v in ("worse", "slower")
 
 
 @dataclass(frozen=True)
@@ -201,12 +268,44 @@ class FindingChange(Record):
 
 @dataclass(frozen=True)
 class TraceComparison(Record):
-    """What changed between two traces, e.g. before and after a fix."""
+    """What changed between two traces, e.g. before and after a fix: the ``headline`` (the step
+    time's change and what explains most of it), ``notes`` (traces that differ in kind, such as
+    their GPUs), the numbers, the shares of GPU time (``flagged`` those that moved by at least
+    ``share_change_pp`` percentage points), the kernel diff and each finding's status."""
 
     before: Diagnosis
     after: Diagnosis
     metrics: tuple[MetricChange, ...]
     findings: tuple[FindingChange, ...]
+    shares: tuple[ShareChange, ...] = ()
+    kernels: KernelDiff | None = None
+    headline: str = ""
+    notes: tuple[str, ...] = ()
+    share_change_pp: float = 0.0
+
+    def flagged(self) -> list[ShareChange]:
+        """The shares that moved by at least ``share_change_pp`` (Tensor Cores, precision,
+        copies, kernel families; within each, largest move first)."""
+        groups = list(dict.fromkeys(s.group for s in self.shares))
+        return sorted(
+            (s for s in self.shares if s.flagged),
+            key=lambda s: (groups.index(s.group), -abs(s.change_pp or 0.0)),
+        )
+
+    def metric(self, name: str) -> MetricChange | None:
+        """The metric called ``name``, or None."""
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def share(self, name: str, group: str | None = None) -> ShareChange | None:
+        """The share called ``name`` (in ``group`` when given), or None."""
+        return next((s for s in self.shares if s.name == name and group in (None, s.group)), None)
+
+    def report(self, path: str) -> str:
+        """Write the comparison as an HTML page to ``path``; returns the path."""
+        return str(render.report(self, path))
 
     def __str__(self) -> str:
         return render.text(self)
+
+    def _repr_html_(self) -> str:
+        return render.html(self)

@@ -9,6 +9,7 @@ DataLoader spans, the CUDA runtime calls (syncs in red), the GPU activities per 
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -19,16 +20,19 @@ from gpuprobe.core.findings import worst_first
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY, GPU_KIND_MEMSET
-from gpuprobe.tools.diagnose.model import Diagnosis
+from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.ui.style import STATUS_COLORS
 
 __all__ = [
     "MAX_BOXES_PER_ROW",
     "choose_step",
+    "comparison_html",
+    "comparison_page",
     "diagnosis_html",
     "ranks_html",
     "render_html",
+    "write_comparison_html",
     "write_html",
 ]
 
@@ -392,5 +396,128 @@ def ranks_html(d: MultiRankDiagnosis) -> str:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# The comparison (``--compare``): the same parts as the terminal's, kernel names whole.
+# ---------------------------------------------------------------------------------------------
+
+_VERDICT_COLORS = {
+    "worse": "#cf222e",
+    "slower": "#cf222e",
+    "better": "#1a7f37",
+    "faster": "#1a7f37",
+}
+
+
+def _v(word: str) -> str:
+    color = _VERDICT_COLORS.get(word)
+    return f'<b style="color:{color}">{word}</b>' if color else html.escape(word)
+
+
+def _n(v: float | None, unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    digits = 1 if unit == "%" or (abs(v) < 100 and (unit or v != int(v))) else 0
+    return f"{v:,.{digits}f}" + (f" {html.escape(unit)}" if unit else "")
+
+
+def comparison_html(c: TraceComparison) -> str:
+    """The comparison as an HTML fragment (``TraceComparison._repr_html_``): the headline, the
+    numbers, every share (those that moved flagged ⚑), the kernels whose GPU time changed most
+    with their names whole, and each finding's status."""
+    e = html.escape
+    parts = [
+        "<div class=gp-compare><b>gpuprobe diagnose --compare</b>",
+        f"<br>before: <code>{e(c.before.summary.path)}</code>",
+        f"<br>after: <code>{e(c.after.summary.path)}</code>",
+    ]
+    parts += [f"<p><b>note:</b> {e(n)}</p>" for n in c.notes]
+    if c.headline:
+        parts.append(f"<p><b>{e(c.headline)}</b></p>")
+    rows = []
+    for m in c.metrics:
+        if m.before is None and m.after is None:
+            continue
+        d = m.change
+        unit = "pp" if m.unit == "%" else m.unit
+        change = "" if d is None else ("+" if d >= 0 else "") + _n(d, unit)
+        rows.append(
+            f"<tr><td>{e(m.name)}</td><td align=right>{_n(m.before, m.unit)}</td>"
+            f"<td align=right>{_n(m.after, m.unit)}</td><td align=right>{change}</td>"
+            f"<td>{_v(m.verdict)}</td></tr>"
+        )
+    parts.append(
+        "<table><tr><th>metric (median step)</th><th>before</th><th>after</th><th>change</th>"
+        "<th></th></tr>" + "".join(rows) + "</table>"
+    )
+    if c.shares:
+        rows = []
+        for sh in c.shares:
+            cp = sh.change_pp
+            rows.append(
+                f"<tr><td>{'⚑ ' if sh.flagged else ''}{e(sh.name)} of {e(sh.of)}</td>"
+                f"<td align=right>{_n(None if sh.before is None else 100 * sh.before, '%')}</td>"
+                f"<td align=right>{_n(None if sh.after is None else 100 * sh.after, '%')}</td>"
+                f"<td align=right>{'n/a' if cp is None else f'{cp:+.1f} pp'}</td>"
+                f"<td align=right>{_n(sh.before_us, 'µs')} → {_n(sh.after_us, 'µs')}</td>"
+                f"<td>{_v(sh.verdict)}</td></tr>"
+            )
+        parts.append(
+            f"<p>Shares of GPU time; ⚑ moved ≥ {c.share_change_pp:g} percentage points</p>"
+            "<table><tr><th>share</th><th>before</th><th>after</th><th>change</th>"
+            "<th>time per step</th><th></th></tr>" + "".join(rows) + "</table>"
+        )
+    kd = c.kernels
+    if kd is not None and kd.changes:
+        rows = [
+            f"<tr><td>{_v(k.status)}</td><td align=right>{k.delta_us:+,.0f}</td>"
+            f"<td align=right>{k.total_before_us:,.0f} → {k.total_after_us:,.0f}</td>"
+            f"<td align=right>{k.count_before:,.4g} → {k.count_after:,.4g}</td>"
+            f"<td style='word-break:break-all'><code>{e(k.name)}</code>"
+            f"{f'<br><small>{e(k.why)}</small>' if k.why else ''}</td></tr>"
+            for k in kd.changes
+            if k.status != "same"
+        ]
+        parts.append(
+            "<p>Largest changes of GPU time per step (µs)</p><table><tr><th></th><th>change</th>"
+            "<th>before → after</th><th>calls</th><th>kernel</th></tr>" + "".join(rows) + "</table>"
+        )
+    rows = [
+        f"<tr><td>{e(f.id)}</td><td>{e(f.before.value) if f.before else '-'}</td>"
+        f"<td>{e(f.after.value) if f.after else '-'}</td><td>{e(f.title)}</td></tr>"
+        for f in c.findings
+    ]
+    parts.append(
+        "<table><tr><th>finding</th><th>before</th><th>after</th><th>now</th></tr>"
+        + "".join(rows)
+        + "</table></div>"
+    )
+    return "".join(parts)
+
+
+def comparison_page(c: TraceComparison) -> str:
+    """The comparison as a whole page."""
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>gpuprobe diagnose --compare</title>
+<style>
+body {{ font-family: sans-serif; margin: 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5em 0; }}
+td, th {{ padding: 2px 8px; border-bottom: 1px solid #eee; vertical-align: top; }}
+code {{ background: #eef; padding: 1px 3px; }}
+</style></head><body>{comparison_html(c)}</body></html>
+"""
+
+
+def write_comparison_html(c: TraceComparison, path: str | os.PathLike[str]) -> str:
+    """Write the comparison's page to ``path`` (``render.report``); returns the path."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(comparison_page(c))
+    except OSError as exc:
+        raise InputError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
+    return str(path)
+
+
 render.html.register(Diagnosis, diagnosis_html)
 render.html.register(MultiRankDiagnosis, ranks_html)
+render.html.register(TraceComparison, comparison_html)
+render.report.register(TraceComparison, write_comparison_html)

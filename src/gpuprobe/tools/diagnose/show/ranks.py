@@ -338,7 +338,8 @@ def print_kernel_diff(kd: KernelDiff, console: object | None = None, rows: int =
             ("kernels ", "bold"),
             f"{kd.before_path} ({_steps(kd.steps_before)}) → {kd.after_path} "
             f"({_steps(kd.steps_after)}): {kd.new} new, {kd.gone} gone, {kd.faster} faster, "
-            f"{kd.slower} slower, {kd.same} same (±{100 * kd.change_fraction:.0f} % mean)",
+            f"{kd.slower} slower, {kd.same} same (±{100 * kd.change_fraction:.0f} % of GPU time "
+            "per step)",
         )
     )
     f = _numbers_table("GPU time per step by family (µs)", "family", ("before", "after", "change"))
@@ -356,23 +357,9 @@ def print_kernel_diff(kd: KernelDiff, console: object | None = None, rows: int =
         f"{kd.total_after_us - kd.total_before_us:+,.0f}",
     )
     con.print(f)
-    t = _table("Largest changes (per step)")
-    _name_col(t, "kernel")
-    t.add_column("now")
-    _num_col(t, "n")
-    _num_col(t, "µs bef")
-    _num_col(t, "µs aft")
-    _num_col(t, "mean")
-    for c in kd.changes[:rows]:
-        t.add_row(
-            short_kernel_name(c.name, 32),
-            c.status,
-            f"{_count(c.count_before)}→{_count(c.count_after)}",
-            _num(c.total_before_us),
-            _num(c.total_after_us),
-            _num(c.mean_after_us if c.mean_after_us is not None else c.mean_before_us, 1),
-        )
-    con.print(t)
+    from gpuprobe.tools.diagnose.show.text import print_kernel_changes
+
+    print_kernel_changes(kd, con, rows)  # names whole, wrapped on their own lines
 
 
 def _steps(n: int) -> str:

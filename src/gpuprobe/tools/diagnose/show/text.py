@@ -8,6 +8,7 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status, worst_first
+from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
 from gpuprobe.ui.style import STATUS_STYLE
 
@@ -15,6 +16,7 @@ __all__ = [
     "plain_table",
     "print_comparison",
     "print_diagnosis",
+    "print_kernel_changes",
     "render_comparison_text",
     "render_text",
 ]
@@ -30,6 +32,7 @@ _CAUSE_LEGEND = {
     "short": "gap under 30 µs with work queued",
     "other": "no cause recorded",
 }
+_TEXT_WIDTH = 80  # columns of the comparison as plain text (str(), pipes)
 
 
 def plain_table(title: str | None = None) -> Any:
@@ -206,37 +209,176 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     con.print(f"[dim]read {s.read_seconds:.2f} s, analysed {s.analyse_seconds:.2f} s[/dim]")
 
 
-def print_comparison(c: TraceComparison, console: object | None = None) -> None:
-    """Print the before/after table of ``c``."""
+_KERNEL_ROWS = 5  # kernels and copies listed in the comparison (verbose: _KERNEL_ROWS_VERBOSE)
+_KERNEL_ROWS_VERBOSE = 15
+_VERDICT_STYLE = {"worse": "red", "slower": "red", "better": "green", "faster": "green"}
+
+
+def _num(v: float | None, unit: str = "") -> str:
+    """A number with its unit: whole above 100, one decimal below."""
+    if v is None:
+        return "n/a"
+    digits = 1 if unit == "%" or (abs(v) < 100 and (unit or v != int(v))) else 0
+    return f"{v:,.{digits}f}" + (f" {unit}" if unit else "")
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.1f}"
+
+
+def _span(b_us: float, a_us: float) -> str:
+    """Two GPU times per step in one unit: ``455 → 17,076 µs`` or ``14.7 → 35.9 ms``."""
+    if max(abs(b_us), abs(a_us)) >= 1e3:
+        return f"{_ms(b_us)} → {_ms(a_us)} ms"
+    return f"{b_us:,.0f} → {a_us:,.0f} µs"
+
+
+def _delta(us: float) -> str:
+    return f"{us / 1e3:+,.1f} ms" if abs(us) >= 1e3 else f"{us:+,.0f} µs"
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
+
+
+def print_kernel_changes(kd: KernelDiff, console: object | None = None, rows: int = 5) -> None:
+    """The ``rows`` kernels and copies whose GPU time per step changed most: the change, the
+    time before and after, the calls and why, then the name whole on its own lines (wrapped at
+    the terminal's width, never cut)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     con: Console = console if isinstance(console, Console) else Console()
+    shown = [k for k in kd.changes if k.status != "same"][:rows]
+    if not shown:
+        return
+    con.print()
     con.print(
-        Text.assemble(
-            ("gpuprobe diagnose --compare ", "bold"),
-            f"{c.before.summary.path} → {c.after.summary.path}",
+        Text(
+            f"Largest changes of GPU time per step (kernels and copies: {kd.new} new, "
+            f"{kd.gone} gone, {kd.slower} slower, {kd.faster} faster, {kd.same} the same)",
+            style="bold",
         )
     )
-    t = Table(show_edge=False, pad_edge=False)
-    for col in ("metric", "before", "after", "change"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+    kt = Table.grid(padding=(0, 1))
+    kt.add_column(no_wrap=True)
+    kt.add_column(overflow="fold")
+    for k in shown:
+        calls = f"{_count(k.count_before)} → {_count(k.count_after)} calls"
+        why = f" ({k.why})" if k.why else ""
+        kt.add_row(
+            Text(k.status, style=_VERDICT_STYLE.get(k.status, "")),
+            Text.assemble(
+                f"{_delta(k.delta_us)}  {_span(k.total_before_us, k.total_after_us)}  "
+                f"{calls}{why}\n",
+                (k.name, "dim"),
+                overflow="fold",
+            ),
+        )
+    con.print(kt)
+
+
+def print_comparison(
+    c: TraceComparison, console: object | None = None, *, verbose: bool = False
+) -> None:
+    """Print ``c``: the headline, the numbers, the shares that moved, the kernels whose GPU time
+    changed most (names whole, wrapped), and each finding's status. ``verbose``: every share,
+    GPU time by kernel family and more kernels."""
+    from rich.console import Console
+    from rich.text import Text
+
+    con: Console = console if isinstance(console, Console) else Console()
+    con.print(Text("gpuprobe diagnose --compare", style="bold"))
+    con.print(Text(f"  before: {c.before.summary.path}", overflow="fold"))
+    con.print(Text(f"  after:  {c.after.summary.path}", overflow="fold"))
+    for note in c.notes:
+        con.print(Text.assemble(("  note: ", "bold"), note))
+    if c.headline:
+        con.print()
+        con.print(Text(c.headline, style="bold"))
+    con.print()
+
+    def verdict(word: str) -> Text:
+        return Text(word, style=_VERDICT_STYLE.get(word, ""))
+
+    t = plain_table("Numbers (median step)")
+    t.add_column("metric", overflow="fold")
+    for col in ("before", "after", "change", ""):
+        t.add_column(col, justify="right", overflow="fold")
     for m in c.metrics:
         if m.before is None and m.after is None:
             continue
         delta = m.change
-        style = {True: "green", False: "red", None: ""}[m.improved]
-        change = "" if delta is None else f"{delta:+,.1f}{(' ' + m.unit) if m.unit else ''}"
-        unit = f" {m.unit}" if m.unit else ""
-        t.add_row(
-            m.name, _fmt(m.before, 1) + unit, _fmt(m.after, 1) + unit, Text(change, style=style)
-        )
+        change = ""
+        if delta is not None:
+            unit = "pp" if m.unit == "%" else m.unit
+            change = ("+" if delta >= 0 else "") + _num(delta, unit)
+        t.add_row(m.name, _num(m.before, m.unit), _num(m.after, m.unit), change, verdict(m.verdict))
     con.print(t)
+
+    shown = list(c.shares) if verbose else c.flagged()
+    if shown:
+        con.print()
+        title = (
+            f"Shares of GPU time (flagged ⚑: moved ≥ {c.share_change_pp:g} percentage points)"
+            if verbose
+            else f"Shares that moved ≥ {c.share_change_pp:g} percentage points"
+        )
+        st = plain_table(title)
+        st.add_column("share", overflow="fold")
+        for col in ("before", "after", "change", "time per step", ""):
+            st.add_column(col, justify="right", overflow="fold")
+        for s in shown:
+            cp = s.change_pp
+            st.add_row(
+                ("⚑ " if verbose and s.flagged else "") + f"{s.name} of {s.of}",
+                _num(None if s.before is None else 100 * s.before, "%"),
+                _num(None if s.after is None else 100 * s.after, "%"),
+                "n/a" if cp is None else f"{cp:+.1f} pp",
+                _span(s.before_us, s.after_us),
+                verdict(s.verdict),
+            )
+        con.print(st)
+    elif c.shares and c.before.summary.has_gpu and c.after.summary.has_gpu:
+        con.print(
+            Text(
+                f"No share of GPU time moved by {c.share_change_pp:g} percentage points or more "
+                "(Tensor Cores, precision, copy kinds, kernel families).",
+                style="dim",
+            )
+        )
+
+    kd = c.kernels
+    if kd is not None:
+        if verbose:
+            con.print()
+            ft = plain_table("GPU time per step by family (ms)")
+            ft.add_column("family")
+            for col in ("before", "after", "change"):
+                ft.add_column(col, justify="right", overflow="fold")
+            for f in kd.families:
+                ft.add_row(
+                    f.family,
+                    _ms(f.before_us),
+                    _ms(f.after_us),
+                    f"{(f.after_us - f.before_us) / 1e3:+,.1f}",
+                )
+            ft.add_row(
+                "all (summed over streams)",
+                _ms(kd.total_before_us),
+                _ms(kd.total_after_us),
+                f"{(kd.total_after_us - kd.total_before_us) / 1e3:+,.1f}",
+            )
+            con.print(ft)
+        print_kernel_changes(kd, con, _KERNEL_ROWS_VERBOSE if verbose else _KERNEL_ROWS)
+
     con.print()
-    f = Table(show_edge=False, pad_edge=False)
-    for col in ("finding", "before", "after", "now"):
+    f = plain_table("Findings")
+    f.add_column("finding", overflow="fold")
+    for col in ("before", "after"):
         f.add_column(col)
+    f.add_column("now", overflow="fold")
     for ch in c.findings:
         b = ch.before.value if ch.before else "-"
         a = ch.after.value if ch.after else "-"
@@ -249,11 +391,11 @@ def print_comparison(c: TraceComparison, console: object | None = None) -> None:
     con.print(f)
 
 
-def _capture(fn: object, obj: object) -> str:
+def _capture(fn: object, obj: object, width: int = 110) -> str:
     from rich.console import Console
 
     buf = io.StringIO()
-    con = Console(file=buf, width=110, force_terminal=False, color_system=None)
+    con = Console(file=buf, width=width, force_terminal=False, color_system=None)
     fn(obj, con)  # type: ignore[operator]
     return buf.getvalue()
 
@@ -264,8 +406,8 @@ def render_text(d: Diagnosis) -> str:
 
 
 def render_comparison_text(c: TraceComparison) -> str:
-    """The comparison as plain text."""
-    return _capture(print_comparison, c)
+    """The comparison as plain text, 80 columns (kernel names whole, wrapped)."""
+    return _capture(print_comparison, c, width=_TEXT_WIDTH)
 
 
 render.text.register(Diagnosis, render_text)
