@@ -182,7 +182,7 @@ class MetricChange(Record):
     unit: str
     before: float | None
     after: float | None
-    better: str = "lower"  # "lower" or "higher": which direction is an improvement
+    better: str = "lower"  # "lower" or "higher": which direction is an improvement ("" neither)
     tolerance: float = 0.0
 
     @property
@@ -194,9 +194,10 @@ class MetricChange(Record):
 
     @property
     def improved(self) -> bool | None:
-        """True when the change goes the ``better`` way (None when unknown or unchanged)."""
+        """True when the change goes the ``better`` way (None when unknown, unchanged, or the
+        number has no better way: ``better=""``)."""
         c = self.change
-        if c is None or abs(c) <= self.tolerance or c == 0:
+        if c is None or abs(c) <= self.tolerance or c == 0 or not self.better:
             return None
         return (c < 0) == (self.better == "lower")
 
@@ -205,7 +206,7 @@ class MetricChange(Record):
         """``"slower"``/``"faster"`` for a duration (by its direction alone: a duration that
         grows is slower), ``"worse"``/``"better"`` for other numbers, ``""`` when unchanged."""
         c = self.change
-        if c is None or abs(c) <= self.tolerance or c == 0:
+        if c is None or abs(c) <= self.tolerance or c == 0 or not self.better:
             return ""
         if self.unit in TIME_UNITS:
             return "slower" if c > 0 else "faster"
