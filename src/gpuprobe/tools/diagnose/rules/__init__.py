@@ -11,7 +11,16 @@ from __future__ import annotations
 from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import Rule, apply_rules
 from gpuprobe.tools.diagnose.analysis import TraceContext
-from gpuprobe.tools.diagnose.rules import copies, gpu_time, input, loops, memory, precision, sync
+from gpuprobe.tools.diagnose.rules import (
+    compiled,
+    copies,
+    gpu_time,
+    input,
+    loops,
+    memory,
+    precision,
+    sync,
+)
 
 __all__ = ["RULES", "run_rules"]
 
@@ -24,6 +33,7 @@ RULES: tuple[Rule, ...] = (
     copies.contiguous_copies,
     loops.python_loops,
     precision.tensor_cores,
+    compiled.compiled_regions,
     memory.peak_memory,
 )
 
