@@ -360,6 +360,12 @@ COMPILER_KERNEL = NamePattern(
 # them (triton_poi_fused_addmm_gelu_view_15, ..._convolution_native_layer_norm_...), so a GEMM or
 # convolution named there ran elsewhere (an extern cuBLAS/cuDNN call or a template).
 INDUCTOR_FUSED_KERNEL = NamePattern(re.compile(r"^triton_(?:poi|red|per|for)_"), "Inductor fused")
+# Inductor's matmul and convolution templates (triton_tem_fused_mm_0, triton_tem_fused_addmm_relu_0)
+# and the Triton matmuls named so (triton_mm, triton_bmm): GEMMs whose dtype the name does not say.
+TRITON_GEMM_KERNEL = NamePattern(
+    re.compile(r"^triton_(?:tem_\w*?_)?(?:mm|bmm|addmm|baddbmm|convolution)(?:_|\d|$)"),
+    "Triton GEMM",
+)
 # PyTorch's own kernels by their own name: ATen (at::native::..., at::cuda::..., ATen's copy of
 # CUB as at_cuda_detail::cub), c10, its bundled FlashAttention (pytorch_flash::) and
 # memory-efficient attention (PyTorchMemEffAttention), the ATen kernels that live outside a
@@ -434,6 +440,7 @@ __all__ += [
     "FRAMEWORK_KERNEL",
     "INDUCTOR_FUSED_KERNEL",
     "LIBRARY_KERNEL",
+    "TRITON_GEMM_KERNEL",
 ]
 
 # torch.compile in a trace (diagnose/rules/compiled.py). TorchDynamo wraps each run of a frame's

@@ -67,11 +67,12 @@ def _compile_spans(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def _breaks(
-    ctx: TraceContext, reg: np.ndarray, calls: np.ndarray
+    ctx: TraceContext, reg: np.ndarray, calls: np.ndarray, fx: np.ndarray
 ) -> tuple[list[tuple[int, int]], int, float]:
     """Graph breaks: (outer region op, inner region op) pairs where a region opens inside
     another on the same thread; and the eager ATen ops run inside an outer region outside its
-    compiled-graph calls and inner regions (count of outermost ones, their time in µs)."""
+    compiled-graph calls (``calls`` ops; ``fx`` annotations, which carry no thread) and inner
+    regions (count of the outermost ones, their time in µs)."""
     pairs: list[tuple[int, int]] = []
     idx = np.nonzero(reg)[0]
     for tid in np.unique(ctx.op_tid[idx]).tolist():
@@ -79,7 +80,7 @@ def _breaks(
         on = on[np.lexsort((-ctx.op_dur[on], ctx.op_ts[on]))]
         stack: list[int] = []
         for i in on.tolist():
-            while stack and ctx.op_ts[stack[-1]] + ctx.op_dur[stack[-1]] < ctx.op_ts[i]:
+            while stack and ctx.op_ts[stack[-1]] + ctx.op_dur[stack[-1]] <= ctx.op_ts[i]:
                 stack.pop()
             if stack:
                 pairs.append((stack[-1], i))
@@ -95,7 +96,12 @@ def _breaks(
         same = (ctx.op_tid == tid) & (ctx.op_ts >= lo) & (ctx.op_ts + ctx.op_dur <= hi)
         # what is compiled inside this region: its graph calls and the regions nested in it
         inner = np.nonzero(same & ((calls | reg) & (np.arange(reg.size) != outer)))[0]
-        cs, ce = merge_intervals(ctx.op_ts[inner], ctx.op_ts[inner] + ctx.op_dur[inner])
+        cs, ce = merge_intervals(
+            np.concatenate([ctx.op_ts[inner], ctx.ann_ts[fx]]),
+            np.concatenate(
+                [ctx.op_ts[inner] + ctx.op_dur[inner], ctx.ann_ts[fx] + ctx.ann_dur[fx]]
+            ),
+        )
         cand = np.nonzero(same & aten)[0]
         ts, end = ctx.op_ts[cand], ctx.op_ts[cand] + ctx.op_dur[cand]
         j = np.searchsorted(cs, ts, side="right") - 1
@@ -156,7 +162,8 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
     in_op = ctx.op_step >= 0
     reg = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) & in_op
     calls = P.COMPILED_CALL.mask(ctx.op_name, ctx.names) & in_op
-    fx_calls = int((P.COMPILED_CALL.mask(ctx.ann_name, ctx.names) & (ctx.ann_step >= 0)).sum())
+    fx = P.COMPILED_CALL.mask(ctx.ann_name, ctx.names) & (ctx.ann_step >= 0)
+    fx_calls = int(fx.sum())
     gpu_sel = ctx.gpu_step >= 0
     gpu_total = float(ctx.gpu_dur[gpu_sel].sum())
     prov = provenance_of_activities(ctx)
@@ -178,7 +185,7 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
     analysed = float(ctx.step_durations.sum())
     frames = _ids(ctx, reg)
     recompiled = sorted(f for f, c in frames.items() if max(c) > 0)
-    pairs, eager_n, eager_us = _breaks(ctx, reg, calls)
+    pairs, eager_n, eager_us = _breaks(ctx, reg, calls, fx)
     slow = _slow_runs(ctx, reg)
     triton_share = float(ctx.gpu_dur[triton].sum()) / gpu_total if gpu_total > 0 else None
     graph_share = float(ctx.gpu_dur[replayed].sum()) / gpu_total if gpu_total > 0 else None

@@ -147,7 +147,10 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
     prov = provenance_of_activities(ctx)
     # Inductor's fused pointwise/reduction kernels name the matmuls fused around, not run
     fused = P.INDUCTOR_FUSED_KERNEL.mask(ctx.gpu_name, ctx.names)
-    gemm = kern & P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) & ~fused
+    gemm = P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TRITON_GEMM_KERNEL.mask(
+        ctx.gpu_name, ctx.names
+    )
+    gemm &= kern & ~fused
     tc = gemm & P.TENSOR_CORE_KERNEL.mask(ctx.gpu_name, ctx.names)
     tc &= ~P.FP32_GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TF32_KERNEL.mask(
         ctx.gpu_name, ctx.names
