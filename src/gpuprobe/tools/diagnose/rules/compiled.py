@@ -177,8 +177,8 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
             Finding(
                 id="compiled-regions",
                 status=Status.SKIPPED,
-                title="Compiled code: skipped: no torch.compile regions, compiled graphs, "
-                "compiler-generated (Triton) kernels or CUDA-graph replays in the steps analysed",
+                title="Compiled code: skipped: no torch.compile regions, Triton kernels or "
+                "CUDA-graph replays in the steps analysed",
                 group=GROUP,
             )
         ]

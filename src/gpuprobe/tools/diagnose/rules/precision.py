@@ -6,6 +6,8 @@ not in its name."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
@@ -108,6 +110,18 @@ def _top_names(ctx: TraceContext, mask: np.ndarray, n: int = 3) -> list[str]:
     return [name for name, _ in _top_kernels(ctx, mask, n)]
 
 
+_ARGUMENTS = re.compile(r"^void |\((?!anonymous namespace\)).*$")
+
+
+def _shares(ctx: TraceContext, mask: np.ndarray, total: float, what: str = "") -> tuple[str, ...]:
+    """The top kernels under ``mask`` with their share of kernel time, for ``details``: each
+    name without its return type and argument list."""
+    return tuple(
+        f"{_ARGUMENTS.sub('', name)}: {pct(us / total if total > 0 else 0.0)} % of GPU time{what}"
+        for name, us in _top_kernels(ctx, mask)
+    )
+
+
 def _busiest_device_us(ctx: TraceContext, mask: np.ndarray) -> float:
     """Summed duration under ``mask`` on the device where it is largest (µs)."""
     if not mask.any():
@@ -208,7 +222,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
                 evidence=evidence,
                 fix=_fix_for(major, minor, amd),
                 group=GROUP,
-                details=tuple(_top_names(ctx, slow)),
+                details=_shares(ctx, slow, total),
                 gain=gain,
             )
         ]
@@ -224,7 +238,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
                 evidence=evidence,
                 fix=_COMPILER_FIX,
                 group=GROUP,
-                details=tuple(_top_names(ctx, compiled)),
+                details=_shares(ctx, compiled, total),
             )
         ]
     return [
@@ -262,9 +276,6 @@ def _own_finding(
         evidence=evidence,
         fix=_own_fix(amd),
         group=GROUP,
-        details=tuple(
-            f"{name}: {pct(us / total if total > 0 else 0.0)} % of GPU time, not a library kernel"
-            for name, us in top
-        ),
+        details=_shares(ctx, own, total, ", not a library kernel"),
         gain=gain,
     )
