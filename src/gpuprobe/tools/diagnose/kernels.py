@@ -3,6 +3,11 @@
 * :func:`kernel_breakdown`: time by kernel family (GEMM, convolution, attention, elementwise,
   reduction, communication, memcpy/memset, other; the named patterns in :mod:`.patterns`) for the
   whole trace and per step and device, and the top kernels by total time.
+* :func:`provenance_of_name`: where a kernel's code comes from (:data:`PROVENANCES`): a
+  library (cuBLAS, cuDNN, CUTLASS, rocBLAS, FBGEMM, ...), the framework (PyTorch's
+  ATen), a compiler (Triton from torch.compile, XLA), a collective (NCCL/RCCL), or the user's
+  own code (a CUDA extension, a CuPy or Numba kernel); the share of kernel time of each is in
+  :class:`KernelBreakdown`.
 * :func:`launch_stats`: HTA's ``get_cuda_kernel_launch_stats``: per launch, the CPU duration of
   the runtime call, the GPU duration of what it launched and the launch delay (GPU start − end of
   the call, clipped at 0), their distributions, and the short kernels and outliers by HTA's
@@ -32,6 +37,7 @@ __all__ = [
     "FAMILIES",
     "LAUNCH_DELAY_CUTOFF_US",
     "OUTLIERS_SHOWN",
+    "PROVENANCES",
     "RUNTIME_CUTOFF_US",
     "TOP_KERNELS",
     "Distribution",
@@ -40,10 +46,13 @@ __all__ = [
     "KernelTime",
     "LaunchOutlier",
     "LaunchStats",
+    "ProvenanceTime",
     "StepKernels",
     "family_of_activities",
     "kernel_breakdown",
     "launch_stats",
+    "provenance_of_activities",
+    "provenance_of_name",
 ]
 
 RUNTIME_CUTOFF_US = 50.0  # µs; HTA get_cuda_kernel_launch_stats runtime_cutoff default (a launch
@@ -98,6 +107,57 @@ def family_of_activities(ctx: TraceContext) -> np.ndarray:
     return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, fam, FAMILY_MEMORY).astype(np.int8)
 
 
+# Where a kernel's code comes from, in the order reported: a vendor or third-party library
+# (cuBLAS, cuDNN, CUTLASS, rocBLAS, FBGEMM, ...), the framework itself (PyTorch's ATen kernels),
+# a compiler (Triton kernels of torch.compile, XLA fusions), a collective (NCCL/RCCL), or the
+# user's own code (a custom CUDA extension, a CuPy RawKernel, a Numba kernel: anything the named
+# patterns do not know). What can change a kernel depends on it: autocast and TF32 reach the
+# library and framework kernels PyTorch calls, not a kernel of one's own.
+PROVENANCES: tuple[str, ...] = ("library", "framework", "compiler", "collective", "own")
+PROVENANCE_OWN = PROVENANCES.index("own")
+PROVENANCE_COMPILER = PROVENANCES.index("compiler")
+_PROVENANCE_ORDER: tuple[tuple[P.NamePattern, str], ...] = (
+    (P.COMM_KERNEL, "collective"),
+    (P.COMPILER_KERNEL, "compiler"),
+    (P.FRAMEWORK_KERNEL, "framework"),
+    (P.LIBRARY_KERNEL, "library"),
+    (P.FRAMEWORK_ANYWHERE, "framework"),
+)
+
+
+def provenance_of_name(name: str) -> str:
+    """Where the kernel ``name`` comes from: one of :data:`PROVENANCES` (``"own"`` when no named
+    pattern knows it)."""
+    for pattern, provenance in _PROVENANCE_ORDER:
+        if pattern.matches(name):
+            return provenance
+    return "own"
+
+
+def provenance_of_activities(ctx: TraceContext) -> np.ndarray:
+    """Provenance index (into :data:`PROVENANCES`) of every GPU activity of ``ctx``; -1 for the
+    memcpy and memset activities, which are not kernels."""
+    if ctx.gpu_name.size == 0:
+        return np.zeros(0, dtype=np.int8)
+    used = np.unique(ctx.gpu_name)
+    table = np.full(int(used.max()) + 1, PROVENANCE_OWN, dtype=np.int8)
+    for i in used.tolist():
+        table[i] = PROVENANCES.index(provenance_of_name(ctx.names[i]))
+    return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, table[ctx.gpu_name], -1).astype(np.int8)
+
+
+@dataclass(frozen=True)
+class ProvenanceTime(Record):
+    """Kernel time of one provenance: summed durations (µs), kernels, share of all kernel time
+    (copies and fills are not kernels), and its kernel with the most time."""
+
+    provenance: str
+    count: int
+    total_us: float
+    share: float
+    top: str = ""
+
+
 @dataclass(frozen=True)
 class FamilyTime(Record):
     """GPU time of one kernel family: summed durations (µs), count, share of all GPU time."""
@@ -119,6 +179,7 @@ class KernelTime(Record):
     mean_us: float
     max_us: float
     share: float
+    provenance: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,13 +271,22 @@ class KernelBreakdown(Record):
     steps: tuple[StepKernels, ...]
     launches: LaunchStats | None = None
     rank: int | None = None
+    provenances: tuple[ProvenanceTime, ...] = ()
 
     def family(self, name: str) -> FamilyTime | None:
         """The :class:`FamilyTime` of family ``name``, or None."""
         return next((f for f in self.families if f.family == name), None)
 
+    def provenance(self, name: str) -> ProvenanceTime | None:
+        """The :class:`ProvenanceTime` of provenance ``name`` (one of :data:`PROVENANCES`), or
+        None when no kernel has it."""
+        return next((p for p in self.provenances if p.provenance == name), None)
+
     def __str__(self) -> str:
         return render.text(self)
+
+    def _repr_html_(self) -> str:
+        return render.html(self)
 
 
 def _families(fam: np.ndarray, dur: np.ndarray) -> tuple[FamilyTime, ...]:
@@ -236,6 +306,31 @@ def _families(fam: np.ndarray, dur: np.ndarray) -> tuple[FamilyTime, ...]:
     )
 
 
+def _provenances(
+    prov: np.ndarray, dur: np.ndarray, names: np.ndarray, all_names: list[str]
+) -> tuple[ProvenanceTime, ...]:
+    kern = prov >= 0
+    whole = float(dur[kern].sum())
+    out = []
+    for i, provenance in enumerate(PROVENANCES):
+        m = prov == i
+        if not m.any():
+            continue
+        uniq, inv = np.unique(names[m], return_inverse=True)
+        totals = np.bincount(inv, weights=dur[m])
+        total = float(dur[m].sum())
+        out.append(
+            ProvenanceTime(
+                provenance=provenance,
+                count=int(m.sum()),
+                total_us=total,
+                share=total / whole if whole > 0 else 0.0,
+                top=all_names[int(uniq[int(np.argmax(totals))])],
+            )
+        )
+    return tuple(out)
+
+
 def kernel_breakdown(
     ctx: TraceContext,
     *,
@@ -247,6 +342,7 @@ def kernel_breakdown(
     sel = ctx.gpu_step >= 0
     fam_all = family_of_activities(ctx)
     fam, dur = fam_all[sel], ctx.gpu_dur[sel]
+    prov = provenance_of_activities(ctx)[sel]
     names, step, dev = ctx.gpu_name[sel], ctx.gpu_step[sel], ctx.gpu_dev[sel]
     whole = float(dur.sum())
     tops: list[KernelTime] = []
@@ -266,6 +362,7 @@ def kernel_breakdown(
                     mean_us=float(totals[j] / counts[j]),
                     max_us=float(maxes[j]),
                     share=float(totals[j] / whole) if whole > 0 else 0.0,
+                    provenance=PROVENANCES[int(prov[first[j]])] if prov[first[j]] >= 0 else "",
                 )
             )
     steps: list[StepKernels] = []
@@ -291,6 +388,7 @@ def kernel_breakdown(
         steps=tuple(steps),
         launches=launch_stats(ctx) if launches else None,
         rank=rank,
+        provenances=_provenances(prov, dur, names, ctx.names),
     )
 
 

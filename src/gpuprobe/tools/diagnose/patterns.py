@@ -367,3 +367,159 @@ __all__ += [
     "SETUP_CALL",
     "TRANSFER_OP",
 ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel provenance (diagnose/kernels.py PROVENANCES, provenance_of_name): where a kernel's code
+# comes from, which decides what can change it. Tried in this order: collective (COMM_KERNEL,
+# above), compiler, framework by the kernel's own name, library anywhere in the name (a cuBLAS
+# kernel names its cublasGemvParams only in its arguments), framework anywhere; what matches
+# none is the user's own (a CUDA extension, a CuPy RawKernel, a Numba kernel). A kernel's own
+# name is what follows its return type ("void ", "std::enable_if<...>::type "): a custom kernel
+# may take ATen's accessor types as arguments and stay the user's own. Checked against every
+# distinct kernel name of the 51 real traces in ../shared/traces and of TraceLens's torch.compile,
+# vLLM, SGLang and xDiT traces (MI300, B200).
+# ---------------------------------------------------------------------------------------------
+
+_RETURNS = r"^(?:(?:void|std::enable_if<.*?>::type)\s+)?"
+# Kernels a compiler generated: Inductor's Triton kernels (triton_poi_/red_/per_/for_ fused
+# kernels, triton_tem_ templates such as triton_tem_fused_mm_0; PyTorch 2.0 named them
+# triton__0d1d2d), Triton kernels named so by their authors (create_..._triton), the Triton
+# kernels of OpenAI's triton_kernels library (_matmul_ogs_..., _topk_forward: vLLM's MoE) and of
+# vLLM's unified attention (kernel_unified_attention_2d), XLA fusions (fusion_12,
+# loop_add_fusion), nvFuser (nvfuser_pointwise_f0_c1_r0_g0; kernel1 in older versions), TVM
+# (tvmgen_..., fused_..._kernel0) and TensorRT's Myelin (__myl_...).
+COMPILER_KERNEL = NamePattern(
+    re.compile(
+        _RETURNS + r"(?:triton_|\w*_triton(?:_\w*)?\b|_?p?_matmul_ogs_|_topk_(?:forward|backward)\b"
+        r"|_sum_bitmatrix_rows\b|_combined_routing_(?:memset|compute)\b|_finalize_matmul"
+        r"|kernel_unified_attention_[23]d\b|(?:\w+_)?fusion(?:[._]\d+)*$|nvfuser_"
+        r"|(?:CudaCodeGen::)?kernel\d+$|tvmgen_|fused_\w+_kernel\d+$|__myl_)"
+    ),
+    "compiler",
+)
+# Inductor's fused pointwise and reduction kernels: their names list the ATen ops fused into
+# them (triton_poi_fused_addmm_gelu_view_15, ..._convolution_native_layer_norm_...), so a GEMM or
+# convolution named there ran elsewhere (an extern cuBLAS/cuDNN call or a template).
+INDUCTOR_FUSED_KERNEL = NamePattern(re.compile(r"^triton_(?:poi|red|per|for)_"), "Inductor fused")
+# Inductor's matmul and convolution templates (triton_tem_fused_mm_0, triton_tem_fused_addmm_relu_0)
+# and the Triton matmuls named so (triton_mm, triton_bmm): GEMMs whose dtype the name does not say.
+TRITON_GEMM_KERNEL = NamePattern(
+    re.compile(r"^triton_(?:tem_\w*?_)?(?:mm|bmm|addmm|baddbmm|convolution)(?:_|\d|$)"),
+    "Triton GEMM",
+)
+# PyTorch's own kernels by their own name: ATen (at::native::..., at::cuda::..., ATen's copy of
+# CUB as at_cuda_detail::cub), c10, its bundled FlashAttention (pytorch_flash::) and
+# memory-efficient attention (PyTorchMemEffAttention), the ATen kernels that live outside a
+# namespace (softmax_warp_forward, indexing_backward_kernel, elementwise_kernel_with_index,
+# repeat_interleave's compute_cuda_kernel, the legacy THC/THCUNN kernels cunn_*,
+# kernelPointwiseApply*), jiterator's run-time compiled kernels (<op>_vectorized4_kernel) and,
+# on ROCm, AOTriton's attention kernels behind scaled_dot_product_attention (attn_fwd,
+# bwd_kernel_dk_dv, bwd_kernel_dq, bwd_preprocess).
+FRAMEWORK_KERNEL = NamePattern(
+    re.compile(
+        _RETURNS + r"(?:(?:at|at_cuda_detail|c10|caffe2|torch|pytorch_flash)::"
+        r"|(?:\(anonymous namespace\)::)?(?:softmax_warp_(?:forward|backward)|cunn_\w+"
+        r"|indexing_backward_kernel|elementwise_kernel_with_index|compute_cuda_kernel\b"
+        r"|kernelPointwiseApply\d|kernelReduce(?:All|Contig|Noncontig)\w*|THC\w+"
+        r"|\w+_vectorized[1248]_kernel\b)"
+        r"|(?:attn_fwd|bwd_kernel_dk_dv|bwd_kernel_dq|bwd_preprocess(?:_varlen)?)$)"
+    ),
+    "framework",
+)
+# ATen anywhere in the name: an ATen functor instantiated inside another namespace's kernel
+# template (void (anonymous namespace)::elementwise_kernel_with_index<int, at::native::...>).
+FRAMEWORK_ANYWHERE = NamePattern(
+    re.compile(r"\bat::native::|PyTorchMemEffAttention::"), "framework (in arguments)"
+)
+# Library kernels, anywhere in the name. NVIDIA: cuBLAS/cuBLASLt (sgemm/gemv/gemmSN/gemmk1/
+# splitKreduce/dot/scal kernels, cublas*Params, nvjet), tiles by architecture (volta_sgemm_...,
+# ampere_..., sm80_xmma_..., sm90_...), CUTLASS (not its element types in another kernel's
+# template arguments), cuDNN (cudnn*, cask_*, scudnn, implicit/explicit_convolve_sgemm,
+# wgrad_alg*/dgrad engines, FFT convolutions fft2d_r2c_..., flip_filter, nchwToNhwcKernel,
+# pointwise_mult_and_sum_complex), cuFFT, cuSPARSE, cuSOLVER, cuRAND, CUB and Thrust, MAGMA.
+# AMD: Tensile (Cijk_...), Composable Kernel (ck::, ck_tile, mangled _ZN2ck/_ZN7ck_tile),
+# rocBLAS, hipBLASLt, MIOpen (igemm_fwd_gtcx..., Im2d2Col, SubTensorOpWith...,
+# batched_transpose_...), rocPRIM/hipCUB, rocRAND. Third-party kernel libraries: FBGEMM-GPU
+# (fbgemm_gpu::, its table-batched embeddings split_embedding_*, bounds_check_indices_kernel,
+# ...), apex (multi_tensor_apply with adamMode_t, cuApplyLayerNorm), FlashAttention (flash::,
+# flash_fwd_kernel), xFormers/CUTLASS fmha, FlashInfer, Transformer Engine, TensorRT-LLM
+# (tensorrt_llm::, trtllm-gen bmm_*/fmhaSm100* and moe::dev:: kernels), vLLM (vllm::), SGLang
+# (sgl_kernel, sgl_hip), AITER (aiter), DeepGEMM, bitsandbytes, Marlin.
+LIBRARY_KERNEL = NamePattern(
+    re.compile(
+        r"(?i:cublas|cudnn|cufft|cusparse|cusolver|curand|rocblas|hipblas|miopen|rocrand|rocfft"
+        r"|magma|tensile|nvjet|xmma|scudnn|winograd)"
+        r"|cutlass(?!::(?:b?float|half|tfloat|complex|int\d|uint)\w*)"
+        r"|" + _RETURNS + r"(?:volta|turing|ampere|ada|hopper|blackwell|maxwell|pascal|kepler"
+        r"|sm\d{2,3}a?)_"
+        r"|" + _RETURNS + r"(?:gemv\w*_kernel|gemvx::|gemmSN_|gemmk1_kernel|splitKreduce_kernel"
+        r"|dot_kernel|scal_kernel|nrm2_kernel|axpy_kernel|asum_kernel|sgemm_largek|sgemm_\d"
+        r"|transpose_readWrite|reduce_1Block_kernel|epilogue::impl::|internal::gemvx"
+        r"|(?:implicit|explicit)_convolve_sgemm|wgrad_alg\d|dgrad\w*_alg|dgrad_engine"
+        r"|fft[123]d_[rc]2[rc]|regular_fft|vector_fft|flip_filter|pointwise_mult_and_sum_complex"
+        r"|nchwToNhwcKernel|nhwcToNchwKernel|computeOffsetsKernel|cask_)"
+        r"|(?:^|\W)Cijk_|\bck::|\bck_tile\b|_ZN(?:2ck|7ck_tile)\d|(?:^|\W)ck_"
+        r"|" + _RETURNS + r"(?:igemm_(?:fwd|bwd|wrw)_|Im2d2Col|SubTensorOpWith"
+        r"|batched_transpose_\d+x\d+_|naive_conv_)"
+        r"|\b(?:cub|thrust|rocprim|hipcub)::|\bfbgemm|" + _RETURNS + r"(?:split_embedding_"
+        r"|dense_embedding_|bounds_check_indices_kernel|linearize_index_kernel"
+        r"|permute_pooled_embs_kernel|recat_copy_async_kernel)"
+        r"|adamMode_t|\bapex::|cuApplyLayerNorm|cuComputeGradInput"
+        r"|\bflash::|flash_(?:fwd|bwd)_\w*kernel|fmha_cutlass|xformers|flashinfer"
+        r"|transformer_engine|\bnvte_|tensorrt_llm|trtllm|\bmoe::dev::|"
+        + _RETURNS
+        + r"(?:bmm_(?:Bfloat16|Fp16|Fp8|E[245]m\d|MxE)|fmhaSm\d+)"
+        r"|\bvllm::|sgl_kernel|sgl_hip|_ZN\d+sgl_|\baiter\b|_ZN5aiter|deep_gemm|deep_ep"
+        r"|\bk(?:Quantize|Dequantize)Blockwise|kOptimizer\w*State|kgemm_4bit|\bmarlin"
+    ),
+    "library",
+)
+
+__all__ += [
+    "COMPILER_KERNEL",
+    "FRAMEWORK_ANYWHERE",
+    "FRAMEWORK_KERNEL",
+    "INDUCTOR_FUSED_KERNEL",
+    "LIBRARY_KERNEL",
+    "TRITON_GEMM_KERNEL",
+]
+
+# torch.compile in a trace (diagnose/rules/compiled.py). TorchDynamo wraps each run of a frame's
+# compiled code in a cpu_op "Torch-Compiled Region: F/C" (frame F, its C-th compilation:
+# C > 0 means the frame was compiled again, a recompile; a graph break runs the rest of the
+# frame as a new frame, whose region opens inside the first: PyTorch's
+# test_profiler_dynamo_compiled_region), after a "TorchDynamo Cache Lookup" cpu_op; PyTorch 2.0
+# shows no region, only AOTAutograd's "CompiledFunction" (and "CompiledFunctionBackward") ops;
+# Inductor marks each call of its compiled graph "## Call CompiledFxGraph <hash> ##".
+COMPILED_REGION = NamePattern(
+    re.compile(r"^Torch-Compiled Region(?::\s*(?:!\d+/)?(?P<frame>\d+)/(?P<compile>\d+))?"),
+    "compiled region",
+)
+COMPILED_CALL = NamePattern(
+    re.compile(r"^(?:CompiledFunction(?:Backward)?|## Call CompiledFxGraph \w+ ##)$"),
+    "compiled graph call",
+)
+DYNAMO_CACHE_LOOKUP = NamePattern(re.compile(r"^TorchDynamo Cache Lookup$"), "dynamo cache lookup")
+# Compiling inside the profile: dynamo_timed's record_function spans ("_compile.compile_inner
+# (dynamo_timed)", "OutputGraph.call_user_compiler (dynamo_timed)", "compile_fx_inner
+# (dynamo_timed)", "CachingAutotuner.benchmark_all_configs (dynamo_timed)": torch/_dynamo/
+# utils.py, PyTorch 2.1 to 2.8), their later names without the suffix (entire_frame_compile,
+# backend_compile), and with with_stack=True the Python frames of dynamo's and Inductor's
+# compilers (torch/_dynamo/convert_frame.py _compile, output_graph.py call_user_compiler,
+# torch/_inductor/compile_fx.py compile_fx). Running compiled code (output_code.py __call__)
+# and Inductor's idle compile workers are not compiling.
+COMPILE_WORK = NamePattern(
+    re.compile(
+        r"\(dynamo_timed\)$|^(?:entire_frame_compile|backend_compile|_compile\.compile_inner"
+        r"|compile_inner|OutputGraph\.call_user_compiler|compile_fx_inner|fx_codegen_and_compile"
+        r"|GraphLowering\.compile_to_module|CachingAutotuner\.benchmark_all_configs"
+        r"|create_aot_dispatcher_function|inductor_compile)$"
+        r"|torch/_dynamo/convert_frame\.py\(\d+\): (?:_compile|compile_inner)$"
+        r"|torch/_dynamo/output_graph\.py\(\d+\): call_user_compiler$"
+        r"|torch/_inductor/compile_fx\.py\(\d+\): (?:compile_fx|compile_fx_inner)$"
+    ),
+    "compiling",
+)
+
+__all__ += ["COMPILED_CALL", "COMPILED_REGION", "COMPILE_WORK", "DYNAMO_CACHE_LOOKUP"]

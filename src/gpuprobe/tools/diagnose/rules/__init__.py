@@ -14,6 +14,7 @@ from gpuprobe.core.findings import Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.rules import (
+    compiled,
     copies,
     gpu_time,
     host,
@@ -39,6 +40,7 @@ RULES: tuple[Rule, ...] = (
     copies.contiguous_copies,
     loops.python_loops,
     precision.tensor_cores,
+    compiled.compiled_regions,
     memory.peak_memory,
 )
 

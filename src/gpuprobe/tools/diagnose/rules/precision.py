@@ -1,7 +1,12 @@
 """Precision: FP32 matrix multiplies on CUDA cores while the card has Tensor Cores (E4:
-docs/experiments.md#e4)."""
+docs/experiments.md#e4), with the advice that fits where the kernel comes from
+(:func:`~gpuprobe.tools.diagnose.kernels.provenance_of_name`): autocast and TF32 reach the
+library and ATen GEMMs PyTorch calls, not a kernel of one's own, and a Triton GEMM's dtype is
+not in its name."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -9,6 +14,11 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.kernels import (
+    PROVENANCE_COMPILER,
+    PROVENANCE_OWN,
+    provenance_of_activities,
+)
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
 from gpuprobe.tools.diagnose.rules._common import GROUP, no_gpu, pct
 
@@ -16,12 +26,25 @@ __all__ = [
     "GEMM_DOMINANT_FRACTION",
     "TENSOR_CORE_MIN_COMPUTE_MAJOR",
     "TENSOR_CORE_MIN_SHARE",
+    "TENSOR_CORE_SPEEDUP",
+    "TENSOR_CORE_SPEEDUP_AMD",
     "tensor_cores",
 ]
 
 TENSOR_CORE_MIN_COMPUTE_MAJOR = 7  # compute capability; Volta (7.0) introduced Tensor Cores
 GEMM_DOMINANT_FRACTION = 0.3  # of kernel time in GEMM/conv kernels for matmuls to "dominate"; ours
 TENSOR_CORE_MIN_SHARE = 0.1  # of GEMM/conv time on Tensor Cores below which we say "none"; ours
+# What moving the FP32 GEMM time onto the Tensor Cores saves, as a realised speed-up of that
+# kernel time, by compute capability major: conservative (ours), well under the peaks. Peaks
+# from the datasheets in platform/hardware/data/products.csv: V100 FP16 Tensor 125 vs FP32
+# 15.7 TFLOPS (8x; 7.x has FP16 Tensor Cores only, reached through autocast), A100 TF32 156 vs
+# FP32 19.5 (8x), H100/H200 SXM TF32 494.5 vs FP32 67 (7.4x). Measured on one large matmul,
+# PyTorch's CUDA semantics note ("TensorFloat-32 (TF32) on Ampere (and later) devices"): a
+# 10240x10240 FP32 matmul takes 0.11 s with TF32 off and 0.016 s with it on, on a GA100 (6.9x).
+# A model's GEMMs are smaller and their epilogues and memory traffic do not speed up: 2x.
+TENSOR_CORE_SPEEDUP: dict[int, float] = {7: 2.0, 8: 2.0, 9: 2.0, 10: 2.0, 12: 2.0}
+TENSOR_CORE_SPEEDUP_AMD = 2.0  # MI250X matrix FP32 95.7 vs bf16 383 TFLOPS (4x), MI300X FP32
+# 163.4 vs bf16 1307.4 (8x) (AMD Instinct datasheets); realised: ours, as above
 
 
 def _fix_for(major: int, minor: int, amd: bool) -> str:
@@ -45,9 +68,72 @@ def _fix_for(major: int, minor: int, amd: bool) -> str:
     )
 
 
+def _own_fix(amd: bool) -> str:
+    """What puts a matmul kernel of one's own on the Tensor (matrix) Cores."""
+    if amd:
+        return (
+            "call a library GEMM instead (torch.matmul / torch.bmm, hipBLASLt), then "
+            "torch.autocast('cuda', dtype=torch.bfloat16) reaches it; or use the matrix cores "
+            "in the kernel (rocWMMA, the __builtin_amdgcn_mfma_* intrinsics); or write it in "
+            "Triton with tl.dot on bf16/fp16 inputs"
+        )
+    return (
+        "call a library GEMM instead (torch.matmul / torch.bmm, cuBLAS), then "
+        "torch.set_float32_matmul_precision('high') or autocast reaches it; or use the "
+        "Tensor Cores in the kernel (nvcuda::wmma, or mma.sync PTX / CUTLASS's MMA atoms); or "
+        "write it in Triton with tl.dot (fp16/bf16 inputs, or TF32 for fp32)"
+    )
+
+
+_COMPILER_FIX = (
+    "give the compiled GEMMs fp16/bf16 inputs (torch.autocast('cuda', dtype=torch.bfloat16) "
+    "around the compiled model), or for fp32 inputs allow TF32 before compiling: "
+    "torch.set_float32_matmul_precision('high') (Inductor's Triton templates pass "
+    "allow_tf32 to tl.dot only when it is set)"
+)
+
+
+def _top_kernels(ctx: TraceContext, mask: np.ndarray, n: int = 3) -> list[tuple[str, float]]:
+    """The ``n`` kernel names with the most time under ``mask`` and their summed time (µs),
+    most first."""
+    names = ctx.gpu_name[mask]
+    if names.size == 0:
+        return []
+    uniq, inv = np.unique(names, return_inverse=True)
+    totals = np.bincount(inv, weights=ctx.gpu_dur[mask])
+    order = np.argsort(-totals, kind="stable")[:n].tolist()
+    return [(ctx.names[int(uniq[j])], float(totals[j])) for j in order]
+
+
+def _top_names(ctx: TraceContext, mask: np.ndarray, n: int = 3) -> list[str]:
+    """The ``n`` kernel names with the most time under ``mask``, most first."""
+    return [name for name, _ in _top_kernels(ctx, mask, n)]
+
+
+_ARGUMENTS = re.compile(r"^void |\((?!anonymous namespace\)).*$")
+
+
+def _shares(ctx: TraceContext, mask: np.ndarray, total: float, what: str = "") -> tuple[str, ...]:
+    """The top kernels under ``mask`` with their share of kernel time, for ``details``: each
+    name without its return type and argument list."""
+    return tuple(
+        f"{_ARGUMENTS.sub('', name)}: {pct(us / total if total > 0 else 0.0)} % of GPU time{what}"
+        for name, us in _top_kernels(ctx, mask)
+    )
+
+
+def _busiest_device_us(ctx: TraceContext, mask: np.ndarray) -> float:
+    """Summed duration under ``mask`` on the device where it is largest (µs)."""
+    if not mask.any():
+        return 0.0
+    devs, inv = np.unique(ctx.gpu_dev[mask], return_inverse=True)
+    return float(np.bincount(inv, weights=ctx.gpu_dur[mask]).max()) if devs.size else 0.0
+
+
 @rule("no-tensor-cores")
 def tensor_cores(ctx: TraceContext) -> list[Finding]:
-    """GEMM/conv kernels dominate, none use Tensor Cores, and the card has them."""
+    """GEMM/conv kernels dominate, none use Tensor Cores, and the card has them; the advice fits
+    the kernels' provenance (library or ATen, the user's own, a compiler's)."""
     if not ctx.has_gpu:
         return [no_gpu(ctx, "no-tensor-cores", "Tensor Core use")]
     props = ctx.raw.device_properties
@@ -72,26 +158,39 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
     major, minor = max(caps) if caps else (0, 0)
     kern = (ctx.gpu_kind == GPU_KIND_KERNEL) & (ctx.gpu_step >= 0)
     total = float(ctx.gpu_dur[kern].sum())
-    gemm = kern & P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names)
+    prov = provenance_of_activities(ctx)
+    # Inductor's fused pointwise/reduction kernels name the matmuls fused around, not run
+    fused = P.INDUCTOR_FUSED_KERNEL.mask(ctx.gpu_name, ctx.names)
+    gemm = P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TRITON_GEMM_KERNEL.mask(
+        ctx.gpu_name, ctx.names
+    )
+    gemm &= kern & ~fused
     tc = gemm & P.TENSOR_CORE_KERNEL.mask(ctx.gpu_name, ctx.names)
     tc &= ~P.FP32_GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TF32_KERNEL.mask(
         ctx.gpu_name, ctx.names
     )
-    gemm_t = float(ctx.gpu_dur[gemm].sum())
+    # a compiler's GEMM (a Triton template) does not say its dtype: judged apart
+    compiled = gemm & ~tc & (prov == PROVENANCE_COMPILER)
+    judged = gemm & ~compiled
+    gemm_t = float(ctx.gpu_dur[judged].sum())
     tc_t = float(ctx.gpu_dur[tc].sum())
+    compiled_t = float(ctx.gpu_dur[compiled].sum())
     gemm_share = gemm_t / total if total > 0 else 0.0
     tc_share = tc_t / gemm_t if gemm_t > 0 else 0.0
+    compiled_share = compiled_t / total if total > 0 else 0.0
+    slow = judged & ~tc
+    own = slow & (prov == PROVENANCE_OWN)
+    own_t = float(ctx.gpu_dur[own].sum())
+    slow_t = float(ctx.gpu_dur[slow].sum())
     dtypes = ctx.raw.matmul_dtypes
     fp32_ops = dtypes.get("float", 0)
-    top = sorted(
-        {ctx.names[i] for i in np.unique(ctx.gpu_name[gemm & ~tc])},
-        key=lambda name: (len(name), name),
-    )[:3]
     what = "AMD GPU" if amd else f"compute {major}.{minor}"
-    evidence = (
+    evidence: tuple[Evidence, ...] = (
         Evidence("device", what),
         Evidence("gemm_share_of_kernel_time", pct(gemm_share), "%"),
         Evidence("tensor_core_share_of_gemm_time", pct(tc_share), "%"),
+        Evidence("own_kernel_gemm_share", pct(own_t / total if total > 0 else 0.0), "%"),
+        Evidence("compiler_gemm_share", pct(compiled_share), "%"),
         Evidence("fp32_matmul_ops", fp32_ops),
         Evidence("threshold_gemm_share", pct(GEMM_DOMINANT_FRACTION), "%"),
     )
@@ -105,8 +204,15 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
                 group=GROUP,
             )
         ]
+    cores = "matrix cores" if amd else "Tensor Cores"
     if gemm_share >= GEMM_DOMINANT_FRACTION and tc_share < TENSOR_CORE_MIN_SHARE:
-        cores = "matrix cores" if amd else "Tensor Cores"
+        speedup = TENSOR_CORE_SPEEDUP_AMD if amd else TENSOR_CORE_SPEEDUP.get(major, 2.0)
+        analysed = float(ctx.step_durations.sum())
+        saved = _busiest_device_us(ctx, slow) * (1.0 - 1.0 / speedup)
+        gain = min(saved / analysed, 1.0) if analysed > 0 else None
+        evidence += (Evidence("assumed_tensor_core_speedup", speedup, "x"),)
+        if own_t > slow_t / 2:
+            return [_own_finding(ctx, own, total, what, cores, amd, evidence, gain)]
         return [
             Finding(
                 id="no-tensor-cores",
@@ -116,7 +222,23 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
                 evidence=evidence,
                 fix=_fix_for(major, minor, amd),
                 group=GROUP,
-                details=tuple(top),
+                details=_shares(ctx, slow, total),
+                gain=gain,
+            )
+        ]
+    if compiled_share >= GEMM_DOMINANT_FRACTION:
+        top = _top_names(ctx, compiled, 1)
+        return [
+            Finding(
+                id="no-tensor-cores",
+                status=Status.INFO,
+                title=f"compiled (Triton) GEMMs take {pct(compiled_share)} % of GPU time, "
+                f"led by {top[0] if top else 'n/a'}: whether tl.dot ran on the {cores} depends "
+                "on their input dtype, which the trace does not show",
+                evidence=evidence,
+                fix=_COMPILER_FIX,
+                group=GROUP,
+                details=_shares(ctx, compiled, total),
             )
         ]
     return [
@@ -129,3 +251,31 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
             group=GROUP,
         )
     ]
+
+
+def _own_finding(
+    ctx: TraceContext,
+    own: np.ndarray,
+    total: float,
+    what: str,
+    cores: str,
+    amd: bool,
+    evidence: tuple[Evidence, ...],
+    gain: float | None,
+) -> Finding:
+    """The warning for matmul time in kernels of the user's own (not a library's)."""
+    top = _top_kernels(ctx, own)
+    lead, lead_us = top[0] if top else ("n/a", 0.0)
+    share = lead_us / total if total > 0 else 0.0
+    return Finding(
+        id="no-tensor-cores",
+        status=Status.WARN,
+        title=f"your own kernel {lead} (a matrix multiply, not a library GEMM) takes {pct(share)} % of "
+        f"GPU time: autocast and TF32 cannot reach it, and nothing in the trace shows it on "
+        f"the {cores} ({what})",
+        evidence=evidence,
+        fix=_own_fix(amd),
+        group=GROUP,
+        details=_shares(ctx, own, total, ", not a library kernel"),
+        gain=gain,
+    )

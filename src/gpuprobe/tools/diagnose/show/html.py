@@ -19,6 +19,7 @@ from gpuprobe.core.errors import InputError
 from gpuprobe.core.findings import worst_first
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.kernels import KernelBreakdown
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY, GPU_KIND_MEMSET
 from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
@@ -517,7 +518,43 @@ def write_comparison_html(c: TraceComparison, path: str | os.PathLike[str]) -> s
     return str(path)
 
 
+def kernels_html(kb: KernelBreakdown) -> str:
+    """The kernel breakdown for a notebook: GPU time by family, kernel time by provenance
+    (library, framework, compiler, collective, own) and the top kernels."""
+
+    def table(head: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> str:
+        th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+        )
+        return f"<table><tr>{th}</tr>{body}</table>"
+
+    fams = [
+        (f.family, f"{f.count:,}", _num(f.total_us), f"{100 * f.share:.1f}") for f in kb.families
+    ]
+    provs = [
+        (p.provenance, f"{p.count:,}", _num(p.total_us), f"{100 * p.share:.1f}", p.top)
+        for p in kb.provenances
+    ]
+    top = [
+        (k.name, k.family, k.provenance, f"{k.count:,}", _num(k.total_us), f"{100 * k.share:.1f}")
+        for k in kb.top
+    ]
+    return (
+        f"<div><b>gpuprobe diagnose --kernels</b> {html.escape(kb.path)}: "
+        f"{kb.total_us:,.0f} µs of GPU activity in the steps analysed"
+        "<h4>GPU time by kernel family</h4>"
+        + table(("family", "count", "µs", "%"), fams)
+        + "<h4>Kernel time by provenance</h4>"
+        + table(("provenance", "n", "µs", "% of kernel time", "largest kernel"), provs)
+        + "<h4>Top kernels by GPU time</h4>"
+        + table(("kernel", "family", "provenance", "n", "µs", "%"), top)
+        + "</div>"
+    )
+
+
 render.html.register(Diagnosis, diagnosis_html)
+render.html.register(KernelBreakdown, kernels_html)
 render.html.register(MultiRankDiagnosis, ranks_html)
 render.html.register(TraceComparison, comparison_html)
 render.report.register(TraceComparison, write_comparison_html)

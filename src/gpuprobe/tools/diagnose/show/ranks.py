@@ -242,6 +242,27 @@ def _dist_row(t: Any, name: str, dist: Distribution) -> None:
     )
 
 
+def _provenance_table(con: Any, kb: KernelBreakdown) -> None:
+    """Kernel time by where the kernels come from, with each provenance's largest kernel."""
+    if not kb.provenances:
+        return
+    t = _table("Kernel time by provenance (% of kernel time)")
+    t.add_column("provenance")
+    _num_col(t, "n")
+    _num_col(t, "µs")
+    _num_col(t, "%")
+    _name_col(t, "largest kernel")
+    for p in kb.provenances:
+        t.add_row(
+            p.provenance,
+            f"{p.count:,}",
+            _num(p.total_us),
+            _pct(p.share),
+            short_kernel_name(p.top, 40),
+        )
+    con.print(t)
+
+
 def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
     """Print the kernel families, the top kernels and the launch statistics."""
     from rich.text import Text
@@ -261,6 +282,7 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
     for fam in kb.families:
         f.add_row(fam.family, f"{fam.count:,}", _num(fam.total_us), _pct(fam.share))
     con.print(f)
+    _provenance_table(con, kb)
     if kb.top:
         t = _table(f"Top {len(kb.top)} kernels by GPU time")
         _name_col(t, "kernel")

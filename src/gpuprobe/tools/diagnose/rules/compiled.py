@@ -1,0 +1,290 @@
+"""torch.compile and CUDA graphs: which of the step's work runs compiled (TorchDynamo's
+regions, Triton kernels, graph replays), and what a Kineto trace shows going wrong with it:
+compiling inside the profiled steps (a recompile, or the first compile), one run of a region far
+slower than its others (autotuning, graph recording, lazy loading on a first run), and graph
+breaks (a region opening inside another: TorchDynamo runs the rest of a frame after a break as
+a frame of its own, with the eager code between them).
+
+What a trace cannot show: why a guard failed (``TORCH_LOGS=recompiles`` says), where a break is
+in the source (``torch._dynamo.explain``), or a compile that happened before profiling started
+(only its compile id, ``F/C`` with C > 0, is left to see).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.intervals import merge_intervals, overlap
+from gpuprobe.tools.diagnose.kernels import PROVENANCE_COMPILER, provenance_of_activities
+from gpuprobe.tools.diagnose.rules._common import GROUP, pct
+
+__all__ = [
+    "REGION_SLOW_FACTOR",
+    "REGION_SLOW_MIN_RUNS",
+    "REGION_SLOW_MIN_US",
+    "compiled_regions",
+]
+
+REGION_SLOW_FACTOR = 5.0  # one run of a compiled region this many times its other runs' median
+# is a one-time cost (autotuning, CUDA-graph recording, lazy module loading); ours
+REGION_SLOW_MIN_US = 1000.0  # µs; and at least this much longer, so µs-scale jitter is not one
+REGION_SLOW_MIN_RUNS = 3  # runs of one region needed to call one of them slow; ours
+
+_RECOMPILE_FIX = (
+    "profile after warm-up (torch.profiler.schedule(wait=1, warmup=2, active=3) with the "
+    "compiled model already run on every input shape); if compiling recurs in steady state it "
+    "is a recompile: TORCH_LOGS=recompiles names the failed guard; mark changing dimensions "
+    "dynamic (torch._dynamo.mark_dynamic(x, 0), or torch.compile(dynamic=True)) or pad inputs "
+    "to a few fixed shapes"
+)
+_BREAK_FIX = (
+    "find the breaks with torch._dynamo.explain(model)(*inputs) or TORCH_LOGS=graph_breaks, "
+    "and remove them (no .item()/.tolist()/print/numpy in forward, no data-dependent Python "
+    "branches); torch.compile(model, fullgraph=True) turns a break into an error"
+)
+
+
+def _compile_spans(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray, int]:
+    """The union of the compile work inside the selected steps (dynamo_timed spans, compiler
+    ops and Python frames), and how many such events there are."""
+    starts, ends = [], []
+    n = 0
+    for ts, dur, name, step in (
+        (ctx.ann_ts, ctx.ann_dur, ctx.ann_name, ctx.ann_step),
+        (ctx.op_ts, ctx.op_dur, ctx.op_name, ctx.op_step),
+        (ctx.py_ts, ctx.py_dur, ctx.py_name, ctx.step_of(ctx.py_ts)),
+    ):
+        m = P.COMPILE_WORK.mask(name, ctx.names) & (step >= 0)
+        n += int(m.sum())
+        starts.append(ts[m])
+        ends.append(ts[m] + dur[m])
+    s, e = merge_intervals(np.concatenate(starts), np.concatenate(ends))
+    return s, e, n
+
+
+def _breaks(
+    ctx: TraceContext, reg: np.ndarray, calls: np.ndarray, fx: np.ndarray
+) -> tuple[list[tuple[int, int]], int, float]:
+    """Graph breaks: (outer region op, inner region op) pairs where a region opens inside
+    another on the same thread; and the eager ATen ops run inside an outer region outside its
+    compiled-graph calls (``calls`` ops; ``fx`` annotations, which carry no thread) and inner
+    regions (count of the outermost ones, their time in µs)."""
+    pairs: list[tuple[int, int]] = []
+    idx = np.nonzero(reg)[0]
+    for tid in np.unique(ctx.op_tid[idx]).tolist():
+        on = idx[ctx.op_tid[idx] == tid]
+        on = on[np.lexsort((-ctx.op_dur[on], ctx.op_ts[on]))]
+        stack: list[int] = []
+        for i in on.tolist():
+            while stack and ctx.op_ts[stack[-1]] + ctx.op_dur[stack[-1]] <= ctx.op_ts[i]:
+                stack.pop()
+            if stack:
+                pairs.append((stack[-1], i))
+            stack.append(i)
+    if not pairs:
+        return pairs, 0, 0.0
+    aten = np.fromiter(
+        (n.startswith("aten::") for n in ctx.names), dtype=bool, count=len(ctx.names)
+    )[ctx.op_name]
+    compiled = calls | reg
+    fx_idx = np.nonzero(fx)[0]
+    fx_idx = fx_idx[np.argsort(ctx.ann_ts[fx_idx], kind="stable")]
+    fx_ts = ctx.ann_ts[fx_idx]
+    by_thread: dict[int, np.ndarray] = {}
+    eager_n, eager_us = 0, 0.0
+    for outer in sorted({o for o, _ in pairs}):
+        lo, hi, tid = ctx.op_ts[outer], ctx.op_ts[outer] + ctx.op_dur[outer], int(ctx.op_tid[outer])
+        if tid not in by_thread:
+            on = np.nonzero(ctx.op_tid == tid)[0]
+            by_thread[tid] = on[np.argsort(ctx.op_ts[on], kind="stable")]
+        on = by_thread[tid]
+        window = on[
+            np.searchsorted(ctx.op_ts[on], lo, side="left") : np.searchsorted(
+                ctx.op_ts[on], hi, side="right"
+            )
+        ]
+        window = window[(ctx.op_ts[window] + ctx.op_dur[window] <= hi) & (window != outer)]
+        # what is compiled inside this region: its graph calls and the regions nested in it
+        inner = window[compiled[window]]
+        fxw = fx_idx[np.searchsorted(fx_ts, lo, "left") : np.searchsorted(fx_ts, hi, "right")]
+        cs, ce = merge_intervals(
+            np.concatenate([ctx.op_ts[inner], ctx.ann_ts[fxw]]),
+            np.concatenate(
+                [ctx.op_ts[inner] + ctx.op_dur[inner], ctx.ann_ts[fxw] + ctx.ann_dur[fxw]]
+            ),
+        )
+        cand = window[aten[window]]
+        ts, end = ctx.op_ts[cand], ctx.op_ts[cand] + ctx.op_dur[cand]
+        j = np.searchsorted(cs, ts, side="right") - 1
+        inside = (j >= 0) & (ts < ce[np.maximum(j, 0)]) if cs.size else np.zeros(ts.size, bool)
+        ts, end = ts[~inside], end[~inside]
+        order = np.lexsort((-(end - ts), ts))
+        last_end = -np.inf
+        for k in order.tolist():
+            if ts[k] >= last_end:  # outermost: not inside the previous outermost op
+                eager_n += 1
+                eager_us += float(end[k] - ts[k])
+                last_end = end[k]
+    return pairs, eager_n, eager_us
+
+
+def _slow_runs(ctx: TraceContext, reg: np.ndarray) -> list[tuple[int, float, int]]:
+    """Regions with one run far slower than the others: (that run's op index, the median of
+    the other runs in µs, runs), the largest excess first."""
+    out = []
+    idx = np.nonzero(reg)[0]
+    for nid in np.unique(ctx.op_name[idx]).tolist():
+        runs = idx[ctx.op_name[idx] == nid]
+        if runs.size < REGION_SLOW_MIN_RUNS:
+            continue
+        order = runs[np.argsort(ctx.op_dur[runs], kind="stable")]
+        rest = float(np.median(ctx.op_dur[order[:-1]]))
+        top = float(ctx.op_dur[order[-1]])
+        if top >= REGION_SLOW_FACTOR * rest and top - rest >= REGION_SLOW_MIN_US:
+            out.append((int(order[-1]), rest, int(runs.size)))
+    return sorted(out, key=lambda r: r[1] - float(ctx.op_dur[r[0]]))
+
+
+def _share(x: float | None) -> str:
+    """A share as "12.3 %" ("< 0.1 %" when small but not zero)."""
+    if x is None:
+        return "n/a"
+    return "< 0.1 %" if 0 < x < 0.0005 else f"{pct(x)} %"
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}" if k == 1 else f"{k} {word}s"
+
+
+def _ids(ctx: TraceContext, reg: np.ndarray) -> dict[int, set[int]]:
+    """Frame id -> the compile ids of its regions run in the selected steps."""
+    out: dict[int, set[int]] = {}
+    for nid in np.unique(ctx.op_name[reg]).tolist():
+        m = P.COMPILED_REGION.pattern.match(ctx.names[nid])
+        if m and m.group("frame") is not None:
+            out.setdefault(int(m.group("frame")), set()).add(int(m.group("compile")))
+    return out
+
+
+@rule("compiled-regions")
+def compiled_regions(ctx: TraceContext) -> list[Finding]:
+    """torch.compile regions, Triton kernels and CUDA-graph replays in the step; a warning when
+    the trace shows compiling, a slow first run of a region, or a graph break."""
+    in_op = ctx.op_step >= 0
+    reg = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) & in_op
+    calls = P.COMPILED_CALL.mask(ctx.op_name, ctx.names) & in_op
+    fx = P.COMPILED_CALL.mask(ctx.ann_name, ctx.names) & (ctx.ann_step >= 0)
+    fx_calls = int(fx.sum())
+    gpu_sel = ctx.gpu_step >= 0
+    gpu_total = float(ctx.gpu_dur[gpu_sel].sum())
+    prov = provenance_of_activities(ctx)
+    triton = gpu_sel & (prov == PROVENANCE_COMPILER)
+    replayed = gpu_sel & ctx.graph_kernel_mask
+    graph_calls = int((P.GRAPH_LAUNCH.mask(ctx.rt_name, ctx.names) & (ctx.rt_step >= 0)).sum())
+    cs, ce, compile_events = _compile_spans(ctx)
+    compile_us = float((ce - cs).sum())
+    if not (reg.any() or calls.any() or fx_calls or triton.any() or graph_calls or compile_events):
+        return [
+            Finding(
+                id="compiled-regions",
+                status=Status.SKIPPED,
+                title="Compiled code: skipped: no torch.compile regions, Triton kernels or "
+                "CUDA-graph replays in the steps analysed",
+                group=GROUP,
+            )
+        ]
+    analysed = float(ctx.step_durations.sum())
+    frames = _ids(ctx, reg)
+    recompiled = sorted(f for f, c in frames.items() if max(c) > 0)
+    pairs, eager_n, eager_us = _breaks(ctx, reg, calls, fx)
+    slow = _slow_runs(ctx, reg)
+    triton_share = float(ctx.gpu_dur[triton].sum()) / gpu_total if gpu_total > 0 else None
+    graph_share = float(ctx.gpu_dur[replayed].sum()) / gpu_total if gpu_total > 0 else None
+    evidence = (
+        Evidence("compiled_region_runs", int(reg.sum())),
+        Evidence("frames", len(frames)),
+        Evidence("compiled_graph_calls", int(calls.sum()) + fx_calls),
+        Evidence("compiler_kernel_share", pct(triton_share), "%"),
+        Evidence("graph_replays", graph_calls),
+        Evidence("graph_replayed_share", pct(graph_share), "%"),
+        Evidence("compiling", round(compile_us, 1), "µs"),
+        Evidence("graph_breaks", len(pairs)),
+    )
+    details: list[str] = []
+    for f in sorted(frames):
+        ids = ", ".join(f"{f}/{c}" for c in sorted(frames[f]))
+        again = " (compiled more than once: a recompile, before or during the profile)"
+        details.append(f"frame {f}: regions {ids}" + (again if max(frames[f]) > 0 else ""))
+    problems: list[str] = []
+    fixes: list[str] = []
+    gain_us = 0.0
+    if compile_events:
+        share = compile_us / analysed if analysed > 0 else 0.0
+        problems.append(
+            f"TorchDynamo/Inductor compiled for {compile_us / 1000:,.1f} ms inside the profiled "
+            f"steps ({pct(share)} % of them)"
+        )
+        fixes.append(_RECOMPILE_FIX)
+        gain_us += compile_us
+    for i, rest, runs in slow:
+        top, lo = float(ctx.op_dur[i]), float(ctx.op_ts[i])
+        name = ctx.op_name[i]
+        first = not bool((reg & (ctx.op_name == name) & (ctx.op_ts < lo)).any())
+        problems.append(
+            f"{'the first' if first else 'one'} run of {ctx.names[int(name)]} took "
+            f"{top / 1000:,.1f} ms, its other {runs - 1} {rest / 1000:,.2f} ms (median): a "
+            "one-time cost (autotuning, CUDA-graph recording, module loading)"
+        )
+        # compiling inside that run is counted once, above
+        gain_us += max(top - rest - overlap(cs, ce, lo, lo + top), 0.0)
+        if not fixes:
+            fixes.append(_RECOMPILE_FIX)
+    if pairs:
+        inner = sorted({ctx.names[int(ctx.op_name[i])] for _, i in pairs})
+        problems.append(
+            f"{len(pairs)} graph break(s): {', '.join(inner[:3])} ran inside another compiled "
+            f"region, with {eager_n} eager ATen ops ({eager_us:,.0f} µs on the host) between "
+            "the compiled graphs"
+        )
+        fixes.append(_BREAK_FIX)
+    if problems:
+        return [
+            Finding(
+                id="compiled-regions",
+                status=Status.WARN,
+                title=problems[0]
+                + (f"; and {len(problems) - 1} more (below)" if len(problems) > 1 else ""),
+                evidence=evidence,
+                fix="; ".join(dict.fromkeys(fixes)),
+                group=GROUP,
+                details=tuple(problems[1:] + details),
+                gain=min(gain_us / analysed, 1.0) if analysed > 0 and gain_us > 0 else None,
+            )
+        ]
+    parts = []
+    if reg.any():
+        parts.append(f"{_n(int(reg.sum()), 'run')} of {_n(len(frames) or 1, 'compiled frame')}")
+    elif calls.any() or fx_calls:
+        parts.append(_n(int(calls.sum()) + fx_calls, "compiled-graph call"))
+    if triton.any():
+        parts.append(f"compiler-generated (Triton) kernels {_share(triton_share)} of GPU time")
+    if graph_calls:
+        parts.append(
+            f"{_n(graph_calls, 'CUDA-graph replay')} running {_share(graph_share)} of GPU time"
+        )
+    if recompiled:
+        details.insert(0, "no compiling seen inside the profiled steps")
+    return [
+        Finding(
+            id="compiled-regions",
+            status=Status.INFO,
+            title="The step runs compiled code: " + "; ".join(parts),
+            evidence=evidence,
+            group=GROUP,
+            details=tuple(details),
+        )
+    ]
