@@ -232,7 +232,7 @@ def test_cublas_sgemm_keeps_the_tf32_advice(tmp_path: Path) -> None:
     assert f.title.startswith("FP32 matmuls take")
     assert f.fix.startswith("torch.set_float32_matmul_precision('high')")
     (detail,) = f.details
-    assert detail == f"{CUBLAS_SGEMM}: {round(100 * 8 * 900 / (8 * 940), 1)} % of GPU time"
+    assert detail == f"{CUBLAS_SGEMM}: {round(100 * 8 * 900 / (8 * 940), 1)} % of kernel time"
     assert f.gain == pytest.approx(_expected_gain(path, CUBLAS_SGEMM), rel=1e-3)
 
 

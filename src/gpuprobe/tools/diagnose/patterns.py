@@ -303,7 +303,7 @@ CONV_KERNEL = NamePattern(
 # arguments do not make it a GEMM (TensorRT-LLM's moe::dev::finalize kernels on a B200).
 GEMM_FAMILY_KERNEL = NamePattern(
     re.compile(
-        r"(?i)gemm|gemv|cublas|cutlass(?!::(b?float|half|tfloat|complex|int\d|uint)\w*)|xmma"
+        r"(?i)(?<!fb)gemm|gemv|cublas|cutlass(?!::(b?float|half|tfloat|complex|int\d|uint)\w*)|xmma"
         r"|nvjet|wgmma|gmma|matmul|splitKreduce|dot_kernel"
         r"|magma|^Cijk_|^ck_|ck::|triton_(tem_fused_)?(mm|bmm|addmm)|_mm_|bmm_"
     ),
@@ -341,11 +341,6 @@ LAUNCH_CALL = NamePattern(
         rf"|cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch|{_XPU_LAUNCH})(_v\d+|_ptsz|_spt)?$"
     ),
     "launch",
-)
-# A CUDA/HIP graph replay: one host call for all the kernels of the graph.
-GRAPH_LAUNCH = NamePattern(
-    re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+|_ptsz|_spt)?$"),
-    "graph launch",
 )
 
 __all__ += [

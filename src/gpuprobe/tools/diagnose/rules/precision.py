@@ -117,7 +117,7 @@ def _shares(ctx: TraceContext, mask: np.ndarray, total: float, what: str = "") -
     """The top kernels under ``mask`` with their share of kernel time, for ``details``: each
     name without its return type and argument list."""
     return tuple(
-        f"{_ARGUMENTS.sub('', name)}: {pct(us / total if total > 0 else 0.0)} % of GPU time{what}"
+        f"{_ARGUMENTS.sub('', name)}: {pct(us / total if total > 0 else 0.0)} % of kernel time{what}"
         for name, us in _top_kernels(ctx, mask)
     )
 
@@ -217,7 +217,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
             Finding(
                 id="no-tensor-cores",
                 status=Status.WARN,
-                title=f"FP32 matmuls take {pct(gemm_share)} % of GPU time and none use the "
+                title=f"FP32 matmuls take {pct(gemm_share)} % of kernel time and none use the "
                 f"{cores} this card has ({what})",
                 evidence=evidence,
                 fix=_fix_for(major, minor, amd),
@@ -232,7 +232,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
             Finding(
                 id="no-tensor-cores",
                 status=Status.INFO,
-                title=f"compiled (Triton) GEMMs take {pct(compiled_share)} % of GPU time, "
+                title=f"compiled (Triton) GEMMs take {pct(compiled_share)} % of kernel time, "
                 f"led by {top[0] if top else 'n/a'}: whether tl.dot ran on the {cores} depends "
                 "on their input dtype, which the trace does not show",
                 evidence=evidence,

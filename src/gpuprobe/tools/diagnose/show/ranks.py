@@ -17,8 +17,7 @@ from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = [
-    "KERNEL_NAME_CHARS",
-    "TEXT_WIDTH",
+        "TEXT_WIDTH",
     "print_kernel_diff",
     "print_kernels",
     "print_ranks",
@@ -29,7 +28,6 @@ __all__ = [
 ]
 
 TEXT_WIDTH = 80  # columns of the plain-text rendering (str(), pipes); a terminal's own is used live
-KERNEL_NAME_CHARS = 44  # characters of a kernel name shown in tables; the rest is elided
 
 # (pattern, replacement) applied in order to make a kernel name short and still telling: ATen's
 # element-wise and reduce wrappers hide the functor that says what the kernel does.
@@ -46,13 +44,29 @@ _SHORTEN: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def short_kernel_name(name: str, width: int = KERNEL_NAME_CHARS) -> str:
+def short_kernel_name(name: str) -> str:
     """A kernel name for a table: without ``void``, ``at::native::`` and ATen's wrapper templates
-    (the functor stays), at most ``width`` characters."""
+    (the functor stays) and without its argument list; whole otherwise (the table wraps it)."""
     s = name
     for rx, repl in _SHORTEN:
         s = rx.sub(repl, s)
-    return s if len(s) <= width else s[: width - 1] + "…"
+    return _without_arguments(s)
+
+
+def _without_arguments(s: str) -> str:
+    """``s`` without the argument list that closes it (``kernel<T>(int, float*)`` ->
+    ``kernel<T>``); parentheses inside template arguments stay."""
+    s = s.strip()
+    if not s.endswith(")"):
+        return s
+    depth = 0
+    for i in range(len(s) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(s[i], 0)
+        if depth == 0:
+            head = s[:i].rstrip()
+            angle = head.count("<") - head.count(">")
+            return head if head and angle == 0 else s
+    return s
 
 
 def _num(v: float | None, digits: int = 0) -> str:
@@ -89,8 +103,8 @@ def _numbers_table(title: str, first: str, numbers: tuple[str, ...]) -> Any:
 
 
 def _name_col(t: Any, name: str) -> None:
-    """A column of names: cut with an ellipsis when the numbers need the room (never a number)."""
-    t.add_column(name, overflow="ellipsis", no_wrap=True)
+    """A column of names, wrapped over lines when the numbers need the room (never cut)."""
+    t.add_column(name, overflow="fold", ratio=1)
 
 
 def _findings(con: Any, findings: Any) -> None:
@@ -169,7 +183,7 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
         _num_col(c, "max")
         for w in d.collectives:
             c.add_row(
-                short_kernel_name(w.name, 44),
+                short_kernel_name(w.name),
                 str(w.occurrence),
                 "n/a" if w.step is None else str(w.step),
                 str(w.last_rank),
@@ -258,7 +272,7 @@ def _provenance_table(con: Any, kb: KernelBreakdown) -> None:
             f"{p.count:,}",
             _num(p.total_us),
             _pct(p.share),
-            short_kernel_name(p.top, 40),
+            short_kernel_name(p.top),
         )
     con.print(t)
 
@@ -293,7 +307,7 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
         _num_col(t, "%")
         for k in kb.top:
             t.add_row(
-                short_kernel_name(k.name, 30),
+                short_kernel_name(k.name),
                 k.family,
                 f"{k.count:,}",
                 _num(k.total_us),
@@ -343,7 +357,7 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
             graph = f"graph of {x.graph_kernels}: " if x.graph_kernels else ""
             o.add_row(
                 x.kind,
-                graph + short_kernel_name(x.kernel, 40 - len(graph)),
+                graph + short_kernel_name(x.kernel),
                 "n/a" if x.step is None else str(x.step),
                 _num(x.value_us, 1),
             )
