@@ -280,12 +280,15 @@ def test_real_pair_tensor_cores_and_precision(real):
     tc = real.share("Tensor Cores")
     assert tc is not None
     assert tc.before_us == pytest.approx(tc_b)  # 11,256 µs
-    assert tc.before == pytest.approx(0.765, abs=5e-4) and tc.after == 0.0
+    assert tc.after == 0.0
     assert tc.flagged and tc.verdict == "worse"
     # the GEMM/conv time the share is of: the kernel diff's GEMM and convolution families
+    # (81.2 %; the 76.5 % counted fbgemm_gpu's permute kernels as GEMMs for the "gemm"
+    # in their namespace)
     assert real.kernels is not None
     mm_b = sum(f.before_us for f in real.kernels.families if f.family in ("GEMM", "convolution"))
-    assert tc.before_us / tc.before == pytest.approx(mm_b)
+    assert tc.before == pytest.approx(tc_b / mm_b)
+    assert 0.80 < tc.before < 0.82
     sgemm_a = sum(v for k, v in ta.items() if "sgemm" in k)  # volta_sgemm, magma_sgemmEx
     fp32 = real.share("FP32", "precision")
     assert fp32 is not None and fp32.after_us >= sgemm_a and fp32.verdict == "worse"
