@@ -265,7 +265,7 @@ def test_mixed_folders_are_refused_with_one_line(tmp_path):
     with pytest.raises(gpuprobe.InputError) as err:
         diagnose_folder(mixed)
     msg = str(err.value)
-    assert "2 processes' profiler cycles (pid 25738: 2; rank 0: 1 traces)" in msg
+    assert "2 processes' profiler cycles (pid 25738: 2 traces; rank 0: 1 trace)" in msg
     assert "pass one process's traces (a subfolder) or one file" in msg and "\n" not in msg
     # distinct ranks of one job size whose windows do not meet: not one job's ranks
     apart = tmp_path / "apart"

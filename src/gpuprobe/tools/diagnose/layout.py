@@ -257,10 +257,14 @@ def _together(ids: Sequence[TraceIdentity], group: Sequence[int]) -> bool:
 def _who(ids: Sequence[TraceIdentity], lanes: Sequence[Sequence[int]], most: int = 3) -> str:
     """The processes of ``lanes``, with their numbers of traces when some have several."""
     several = any(len(lane) > 1 for lane in lanes)
-    parts = [
-        f"{ids[lane[0]].label}: {len(lane)}" if several else ids[lane[0]].label
-        for lane in lanes[:most]
-    ]
+
+    def one(lane: Sequence[int]) -> str:
+        label = ids[lane[0]].label
+        if not several:
+            return label
+        return f"{label}: {len(lane)} trace{'' if len(lane) == 1 else 's'}"
+
+    parts = [one(lane) for lane in lanes[:most]]
     if len(lanes) > most:
         parts.append(f"{len(lanes) - most} more")
     return "; ".join(parts)
@@ -303,7 +307,7 @@ def classify(ids: Sequence[TraceIdentity], where: str) -> Layout:
                 f"last cycle are diagnosed (pass a cycle's files to see another)",
             )
     raise InputError(
-        f"{where}: {len(lanes)} processes' profiler cycles ({_who(ids, lanes)} traces), "
+        f"{where}: {len(lanes)} processes' profiler cycles ({_who(ids, lanes)}), "
         "neither one process's cycles nor one job's ranks: pass one process's traces "
         "(a subfolder) or one file"
     )

@@ -81,8 +81,8 @@ def print_cycles(
     con.print(Text.assemble(("gpuprobe diagnose ", "bold"), f"{folder}: {headline(d)}"))
     con.print(
         Text(
-            "the same process one trace after another, none overlapping in time: the files "
-            "tensorboard_trace_handler writes with schedule(..., repeat=N)",
+            "the same process, one trace after another, none overlapping in time: as "
+            "tensorboard_trace_handler writes them with schedule(..., repeat=N)",
             style="dim",
         )
     )
