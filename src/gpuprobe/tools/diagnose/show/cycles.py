@@ -13,10 +13,9 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis, CycleRow
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES
+from gpuprobe.tools.diagnose.show.ranks import TEXT_WIDTH
 
-__all__ = ["cycles_html", "cycles_repr", "print_cycles", "render_cycles_text"]
-
-TEXT_WIDTH = 80  # columns of the plain-text rendering (str(), pipes)
+__all__ = ["cycles_html", "cycles_repr", "headline", "print_cycles", "render_cycles_text"]
 
 
 def _pct(v: float | None) -> str:
