@@ -25,6 +25,7 @@ IMPLEMENTATIONS = {
     "compare": "gpuprobe.tools.diagnose.engine:compare",
     "diagnose": "gpuprobe.tools.diagnose.engine:diagnose",
     "demo_device": "gpuprobe.tools.memory.demo:best_device",
+    "diagnose_folder": "gpuprobe.tools.diagnose.cycles:diagnose_folder",
     "diagnose_ranks": "gpuprobe.tools.diagnose.ranks:diagnose_ranks",
     "diagnose_with_context": "gpuprobe.tools.diagnose.engine:diagnose_with_context",
     "doctor": "gpuprobe.tools.doctor.engine:doctor",
@@ -212,6 +213,8 @@ REVEALED = {
     "diagnose('t.json')": "gpuprobe.tools.diagnose.model.Diagnosis",
     "compare('a.json', 'b.json')": "gpuprobe.tools.diagnose.model.TraceComparison",
     "diagnose_ranks('traces')": "gpuprobe.tools.diagnose.ranks_model.MultiRankDiagnosis",
+    "diagnose_folder('traces')": "gpuprobe.tools.diagnose.ranks_model.MultiRankDiagnosis | "
+    "gpuprobe.tools.diagnose.cycles_model.CycleDiagnosis",
     "diagnose_with_context('t.json')": "tuple[gpuprobe.tools.diagnose.model.Diagnosis, "
     "gpuprobe.tools.diagnose.analysis.TraceContext]",
     "kernel_breakdown(ctx)": "gpuprobe.tools.diagnose.kernels.KernelBreakdown",

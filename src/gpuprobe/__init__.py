@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gpuprobe.platform.inventory import Inventory
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis
     from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
     from gpuprobe.tools.diagnose.kernels import KernelBreakdown
     from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 # public type -> "module:attribute", imported on first use (the modules behind them are not cheap)
 _TYPES: dict[str, str] = {
     "BenchReport": "gpuprobe.tools.bench.model:BenchReport",
+    "CycleDiagnosis": "gpuprobe.tools.diagnose.cycles_model:CycleDiagnosis",
     "Diagnosis": "gpuprobe.tools.diagnose.model:Diagnosis",
     "DoctorReport": "gpuprobe.tools.doctor.model:DoctorReport",
     "Finding": "gpuprobe.core.findings:Finding",
@@ -90,6 +92,7 @@ _VIEWS: dict[str, str] = {
 
 __all__ = [
     "BenchReport",
+    "CycleDiagnosis",
     "Diagnosis",
     "DoctorReport",
     "Finding",

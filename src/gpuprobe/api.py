@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the types only; at run time each function imports what it c
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.bench.runner import Progress
     from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis
     from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
     from gpuprobe.tools.diagnose.kernels import KernelBreakdown
     from gpuprobe.tools.diagnose.kineto import ProgressCallback
@@ -58,6 +59,7 @@ __all__ = [
     "demo_fit_step",
     "demo_models",
     "diagnose",
+    "diagnose_folder",
     "diagnose_ranks",
     "diagnose_with_context",
     "doctor",
@@ -246,12 +248,24 @@ def diagnose_ranks(
     steps: str | tuple[int, int] | None = None,
     progress: ProgressCallback | None = None,
 ) -> MultiRankDiagnosis:
-    """Diagnose the traces of a distributed job (a folder, or several files; one rank at a time,
-    so memory stays that of one trace): per-rank busy, communication and its overlap, the
-    straggler and the collective the others wait in."""
+    """The ranks of one job (a folder or several files, read one at a time): per-rank busy,
+    communication and overlap, the straggler; traces not of one job's ranks are refused."""
     from gpuprobe.tools.diagnose.ranks import diagnose_ranks as _diagnose_ranks
 
     return _diagnose_ranks(paths, steps=steps, progress=progress)
+
+
+def diagnose_folder(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> MultiRankDiagnosis | CycleDiagnosis:
+    """``gpuprobe diagnose DIR``: the traces checked, then a job's ranks or one process's
+    successive profiler cycles diagnosed; a mix raises a one-line InputError."""
+    from gpuprobe.tools.diagnose.cycles import diagnose_folder as _diagnose_folder
+
+    return _diagnose_folder(paths, steps=steps, progress=progress)
 
 
 def lstsq(
@@ -427,8 +441,7 @@ def write_diagnosis_html(
 
 
 def find_trace_files(paths: PathLike | Iterable[PathLike]) -> list[str]:
-    """The trace files of a distributed job: a folder's ``*.json`` and ``*.json.gz`` (sorted),
-    or the files given; what :func:`diagnose_ranks` reads."""
+    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the files given."""
     from gpuprobe.tools.diagnose.ranks import find_trace_files as _find
 
     return _find(paths)

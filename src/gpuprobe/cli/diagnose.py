@@ -33,7 +33,8 @@ def register(sub: Any) -> None:
         "trace",
         nargs="*",
         metavar="TRACE",
-        help="trace file (.json or .json.gz); a folder or several files: one trace per rank",
+        help="trace file (.json or .json.gz); a folder or several files: one trace per rank "
+        "of a job, or one process's successive profiler cycles (checked first)",
     )
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     p.add_argument(
@@ -150,8 +151,10 @@ def _run_compare(traces: list[str], args: argparse.Namespace) -> int:
 
 
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
-    """Several ranks of one job: a folder, or one trace file per rank."""
-    from gpuprobe.api import diagnose_ranks, find_trace_files
+    """A folder or several files: the ranks of one job, or one process's profiler cycles
+    (checked first; a mix is refused with one line)."""
+    from gpuprobe import CycleDiagnosis
+    from gpuprobe.api import diagnose_folder, find_trace_files
     from gpuprobe.core import render
     from gpuprobe.core.findings import Status
     from gpuprobe.ui.progress import progress
@@ -162,11 +165,17 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     total = sum(os.path.getsize(f) for f in files)
     shown = total >= PROGRESS_MIN_BYTES and not args.json
     with progress("reading trace", enabled=shown, bar="bytes") as bar:
-        ranks = diagnose_ranks(
-            files, steps=args.steps, progress=bar.advance if bar.active else None
+        result = diagnose_folder(
+            traces[0] if len(traces) == 1 else files,
+            steps=args.steps,
+            progress=bar.advance if bar.active else None,
         )
+    cycles = isinstance(result, CycleDiagnosis)
     if args.json:
-        print(json.dumps(ranks.to_dict(), indent=2))
+        # "kind" says which record the rest is (from_dict ignores it)
+        print(json.dumps({"kind": "cycles" if cycles else "ranks", **result.to_dict()}, indent=2))
+    elif cycles:
+        render.terminal(result, verbose=args.verbose)
     else:
-        render.terminal(ranks)
-    return 1 if ranks.status is Status.FAIL else EXIT_OK
+        render.terminal(result)
+    return 1 if result.status is Status.FAIL else EXIT_OK

@@ -1,14 +1,18 @@
 """How the trimmed fixtures in this folder were made from real traces (see SOURCES.md).
 
-A trimmed trace keeps one profiled step of a real trace: every event on the host that starts
-inside that ``ProfilerStep#N``, the GPU activities launched by those runtime calls (same
-``correlation``), the metadata events (``ph: M``) and the header. Nothing else is changed.
+A trimmed trace keeps one profiled step (or the steps ``N..M``) of a real trace: every event on
+the host that starts inside those ``ProfilerStep#N``, the GPU activities launched by those
+runtime calls (same ``correlation``), the metadata events (``ph: M``) and the header. Nothing
+else is changed. PyTorch <= 1.9's category names (``Runtime``, ``Kernel``, ``Memcpy``,
+``Memset``) are understood too.
 
 With ``--prune-python``, the ``python_function`` events (with_stack frames) that hold no
 ``cpu_op`` of their thread are left out too: every frame around an op stays (the op's stack is
 unchanged), the leaf frames of pure-Python work go, which is most of a with_stack trace's size.
 
     python tests/data/diagnose/make_fixtures.py SRC.json.gz STEP OUT.json.gz [--prune-python]
+
+STEP is ``N`` or ``N..M`` (inclusive).
 
 STEP ``all`` keeps every event of a trace without ProfilerStep (only ``--prune-python`` cuts).
 """
@@ -20,7 +24,8 @@ import gzip
 import json
 import sys
 
-GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 
 
 def _with_ops(frames: list[dict], ops: list[dict]) -> list[dict]:
@@ -39,7 +44,9 @@ def _with_ops(frames: list[dict], ops: list[dict]) -> list[dict]:
     return keep
 
 
-def trim(src: str, step: int | None, out: str, prune_python: bool = False) -> None:
+def trim(
+    src: str, step: int | tuple[int, int] | None, out: str, prune_python: bool = False
+) -> None:
     with gzip.open(src, "rt") as f:
         data = json.load(f)
     events = data["traceEvents"]
@@ -47,22 +54,29 @@ def trim(src: str, step: int | None, out: str, prune_python: bool = False) -> No
         host = [e for e in events if e.get("ph") == "X" and e.get("cat") not in GPU_CATS]
         gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
         return _write(data, events, host, gpu, out, prune_python)
-    name = f"ProfilerStep#{step}"
-    (ps,) = [
-        e
-        for e in events
-        if e.get("name") == name and e.get("ph") == "X" and e.get("cat") != "gpu_user_annotation"
-    ]
-    lo, hi = ps["ts"], ps["ts"] + ps["dur"]
+    first, last = step if isinstance(step, tuple) else (step, step)
+    windows = []
+    for n in range(first, last + 1):
+        name = f"ProfilerStep#{n}"
+        (ps,) = [
+            e
+            for e in events
+            if e.get("name") == name
+            and e.get("ph") == "X"
+            and e.get("cat") != "gpu_user_annotation"
+        ]
+        windows.append((ps["ts"], ps["ts"] + ps["dur"]))
     host = [
         e
         for e in events
-        if e.get("ph") == "X" and e.get("cat") not in GPU_CATS and lo <= e.get("ts", -1) <= hi
+        if e.get("ph") == "X"
+        and e.get("cat") not in GPU_CATS
+        and any(lo <= e.get("ts", -1) <= hi for lo, hi in windows)
     ]
     corr = {
         e["args"]["correlation"]
         for e in host
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+        if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})
     }
     gpu = [
         e
@@ -87,5 +101,11 @@ def _write(
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--prune-python"]
-    step = None if args[1] == "all" else int(args[1])
+    if args[1] == "all":
+        step: int | tuple[int, int] | None = None
+    elif ".." in args[1]:
+        a, _, b = args[1].partition("..")
+        step = (int(a), int(b))
+    else:
+        step = int(args[1])
     trim(args[0], step, args[2], prune_python="--prune-python" in sys.argv)

@@ -249,8 +249,27 @@ def test_cli_bad_input_is_one_line_exit_2(argv, message, tmp_path, capsys):
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
-def test_a_cpu_only_rank_beside_a_gpu_rank(capsys):
-    d = diagnose_ranks([CPU_ONLY, DLRM_FILES[0]])
+def _as_rank_of_dlrm(src, dst):
+    """``src`` moved into the time window of DLRM's rank 0, without its world size (HTA's
+    CPU-only rank 34 is of another job, recorded a year later: as it is, it is refused)."""
+    start = gpuprobe.diagnose(DLRM_FILES[0]).steps[0].start_us
+    data = load(src)
+    del data["baseTimeNanoseconds"]  # its times are relative to this base
+    first = min(float(e["ts"]) for e in data["traceEvents"] if e.get("ph") == "X")
+    for e in data["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = float(e["ts"]) - first + start
+    del data["distributedInfo"]["world_size"]
+    with gzip.open(dst, "wt") as f:
+        json.dump(data, f)
+
+
+def test_a_cpu_only_rank_beside_a_gpu_rank(tmp_path, capsys):
+    with pytest.raises(gpuprobe.InputError, match="ranks of different jobs"):
+        diagnose_ranks([CPU_ONLY, DLRM_FILES[0]])
+    moved = tmp_path / CPU_ONLY.name
+    _as_rank_of_dlrm(CPU_ONLY, moved)
+    d = diagnose_ranks([moved, DLRM_FILES[0]])
     assert [(r.rank, r.rank_source) for r in d.ranks] == [
         (0, "distributedInfo"),
         (34, "distributedInfo"),

@@ -128,6 +128,7 @@ class RawTrace:
     header: dict[str, Any] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
     threads: list[str] = field(default_factory=list)
+    thread_pids: list[int | None] = field(default_factory=list)  # each thread's pid, or None
     events: int = 0
     skipped: int = 0
     categories: Counter[str] = field(default_factory=Counter)
@@ -500,11 +501,12 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
             name_ids[name] = i
         return i
 
-    def tid_of(t: Any) -> int:
+    def tid_of(t: Any, pid: Any) -> int:
         i = tid_ids.get(t)
         if i is None:
             i = tid_ids[t] = len(threads)
             threads.append(strip_control(str(t)))
+            tr.thread_pids.append(pid if type(pid) is int else None)  # bool is no pid
         return i
 
     op_ts, op_dur, op_name, op_tid = tr.op_ts, tr.op_dur, tr.op_name, tr.op_tid
@@ -546,7 +548,7 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
                             tr.ann_name.append(nid(name))
                         continue
                     i = nid(name)
-                    tid = tid_of(ev.get("tid"))
+                    tid = tid_of(ev.get("tid"), ev.get("pid"))
                     args = ev.get("args")
                     if name in _SHAPED_OPS or name in _MATMUL_OPS:
                         _shapes(tr, len(op_ts), name, args)
@@ -558,7 +560,7 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
                     op_tid.append(tid)
                 elif cat == "python_function":
                     i = nid(ev["name"])
-                    tid = tid_of(ev.get("tid"))
+                    tid = tid_of(ev.get("tid"), ev.get("pid"))
                     py_ts.append(ts)
                     py_dur.append(dur)
                     py_name.append(i)
@@ -567,7 +569,7 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
                     args = ev.get("args") or {}
                     corr = _int(args.get("correlation", -1))
                     i = nid(ev["name"])
-                    tid = tid_of(ev.get("tid"))
+                    tid = tid_of(ev.get("tid"), ev.get("pid"))
                     rt_ts.append(ts)
                     rt_dur.append(dur)
                     rt_name.append(i)

@@ -1,5 +1,10 @@
 """Several ranks of one distributed job: who is slow, and how much communication is exposed.
 
+The traces are checked before they are called ranks (:mod:`.layout`): ranks are processes that
+ran at the same time, with distinct ``distributedInfo`` ranks (or distinct pids or hosts);
+one process's successive profiler cycles go to :mod:`.cycles`, and a mix is refused with a
+one-line message.
+
 :func:`diagnose_ranks` reads one Kineto trace per rank, one at a time, and keeps only a small
 summary of each (a :class:`RankRow` and the rank's collective kernels), so memory does not grow
 with the number of ranks. The rank comes from the header's ``distributedInfo.rank``, else from
@@ -42,15 +47,26 @@ from gpuprobe.tools.diagnose.kernels import (
     kernel_breakdown,
 )
 from gpuprobe.tools.diagnose.kineto import ProgressCallback
+from gpuprobe.tools.diagnose.layout import (
+    TraceFacts,
+    TraceIdentity,
+    classify,
+    identify,
+    trace_facts,
+)
 from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, MultiRankDiagnosis, RankRow
 from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS, RanksContext
 
 __all__ = [
     "COLLECTIVES_SHOWN",
+    "TracePart",
     "diagnose_ranks",
     "find_trace_files",
+    "folder_name",
     "interval_overlap",
     "rank_from_name",
+    "ranks_result",
+    "read_traces",
 ]
 
 COLLECTIVES_SHOWN = 5  # collectives listed by the waiting they cause; gpuprobe's choice
@@ -123,19 +139,22 @@ _Key = tuple[int | None, str, int]  # a collective: (step number, short name, oc
 
 
 @dataclass
-class _Partial:
-    """What is kept of one rank while the others are read."""
+class TracePart:
+    """What is kept of one trace while the others are read: its rank's row and collectives,
+    who recorded it and when, and what a cycle's row needs."""
 
     row: RankRow
     coll_key: list[_Key]
     coll_dur: np.ndarray
     first_rank_from_name: int | None
     device_rank: int | None
+    identity: TraceIdentity
+    facts: TraceFacts
 
 
 def _read_rank(
     path: str, steps: tuple[int, int] | None, progress: ProgressCallback | None
-) -> _Partial:
+) -> TracePart:
     from gpuprobe.tools.diagnose.analysis import TraceContext
     from gpuprobe.tools.diagnose.intervals import merge_intervals
     from gpuprobe.tools.diagnose.kineto import read_trace
@@ -207,16 +226,18 @@ def _read_rank(
         read_seconds=time.perf_counter() - t0,
     )
     dev_rank = ctx.devices[0] if len(ctx.devices) == 1 else None
-    return _Partial(
+    return TracePart(
         row=row,
         coll_key=keys,
         coll_dur=ctx.gpu_dur[ci].copy(),
         first_rank_from_name=rank_from_name(path),
         device_rank=dev_rank,
+        identity=identify(ctx),
+        facts=trace_facts(ctx, ctx.breakdowns),
     )
 
 
-def _assign_ranks(parts: list[_Partial]) -> None:
+def _assign_ranks(parts: list[TracePart]) -> None:
     """Fill each row's rank: distributedInfo, else file name, else GPU id, else file order."""
     import dataclasses
 
@@ -237,7 +258,7 @@ def _assign_ranks(parts: list[_Partial]) -> None:
             return
 
 
-def _match_collectives(parts: list[_Partial]) -> tuple[list[CollectiveWait], np.ndarray]:
+def _match_collectives(parts: list[TracePart]) -> tuple[list[CollectiveWait], np.ndarray]:
     """Collectives present on every rank, with their waits; and the (rank × collective) waits."""
     if len(parts) < 2:
         return [], np.zeros((len(parts), 0))
@@ -283,6 +304,32 @@ def _offset(progress: ProgressCallback, base: int, total: int) -> ProgressCallba
     return lambda done, _total: progress(base + done, total)
 
 
+def folder_name(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> str:
+    """How messages name what was given: the folder, or "these N traces"."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if len(items) == 1:
+        return os.fspath(items[0])
+    return f"these {len(items)} traces"
+
+
+def read_traces(
+    files: Sequence[str],
+    steps: tuple[int, int] | None,
+    progress: ProgressCallback | None = None,
+) -> list[TracePart]:
+    """Read ``files`` one at a time, keeping a :class:`TracePart` of each. ``progress(done,
+    total)`` is called with bytes read over all the files."""
+    sizes = [_size(f) for f in files]
+    parts = []
+    for i, f in enumerate(files):
+        per_file = None
+        if progress is not None:
+            base, total = sum(sizes[:i]), sum(sizes)
+            per_file = _offset(progress, base, total)
+        parts.append(_read_rank(f, steps, per_file))
+    return parts
+
+
 def diagnose_ranks(
     paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
@@ -292,24 +339,33 @@ def diagnose_ranks(
     """Diagnose the ranks of one distributed job: a folder of traces or one trace per rank.
 
     Files are read one at a time; only per-rank summaries are kept. ``progress(done, total)`` is
-    called with bytes read over all the files. Raises
-    :class:`~gpuprobe.core.errors.InputError` for a path that is missing or not a trace.
+    called with bytes read over all the files. The traces are checked first
+    (:func:`~gpuprobe.tools.diagnose.layout.classify`): one process's successive profiler
+    cycles, or traces of processes that did not run together, are not ranks. Raises
+    :class:`~gpuprobe.core.errors.InputError` for those (one line: what was found, what to
+    pass), and for a path that is missing or not a trace.
     """
-    import dataclasses
-
     from gpuprobe.tools.diagnose.steps import parse_step_range
 
     t0 = time.perf_counter()
     wanted = parse_step_range(steps) if isinstance(steps, str) else steps
     files = find_trace_files(paths)
-    sizes = [_size(f) for f in files]
-    parts = []
-    for i, f in enumerate(files):
-        per_file = None
-        if progress is not None:
-            base, total = sum(sizes[:i]), sum(sizes)
-            per_file = _offset(progress, base, total)
-        parts.append(_read_rank(f, wanted, per_file))
+    parts = read_traces(files, wanted, progress)
+    where = folder_name(paths)
+    layout = classify([p.identity for p in parts], where)
+    if layout.kind == "cycles":
+        who = parts[layout.indices[0]].identity.label
+        raise InputError(
+            f"{where}: {len(parts)} successive profiler cycles of one process ({who}), not "
+            "ranks: diagnose them with `gpuprobe diagnose DIR` or gpuprobe.diagnose_folder()"
+        )
+    return ranks_result([parts[i] for i in layout.indices], t0, note=layout.note)
+
+
+def ranks_result(parts: list[TracePart], t0: float, note: str = "") -> MultiRankDiagnosis:
+    """The verdict on ``parts``, the traces of one job's ranks (``t0``: when reading began)."""
+    import dataclasses
+
     _assign_ranks(parts)
     parts.sort(key=lambda p: p.row.rank)
     colls, waits = _match_collectives(parts)
@@ -340,6 +396,7 @@ def diagnose_ranks(
         matched_collectives=len(colls),
         straggler=straggler,
         seconds=time.perf_counter() - t0,
+        note=note,
     )
 
 

@@ -81,7 +81,9 @@ class CollectiveWait(Record):
 
 @dataclass(frozen=True)
 class MultiRankDiagnosis(Record):
-    """The verdict on the ranks of one job: per-rank rows, the straggler and the findings."""
+    """The verdict on the ranks of one job: per-rank rows, the straggler and the findings.
+    ``note`` says how the traces were grouped when they were more than these ranks (a job's
+    ranks over several profiler cycles: the last cycle's ranks)."""
 
     ranks: tuple[RankRow, ...]
     findings: tuple[Finding, ...]
@@ -89,6 +91,7 @@ class MultiRankDiagnosis(Record):
     matched_collectives: int = 0
     straggler: int | None = None
     seconds: float = 0.0
+    note: str = ""
 
     @property
     def status(self) -> Status:

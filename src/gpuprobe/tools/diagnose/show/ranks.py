@@ -141,6 +141,8 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
             f"{d.matched_collectives} collectives matched across ranks",
         )
     )
+    if d.note:
+        con.print(Text(d.note, style="dim"))
     con.print()
     _findings(con, d.findings)
     con.print()
