@@ -232,11 +232,8 @@ def compare(
     steps: str | tuple[int, int] | None = None,
     contexts: tuple[TraceContext, TraceContext] | None = None,
 ) -> TraceComparison:
-    """What changed between two traces or diagnoses (before and after a fix): the step time and
-    what explains most of its change, GPU busy and idle, the shares of GPU time that moved
-    (Tensor Cores, precision, copy kinds, kernel families), the kernels whose time changed most,
-    and findings resolved or new. For two :class:`Diagnosis` objects, pass ``contexts`` (both
-    from :func:`diagnose_with_context`) to get the shares and kernels too."""
+    """What changed between two traces (step time and why, shares of GPU time, kernels, findings);
+    for two :class:`Diagnosis`, ``contexts`` from :func:`diagnose_with_context` add the shares."""
     from gpuprobe.tools.diagnose.engine import compare as _compare
 
     return _compare(before, after, steps=steps, contexts=contexts)
@@ -261,8 +258,7 @@ def diagnose_folder(
     steps: str | tuple[int, int] | None = None,
     progress: ProgressCallback | None = None,
 ) -> MultiRankDiagnosis | CycleDiagnosis:
-    """``gpuprobe diagnose DIR``: the traces checked, then a job's ranks or one process's
-    successive profiler cycles diagnosed; a mix raises a one-line InputError."""
+    """``gpuprobe diagnose DIR``: a job's ranks or one process's profiler cycles (a mix: error)."""
     from gpuprobe.tools.diagnose.cycles import diagnose_folder as _diagnose_folder
 
     return _diagnose_folder(paths, steps=steps, progress=progress)

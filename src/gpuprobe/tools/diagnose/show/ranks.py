@@ -17,7 +17,7 @@ from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = [
-        "TEXT_WIDTH",
+    "TEXT_WIDTH",
     "print_kernel_diff",
     "print_kernels",
     "print_ranks",
