@@ -27,8 +27,8 @@ __all__ = ["KERNEL_WAIT_MAX_GAP_US", "LAUNCH_GAP_MAX_US", "TraceColumns", "colum
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
 LAUNCH_GAP_MAX_US = 1000.0  # µs; a late launch's gap up to this is the framework's per-op cost
-# (an eager op's launch path is ~5-50 µs: E8, HTA launch stats); a longer one is CPU work of its
-# own between kernels (host), however it ends; ours
+# (an eager op's launch path is ~5-50 µs: docs/experiments.md#e8, HTA launch stats); a longer
+# one is CPU work of its own between kernels (host), however it ends; ours
 
 
 def column(a: array, dtype: type) -> np.ndarray:

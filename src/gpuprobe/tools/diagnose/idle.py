@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 CPU_WORK_MIN_US = 100.0  # µs; a top-level op this long that queues no GPU work computes on the
-# CPU (an eager op's dispatch is ~5-50 µs: E8, HTA launch stats); a late launch's gap that such
-# ops fill for the most part is host work, not launch overhead; ours
+# CPU (an eager op's dispatch is ~5-50 µs: docs/experiments.md#e8, HTA launch stats); a late
+# launch's gap that such ops fill for the most part is host work, not launch overhead; ours
 UNTRACED_MIN_GAP_US = 1000.0  # µs; a hole in the host's traced events shorter than this is the
 # Python between two ops (µs each); from this on it is code the profiler does not see; ours
 

@@ -38,8 +38,8 @@ __all__ = [
     "warmup_steps",
 ]
 
-ONE_TIME_MIN_US = 1000.0  # µs; a launch path costs ~5-50 µs (E8, HTA launch stats); a call
-# of 1 ms or more is a load, a handle creation or an allocation, not a launch; ours
+ONE_TIME_MIN_US = 1000.0  # µs; a launch path costs ~5-50 µs (docs/experiments.md#e8, HTA
+# launch stats); a call of 1 ms or more is a load, a handle creation or an allocation; ours
 ONE_TIME_FACTOR = 100.0  # × the trace's typical kernel launch call; ours
 TYPICAL_LAUNCH_QUANTILE = 0.25  # of the launch calls' durations taken as the typical launch; ours
 ONE_TIME_MAX_REPEATS = 3  # candidates of one kind in a trace without steps past which the
