@@ -216,3 +216,21 @@ def test_a_sync_that_waits_while_no_gpu_runs_anything_says_so(tmp_path):
     assert f.status is Status.WARN
     assert "the trace does not show" in f.title
     assert _ev(f, "wait_with_no_gpu_activity") == pytest.approx(50_000.0, rel=0.01)
+
+
+def test_ranks_of_a_first_iteration_are_called_cold_not_straggling():
+    from gpuprobe.api import diagnose_folder
+
+    t1 = DATA / "tokenomics_trace1.json.gz"
+    d = diagnose_folder([TOKENOMICS, t1])
+    assert [r.rank for r in d.ranks] == [0, 1]
+    single = diagnose(TOKENOMICS).finding("one-time-start")
+    rank0 = d.ranks[0]
+    assert rank0.one_time_share == pytest.approx(
+        _ev(single, "share_of_profiled_time") / 100, abs=1e-3
+    )
+    cold = next(f for f in d.findings if f.id == "cold-ranks")
+    assert cold.status is Status.WARN and "first passes" in cold.title
+    # rank 0 is late because it started up last: that is information, not a straggler verdict
+    st = next(f for f in d.findings if f.id == "straggler")
+    assert st.status is Status.INFO and "cold first pass" in st.details[0]

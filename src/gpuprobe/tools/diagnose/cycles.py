@@ -174,7 +174,14 @@ def cycles_result(
         )
     steady = [r for r in rows if r.phase == "steady"]
     note = ""
-    if steady:
+    if steady and len(rows) == 2:
+        chosen = steady[-1]
+        note = (
+            "with two cycles the second is checked against nothing but itself: it may still be "
+            "warm-up (a first TorchScript or compiled call, autotuning); profile three cycles or "
+            "more (schedule(..., repeat=3)) to tell"
+        )
+    elif steady:
         chosen = steady[-1]
     else:
         chosen = rows[-1]

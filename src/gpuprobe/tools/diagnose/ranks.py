@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ from gpuprobe.tools.diagnose.layout import (
     trace_facts,
 )
 from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, MultiRankDiagnosis, RankRow
-from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS, RanksContext
+from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS, RanksContext, cold_ranks_apart
 
 __all__ = [
     "COLLECTIVES_SHOWN",
@@ -224,6 +225,7 @@ def _read_rank(
         launches=kb.launches,
         world_size=world,
         read_seconds=time.perf_counter() - t0,
+        **_one_time(ctx),
     )
     dev_rank = ctx.devices[0] if len(ctx.devices) == 1 else None
     return TracePart(
@@ -235,6 +237,17 @@ def _read_rank(
         identity=identify(ctx),
         facts=trace_facts(ctx, ctx.breakdowns),
     )
+
+
+def _one_time(ctx: Any) -> dict[str, Any]:
+    """A rank's one-time start-up: µs, share of its profiled time, its largest call."""
+    lost, share = ctx.one_time_share
+    calls = ctx.one_time_calls
+    call = ""
+    if calls.size:
+        i = int(calls[np.argmax(ctx.rt_dur[calls])])
+        call = f"{ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
+    return {"one_time_us": lost, "one_time_share": share, "one_time_call": call}
 
 
 def _assign_ranks(parts: list[TracePart]) -> None:
@@ -385,8 +398,12 @@ def ranks_result(parts: list[TracePart], t0: float, note: str = "") -> MultiRank
         for r, p in enumerate(parts)
     ]
     straggler = _straggler(rows, bool(colls))
-    findings = apply_rules(
-        RULES_RANKS, RanksContext(rows=tuple(rows), straggler=straggler, collectives=tuple(colls))
+    findings = cold_ranks_apart(
+        apply_rules(
+            RULES_RANKS,
+            RanksContext(rows=tuple(rows), straggler=straggler, collectives=tuple(colls)),
+        ),
+        rows,
     )
     top = sorted(colls, key=lambda c: -c.wait_us)[:COLLECTIVES_SHOWN]
     return MultiRankDiagnosis(

@@ -51,6 +51,9 @@ class RankRow(Record):
     launches: LaunchStats | None = None
     world_size: int | None = None
     read_seconds: float = 0.0
+    one_time_us: float = 0.0  # one-time start-up in its steps (context, loads, first launches)
+    one_time_share: float = 0.0  # of its profiled time
+    one_time_call: str = ""  # the largest one-time call, e.g. "17.6 ms cudaLaunchKernel"
 
     def per_step(self, value: float) -> float:
         """``value`` divided by this rank's number of steps (1 when it has none)."""

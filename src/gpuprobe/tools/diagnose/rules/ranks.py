@@ -6,19 +6,23 @@ compute. Each rule judges a :class:`RanksContext`; the judge is ``apply_rules(RU
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, rule
+from gpuprobe.tools.diagnose.onetime import COLD_TRACE_FRACTION
 from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, RankRow
+from gpuprobe.tools.diagnose.rules.startup import ONE_TIME_WARN_FRACTION
 
 __all__ = [
     "EXPOSED_COMM_WARN_FRACTION",
     "RULES_RANKS",
     "STRAGGLER_WAIT_WARN_FRACTION",
     "RanksContext",
+    "cold_ranks",
+    "cold_ranks_apart",
     "exposed_communication",
     "straggler",
 ]
@@ -210,4 +214,67 @@ def _exposed_finding(rows: list[RankRow]) -> Finding:
 
 # In the order the diagnosis lists them before sorting worst first: who is slow, then what the
 # communication exposes.
-RULES_RANKS: tuple[Rule, ...] = (straggler, exposed_communication)
+@rule("cold-ranks")
+def cold_ranks(ctx: RanksContext) -> list[Finding]:
+    """The ranks whose traces are first passes: one-time start-up (context creation, NCCL and
+    module loads, first launches) takes :data:`ONE_TIME_WARN_FRACTION` of a rank's profiled
+    time or more. A rank late for that reason is not a straggler of the steady state."""
+    cold = [r for r in ctx.rows if r.one_time_share >= ONE_TIME_WARN_FRACTION]
+    evidence = (
+        *(
+            Evidence(f"one_time_share_rank_{r.rank}", round(100 * r.one_time_share, 1), "%")
+            for r in ctx.rows
+        ),
+        Evidence("threshold", round(100 * ONE_TIME_WARN_FRACTION, 1), "%"),
+    )
+    if not cold:
+        return [
+            Finding(
+                id="cold-ranks",
+                status=Status.OK,
+                title="No rank's trace is dominated by one-time start-up",
+                evidence=evidence,
+                group=GROUP,
+            )
+        ]
+    worst = max(cold, key=lambda r: r.one_time_share)
+    return [
+        Finding(
+            id="cold-ranks",
+            status=Status.WARN,
+            title=f"{len(cold)} of {len(ctx.rows)} ranks' traces are first passes: one-time "
+            f"start-up takes {round(100 * worst.one_time_share, 1)} % of rank {worst.rank}'s "
+            f"profiled time (the largest call: {worst.one_time_call or 'n/a'}); waits at the "
+            "collectives then measure who started up last, not the steady state",
+            evidence=evidence,
+            fix="profile after warm-up on every rank: torch.profiler.schedule(wait=1, "
+            "warmup=1, active=3) (the first collectives also set up NCCL's connections)",
+            group=GROUP,
+            details=tuple(
+                f"rank {r.rank}: one-time start-up {r.one_time_us / 1e3:,.1f} ms "
+                f"({round(100 * r.one_time_share, 1)} %), largest {r.one_time_call or 'n/a'}"
+                for r in cold
+            ),
+        )
+    ]
+
+
+def cold_ranks_apart(findings: list[Finding], rows: list[RankRow]) -> list[Finding]:
+    """With a rank's trace a cold first pass (:data:`COLD_TRACE_FRACTION` of it one-time
+    start-up), the straggler and exposed-communication warnings become information: they
+    judge the start-up, not the job's steady state."""
+    if not any(r.one_time_share >= COLD_TRACE_FRACTION for r in rows):
+        return findings
+    note = (
+        "a rank's trace is a cold first pass (see cold-ranks): this judges its start-up; "
+        "profile after warm-up to judge the job"
+    )
+    return [
+        replace(f, status=Status.INFO, details=(note, *f.details))
+        if f.id in ("straggler", "exposed-communication") and f.status is Status.WARN
+        else f
+        for f in findings
+    ]
+
+
+RULES_RANKS: tuple[Rule, ...] = (straggler, exposed_communication, cold_ranks)

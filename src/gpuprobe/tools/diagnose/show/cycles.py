@@ -87,25 +87,30 @@ def print_cycles(
     )
     con.print()
     t = _table("Cycles: each cycle's steps; GPU busy and idle by cause, % of their GPU time")
-    t.add_column("#", justify="right")
-    t.add_column("steps", overflow="fold")
-    for c in ("step ms", "busy%", *IDLE_CAUSES):
-        t.add_column(c, justify="right", overflow="fold")
-    t.add_column("phase", overflow="fold")
+    # the causes some cycle has idle time in, and the steps column when some cycle has steps:
+    # all-zero or all-n/a columns only squeeze the others at 80 columns
+    causes = [c for c in IDLE_CAUSES if any((r.idle_share(c) or 0.0) >= 0.0005 for r in d.cycles)]
+    numbered = any(r.first_step is not None for r in d.cycles)
+    t.add_column("#", justify="right", no_wrap=True)
+    if numbered:
+        t.add_column("steps", overflow="fold")
+    for c in ("step ms", "busy%", *causes):
+        t.add_column(c, justify="right", overflow="fold", min_width=len(c))
+    t.add_column("phase", overflow="fold", min_width=len("unsteady"))
     for r in d.cycles:
         t.add_row(
             f"{r.cycle}{'*' if r.cycle == d.diagnosed else ''}",
-            r.step_range,
+            *([r.step_range] if numbered else []),
             "n/a" if r.step_median_us is None else f"{r.step_median_us / 1e3:,.1f}",
             _pct(r.gpu_busy_fraction),
-            *(_pct(r.idle_share(c)) for c in IDLE_CAUSES),
+            *(_pct(r.idle_share(c)) for c in causes),
             r.phase,
         )
     con.print(t)
     con.print(
         Text(
-            "step ms: median step; busy%: GPU busy share of the steps; input … other: their "
-            "idle time by cause (as in a trace's step table); * the cycle diagnosed below",
+            "step ms: median step; busy%: GPU busy share of the steps; then their idle time by "
+            "cause (as in a trace's step table); * the cycle diagnosed below",
             style="dim",
         )
     )
