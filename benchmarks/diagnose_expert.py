@@ -39,8 +39,25 @@ RESULTS = HERE / "results"
 DOC = ROOT / "docs" / "diagnose-verdicts.md"
 
 _CHILD = r"""
-import json, sys
+import json, os, sys
+from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.tools.diagnose.engine import diagnose
+if os.path.isdir(sys.argv[1]):
+    from gpuprobe.api import diagnose_folder
+    try:
+        f = diagnose_folder(sys.argv[1])
+    except GpuprobeError as e:
+        print(json.dumps({"folder": "refused", "message": str(e).splitlines()[0]}))
+        raise SystemExit(0)
+    if hasattr(f, "cycles"):
+        warm = [c.cycle for c in f.cycles if c.phase == "warm-up"]
+        print(json.dumps({"folder": "cycles", "warm": warm, "diagnosed": f.diagnosed,
+                          "note": f.note}))
+    else:
+        cold = any(x.id == "cold-ranks" and x.status.value == "warn" for x in f.findings)
+        print(json.dumps({"folder": "ranks", "cold": cold,
+                          "findings": [[x.id, x.status.value, x.title] for x in f.findings]}))
+    raise SystemExit(0)
 d = diagnose(sys.argv[1])
 h = d.headline
 print(json.dumps({
@@ -67,7 +84,14 @@ _CATEGORY = {
 
 
 def category(out: dict) -> str:
-    """What gpuprobe puts first, as one of the expert's categories."""
+    """What gpuprobe puts first, as one of the expert's categories (for a folder: ``cycles
+    warm-up=1,2``, ``ranks cold``, ``ranks`` or ``refused``)."""
+    if "folder" in out:
+        if out["folder"] == "cycles":
+            return "cycles warm-up=" + ",".join(str(c) for c in out["warm"])
+        if out["folder"] == "ranks":
+            return "ranks cold" if out["cold"] else "ranks"
+        return "refused"
     warns = {f[0]: f for f in out["findings"] if f[1] in ("warn", "fail")}
     if out["cold"]:
         return "cold"
@@ -101,6 +125,16 @@ def run(path: Path) -> dict:
 def _said(out: dict) -> str:
     if "crash" in out:
         return f"CRASH: {out['crash']}"
+    if out.get("folder") == "cycles":
+        return (
+            f"cycles of one process; warm-up: {out['warm'] or 'none'}; cycle "
+            f"{out['diagnosed']} diagnosed" + (f" ({out['note']})" if out["note"] else "")
+        )
+    if out.get("folder") == "ranks":
+        warns = [f"{f[0]}: {f[2]}" for f in out["findings"] if f[1] == "warn"]
+        return "ranks; " + ("; ".join(warns) or "no warning")
+    if out.get("folder") == "refused":
+        return f"refused: {out['message']}"
     h = out["headline"]
     warns = [f[0] for f in out["findings"] if f[1] in ("warn", "fail")]
     head = "no problem with a gain" if h is None else f"**{h[0]}**: {h[1]}"
