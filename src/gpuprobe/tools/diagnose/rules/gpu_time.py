@@ -62,7 +62,7 @@ CAUSE_FIX = {
     "input": "see the input-bound finding: DataLoader(num_workers>0, pin_memory=True, "
     "persistent_workers=True)",
     "sync": "see the sync finding: keep values on the device and read them every N steps",
-    "untraced": "see the host-work finding: profile with with_stack=True, wrap suspects in "
+    "untraced": "see the untraced-host finding: profile with with_stack=True, wrap suspects in "
     "torch.profiler.record_function('name'), or profile the Python side (py-spy)",
     "host": "see the host-work finding: take that CPU work off the step's path (onto the GPU, "
     "into DataLoader workers, or every N steps)",

@@ -322,6 +322,10 @@ def untraced_host(ctx: TraceContext) -> list[Finding]:
     if skip:
         return skip
     idle, share, busy, (s, e) = _totals(ctx, "untraced")
+    # the idle pieces of the holes (a hole's few µs beside a kernel are not a gap of their own)
+    keep = (e - s) >= UNTRACED_MIN_GAP_US
+    if keep.any():
+        s, e = s[keep], e[keep]
     evidence = [
         Evidence("gpu_idle_untraced", round(idle, 1), "µs"),
         Evidence("share_of_step_median", pct(share), "%"),

@@ -34,7 +34,7 @@ _FIRST_CALLS = 5  # runtime calls at the start of a trace among which a long one
 _DETAILS = 5  # one-time calls listed
 
 _WHAT = (
-    (re.compile(r"Launch"), "first launch of this kernel: module load (lazy loading)"),
+    (re.compile(r"Launch"), "the first launch of this kernel loads its module"),
     (re.compile(r"Malloc"), "the caching allocator growing"),
     (re.compile(r"Free"), "memory released to the driver (the allocator emptying its cache)"),
     (re.compile(r"StreamCreate|EventCreate|Handle|Create"), "library set-up (streams, events)"),

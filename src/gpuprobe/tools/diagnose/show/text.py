@@ -27,8 +27,8 @@ _CAUSE_LEGEND = {
     "input": "DataLoader running",
     "sync": "in a waiting host call or refilling after it",
     "untraced": "no host event recorded for 1 ms or more",
-    "host": "CPU work that queues nothing (step edges, gaps of 1 ms or more)",
-    "launch": "next kernel launched late, gap under 1 ms",
+    "host": "CPU work that queues nothing (step edges, gaps of 1 ms or more or filled by CPU ops)",
+    "launch": "next kernel launched late after a short gap (framework overhead)",
     "short": "gap under 30 µs with work queued",
     "other": "no cause recorded",
 }
