@@ -234,3 +234,26 @@ def test_ranks_of_a_first_iteration_are_called_cold_not_straggling():
     # rank 0 is late because it started up last: that is information, not a straggler verdict
     st = next(f for f in d.findings if f.id == "straggler")
     assert st.status is Status.INFO and "cold first pass" in st.details[0]
+
+
+# Warnings that judge no time to win back: the trace itself (one-time start-up: profile again),
+# memory (a ceiling, not a duration), a graph break (its cost is not in the trace).
+_NO_GAIN = ("one-time-start", "peak-memory", "compiled-regions")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in DATA.glob("*.json.gz")),
+    ids=lambda p: p.name[:40],
+)
+def test_every_warning_on_a_real_trace_states_its_gain(path):
+    d = diagnose(path)
+    for f in d.findings:
+        if f.status is Status.WARN and f.id not in _NO_GAIN:
+            assert f.gain is not None and 0.0 <= f.gain <= 1.0, (f.id, f.title)
+            assert "gain: fixing it would gain" in str(f)
+    # the headline is the warning with the largest gain (or the cold start)
+    h = d.headline
+    if h is not None and not d.cold:
+        others = [f.gain for f in d.problems() if f.gain is not None and f.id != "gpu-idle"]
+        assert h.gain == max(others)

@@ -153,6 +153,8 @@ def _straggler_finding(
         fix=fixes[part],
         group=group,
         subject=f"rank {straggler}",
+        # the others' wait is what they would get back if the straggler kept up
+        gain=wait_per_step / step_med if step_med > 0 else None,
     )
 
 
@@ -209,6 +211,7 @@ def _exposed_finding(rows: list[RankRow]) -> Finding:
         "FSDP(backward_prefetch=BackwardPrefetch.BACKWARD_PRE, forward_prefetch=True), torchrec "
         "TrainPipelineSparseDist; or communicate less (fp16/bf16 gradient compression hook)",
         group=group,
+        gain=frac if status is Status.WARN else None,
     )
 
 
