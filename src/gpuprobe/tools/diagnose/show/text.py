@@ -68,7 +68,12 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         )
         or "none (CPU-only trace)"
     )
-    steps = f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
+    if len(s.steps) == 1:
+        steps = f"1 step (#{s.steps[0]})"
+    else:
+        steps = (
+            f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
+        )
     con.print(
         Text.assemble(
             ("gpuprobe diagnose ", "bold"),
