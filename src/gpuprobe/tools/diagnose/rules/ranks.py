@@ -12,7 +12,6 @@ import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, rule
-from gpuprobe.tools.diagnose.onetime import COLD_TRACE_FRACTION
 from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, RankRow
 from gpuprobe.tools.diagnose.rules.startup import ONE_TIME_WARN_FRACTION
 
@@ -263,13 +262,14 @@ def cold_ranks(ctx: RanksContext) -> list[Finding]:
 
 
 def cold_ranks_apart(findings: list[Finding], rows: list[RankRow]) -> list[Finding]:
-    """With a rank's trace a cold first pass (:data:`COLD_TRACE_FRACTION` of it one-time
-    start-up), the straggler and exposed-communication warnings become information: they
-    judge the start-up, not the job's steady state."""
-    if not any(r.one_time_share >= COLD_TRACE_FRACTION for r in rows):
+    """With a rank's trace a first pass (:data:`ONE_TIME_WARN_FRACTION` of it one-time start-up,
+    as cold-ranks warns), the straggler and exposed-communication warnings become information:
+    every collective after a rank's start-up waits for it, and the first collectives set up
+    NCCL's connections, so they judge the start-up, not the job's steady state."""
+    if not any(r.one_time_share >= ONE_TIME_WARN_FRACTION for r in rows):
         return findings
     note = (
-        "a rank's trace is a cold first pass (see cold-ranks): this judges its start-up; "
+        "a rank's trace is a first pass (see cold-ranks): this judges its start-up; "
         "profile after warm-up to judge the job"
     )
     return [
