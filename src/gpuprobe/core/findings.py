@@ -107,12 +107,12 @@ class Finding(Record):
 
     @property
     def gain_text(self) -> str:
-        """``"fixing it would gain ≈ 23 % of the step time"`` (``""`` without an estimate)."""
+        """``"fixing it would gain ≈ 23 % of the analysed time"`` (``""`` without an estimate)."""
         if self.gain is None:
             return ""
         g = 100.0 * self.gain
-        shown = f"{g:.0f}" if g >= 10 else f"{g:.1f}" if g >= 0.1 else "< 0.1"
-        return f"fixing it would gain ≈ {shown} % of the analysed time"
+        shown = f"≈ {g:.0f}" if g >= 10 else f"≈ {g:.1f}" if g >= 0.1 else "under 0.1"
+        return f"fixing it would gain {shown} % of the analysed time"
 
     @property
     def failed(self) -> bool:

@@ -108,7 +108,7 @@ def test_warm_up_and_steady_are_named_and_the_steady_cycle_is_diagnosed(r50):
     assert (one.phase, two.phase) == ("warm-up", "steady")
     assert r50.reference_step_us == 148_659
     assert one.step_median_us / r50.reference_step_us - 1 > STEADY_STEP_TOLERANCE
-    assert "19.0 % above the later cycles' 148,659 µs" in one.why
+    assert "19.0 % above the reference (148,659 µs" in one.why
     assert "48.4 %" in one.why and "58.6 %" in one.why
     assert r50.diagnosed == 2
     # the embedded diagnosis is gpuprobe.diagnose() of that cycle's file
@@ -190,7 +190,7 @@ def test_a_cold_first_cycle_and_an_unsteady_one(tmp_path):
     # one huge launch in three steps leaves the median step as it is: only the cost tells
     assert "median step" not in cold.why
     slow = d.cycles[2]
-    assert "above the later cycles'" in slow.why and slow.idle_cause_us["input"] > 0
+    assert "× the reference" in slow.why and slow.idle_cause_us["input"] > 0
     # ten seconds from one cycle's start to the next (minus the 3-step cycle itself)
     gap = d.cycles[3].gap_before_us
     assert gap == pytest.approx(d.cycles[3].start_us - d.cycles[2].end_us)

@@ -98,8 +98,12 @@ def test_v100_gets_fp16_autocast_not_tf32_or_bf16():
 def test_a100_gets_tf32():
     d = diagnose(A100)
     f = d.finding("no-tensor-cores")
-    assert f.status is Status.WARN and "compute 8.0" in f.title
+    assert "compute 8.0" in f.title
     assert "set_float32_matmul_precision('high')" in f.fix
+    # the sgemms are all its kernels, but a sliver of its 20 ms: TF32 would gain under 1 % of
+    # the time, so it is information, not a warning
+    assert f.status is Status.INFO and f.gain is not None and f.gain < 0.01
+    assert f.details[0].startswith("fixing it would gain under 1 %")
 
 
 def test_layers_of_a_model_are_not_a_python_loop():

@@ -63,6 +63,9 @@ ONE_TIME_CALL_FACTOR = 10.0
 ONE_TIME_CALL_MIN_US = 1_000.0
 
 
+_REF = "the median of every cycle but the first"
+
+
 def _reference(values: list[float | None]) -> float | None:
     """The median over every cycle but the first (the second alone for two), of known values."""
     later = [v for v in values[1:] if v is not None]
@@ -97,13 +100,15 @@ def _judge(
             dev = s / ref_step - 1.0
             if abs(dev) > STEADY_STEP_TOLERANCE:
                 side = "above" if dev > 0 else "below"
-                why.append(
-                    f"median step {_fmt_us(s)}, {100 * abs(dev):.1f} % {side} the later "
-                    f"cycles' {_fmt_us(ref_step)}"
+                how = (
+                    f"{s / ref_step:,.1f}× the reference"
+                    if dev >= 1.0
+                    else f"{100 * abs(dev):.1f} % {side} the reference"
                 )
+                why.append(f"median step {_fmt_us(s)}, {how} ({_fmt_us(ref_step)}: {_REF})")
         if b is not None and ref_busy is not None and abs(b - ref_busy) > STEADY_BUSY_TOLERANCE:
             why.append(
-                f"GPU busy {100 * b:.1f} % of its steps against the later cycles' "
+                f"GPU busy {100 * b:.1f} % of its steps against the reference's "
                 f"{100 * ref_busy:.1f} %"
             )
         call = p.facts.longest_call_us
@@ -122,7 +127,7 @@ def _judge(
             if s is not None and ref_step:
                 near.append(
                     f"median step {_fmt_us(s)}, within {100 * STEADY_STEP_TOLERANCE:.0f} % of "
-                    f"the later cycles' {_fmt_us(ref_step)}"
+                    f"the reference's {_fmt_us(ref_step)} ({_REF})"
                 )
             if b is not None and ref_busy is not None:
                 near.append(

@@ -8,6 +8,7 @@ All are frozen dataclasses with ``to_dict()``/``from_dict()`` (``--json``), and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst, worst_first
@@ -152,12 +153,23 @@ class Diagnosis(Record):
     def headline(self) -> Finding | None:
         """The problem whose fix would gain most (by :attr:`Finding.gain`); the GPU-idle
         summary only when no finding of its cause has a gain; on a cold first pass, the
-        one-time start-up. None without such a problem."""
+        one-time start-up, as also when a one-time start-up warns and nothing else has a gain.
+        None without such a problem."""
+        start = self.finding("one-time-start")
         if self.cold:
-            return self.finding("one-time-start")
+            return start
         gains = [f for f in self.problems() if f.gain is not None and f.gain > 0]
         specific = [f for f in gains if f.id != "gpu-idle"] or gains
-        return max(specific, key=lambda f: f.gain or 0.0, default=None)
+        best = max(specific, key=lambda f: f.gain or 0.0, default=None)
+        if best is None and start is not None and start.status is Status.WARN:
+            return start  # a first pass with nothing steady to gain: its start-up is the news
+        return best
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record, plus ``headline``: the id of :attr:`headline` (None without one)."""
+        out = super().to_dict()
+        out["headline"] = None if self.headline is None else self.headline.id
+        return out
 
     def __str__(self) -> str:
         return render.text(self)

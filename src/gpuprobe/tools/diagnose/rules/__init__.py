@@ -26,7 +26,7 @@ from gpuprobe.tools.diagnose.rules import (
     sync,
 )
 
-__all__ = ["RULES", "run_rules"]
+__all__ = ["MIN_WARN_GAIN", "RULES", "run_rules"]
 
 RULES: tuple[Rule, ...] = (
     gpu_time.gpu_idle,
@@ -45,6 +45,8 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+MIN_WARN_GAIN = 0.01  # of the analysed time: a warning whose own estimate of what its fix would
+# gain is under this is information (a real effect, not worth the user's time first); ours
 STEADY_STATE = ("gpu-idle", "launch-bound", "host-work", "untraced-host", "input-bound")
 # the verdicts on the steady state: on a cold first pass (TraceContext.cold) they are information
 
@@ -53,7 +55,19 @@ def run_rules(ctx: TraceContext) -> list[Finding]:
     """Every rule's findings, in rule order (sort with ``worst_first`` to show). On a cold
     first pass the steady-state warnings become information: what remains after the one-time
     start-up is still a first pass (first calls of every op, TorchScript and compiled code)."""
-    out = apply_rules(RULES, ctx)
+    out = [
+        replace(
+            f,
+            status=Status.INFO,
+            details=(
+                f"fixing it would gain under {100 * MIN_WARN_GAIN:.0f} % of the time",
+                *f.details,
+            ),
+        )
+        if f.status is Status.WARN and f.gain is not None and f.gain < MIN_WARN_GAIN
+        else f
+        for f in apply_rules(RULES, ctx)
+    ]
     if not ctx.cold:
         return out
     note = (

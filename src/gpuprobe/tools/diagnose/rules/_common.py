@@ -14,12 +14,15 @@ __all__ = [
     "CAPTURE_SKIP_FRACTION",
     "GROUP",
     "capture_skip",
+    "cause_share",
     "median",
     "no_activity",
     "no_gpu",
     "pct",
     "per_step",
     "rows_for",
+    "steady_steps",
+    "steady_total",
     "step_range",
 ]
 
@@ -125,3 +128,25 @@ def no_activity(ctx: TraceContext, id: str, what: str) -> list[Finding]:
             group=GROUP,
         )
     ]
+
+
+def steady_steps(ctx: TraceContext) -> np.ndarray:
+    """Each step's steady time: its duration less its one-time start-up idle (µs)."""
+    return np.maximum(ctx.step_durations - ctx.idle_of_cause("startup"), 1e-9)
+
+
+def steady_total(ctx: TraceContext) -> float:
+    """The analysed steps' steady time in all (µs): what every gain is a share of."""
+    return float(steady_steps(ctx).sum()) if len(ctx.steps) else 0.0
+
+
+def cause_share(rows: Sequence[StepBreakdown], cause: str) -> float:
+    """The median over ``rows`` of a cause's idle time as a share of the row's steady time (its
+    duration less its one-time start-up idle): the share and the gain the rules state for it."""
+    return median(
+        [
+            r.idle_cause_us.get(cause, 0.0)
+            / max(r.duration_us - r.idle_cause_us.get("startup", 0.0), 1e-9)
+            for r in rows
+        ]
+    )

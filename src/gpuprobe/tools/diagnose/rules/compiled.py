@@ -20,7 +20,7 @@ from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.intervals import merge_intervals, overlap
 from gpuprobe.tools.diagnose.kernels import PROVENANCE_COMPILER, provenance_of_activities
-from gpuprobe.tools.diagnose.rules._common import GROUP, pct
+from gpuprobe.tools.diagnose.rules._common import GROUP, pct, steady_total
 
 __all__ = [
     "REGION_SLOW_FACTOR",
@@ -197,7 +197,7 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
                 group=GROUP,
             )
         ]
-    analysed = float(ctx.step_durations.sum())
+    analysed = steady_total(ctx)
     frames = _ids(ctx, reg)
     recompiled = sorted(f for f, c in frames.items() if max(c) > 0)
     pairs, eager_n, eager_us = _breaks(ctx, reg, calls, fx)

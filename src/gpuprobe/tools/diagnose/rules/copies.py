@@ -14,7 +14,14 @@ from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY
-from gpuprobe.tools.diagnose.rules._common import GROUP, median, no_gpu, pct, step_range
+from gpuprobe.tools.diagnose.rules._common import (
+    GROUP,
+    median,
+    no_gpu,
+    pct,
+    steady_steps,
+    step_range,
+)
 from gpuprobe.tools.diagnose.rules._common import per_step as per
 
 __all__ = [
@@ -90,7 +97,7 @@ def pageable_copies(ctx: TraceContext) -> list[Finding]:
             )
         ]
     frac = np.count_nonzero(count) / max(n, 1)
-    share = float(median(time / np.maximum(ctx.step_durations, 1e-9)))
+    share = float(median(time / steady_steps(ctx)))
     evidence += (
         Evidence("pageable_share_of_step", pct(share), "%"),
         Evidence("threshold", pct(PAGEABLE_WARN_FRACTION), "%"),
@@ -204,7 +211,7 @@ def contiguous_copies(ctx: TraceContext) -> list[Finding]:
     cpu_time = np.bincount(steps, weights=copy_us, minlength=n)
     gpu_time = _gpu_time_inside(ctx, hit, n)
     time = gpu_time if ctx.has_gpu else cpu_time
-    share = time / np.maximum(ctx.step_durations, 1e-9)
+    share = time / steady_steps(ctx)
     shapes = {i: (d, dt) for i, d, _, dt in ctx.raw.shaped}
     nbytes = np.zeros(n)
     for i, s in zip(hit.tolist(), steps.tolist(), strict=True):

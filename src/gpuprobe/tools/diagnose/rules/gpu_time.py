@@ -18,6 +18,7 @@ from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown
 from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
+    cause_share,
     median,
     no_activity,
     no_gpu,
@@ -110,7 +111,6 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
         causes = idle_causes(rows)
         idle_total = sum(causes[c] for c in steady_causes)
         share = {c: (v / idle_total if idle_total > 0 else 0.0) for c, v in causes.items()}
-        total = sum(steady_us(r) for r in rows)
         startup = causes["startup"]
         evidence = [
             Evidence("gpu_busy_median", pct(median(busy)), "%"),
@@ -150,7 +150,7 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
                 f"idle time {CAUSE_TEXT[top]}"
             )
             fix = CAUSE_FIX[top]
-            gain = causes[top] / total if total > 0 else None
+            gain = cause_share(rows, top)
         out.append(
             Finding(
                 id="gpu-idle",
@@ -198,9 +198,8 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     graph_k = ctx.graph_kernel_mask & (ctx.gpu_step >= 0) & (ctx.gpu_kind == GPU_KIND_KERNEL)
     graph_calls = np.unique(ctx.gpu_rt[graph_k])
     graphs_per_step = graph_calls.size / max(n, 1)
-    dur = sum(steady_us(r) for r in rows)
-    late = idle_causes(rows)["launch"]
-    late_share = late / dur if dur > 0 else 0.0
+    # the share of each step (all the steps, kernels or not), as gpu-idle states it
+    late_share = cause_share(ctx.breakdowns, "launch")
     evidence = (
         Evidence("kernels_per_step", per_step),
         Evidence("median_kernel", round(k_us, 2), "µs"),
@@ -210,7 +209,8 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
         Evidence("threshold", pct(LAUNCH_IDLE_WARN_FRACTION), "%"),
     )
     details = tuple(
-        f"{r.label}: {r.kernels} kernels, median kernel {r.median_kernel_us or 0:.1f} µs, "
+        f"{r.label}: {r.kernels} kernel{'' if r.kernels == 1 else 's'}, median kernel "
+        f"{r.median_kernel_us or 0:.1f} µs, "
         f"median launch {r.median_launch_us or 0:.1f} µs, GPU waiting for launches "
         f"{r.idle_cause_us.get('launch', 0.0):.0f} µs"
         for r in rows

@@ -15,6 +15,7 @@ from gpuprobe.tools.diagnose.idle import UNTRACED_MIN_GAP_US, launching_ops
 from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
+    cause_share,
     no_activity,
     no_gpu,
     pct,
@@ -70,9 +71,8 @@ def _totals(
     d = _device(ctx, cause)
     rows = [r for r in ctx.breakdowns if r.device == d]
     idle = sum(r.idle_cause_us.get(cause, 0.0) for r in rows)
-    share = [r.idle_cause_us.get(cause, 0.0) / max(steady_us(r), 1e-9) for r in rows]
     busy = [(r.gpu_busy_us or 0.0) / max(steady_us(r), 1e-9) for r in rows]
-    return idle, _median(share), _median(busy), ctx.idle_by_cause[d][cause]
+    return idle, cause_share(rows, cause), _median(busy), ctx.idle_by_cause[d][cause]
 
 
 def _status(share: float, busy: float) -> Status:
@@ -324,8 +324,7 @@ def untraced_host(ctx: TraceContext) -> list[Finding]:
     idle, share, busy, (s, e) = _totals(ctx, "untraced")
     # the idle pieces of the holes (a hole's few µs beside a kernel are not a gap of their own)
     keep = (e - s) >= UNTRACED_MIN_GAP_US
-    if keep.any():
-        s, e = s[keep], e[keep]
+    s, e = s[keep], e[keep]
     evidence = [
         Evidence("gpu_idle_untraced", round(idle, 1), "µs"),
         Evidence("share_of_step_median", pct(share), "%"),

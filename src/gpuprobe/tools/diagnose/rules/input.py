@@ -9,7 +9,7 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
-from gpuprobe.tools.diagnose.rules._common import GROUP, median, pct, step_range
+from gpuprobe.tools.diagnose.rules._common import GROUP, median, pct, steady_steps, step_range
 
 __all__ = ["DATALOADER_WARN_FRACTION", "input_bound"]
 
@@ -37,7 +37,7 @@ def input_bound(ctx: TraceContext) -> list[Finding]:
     med = median(share)
     # the GPU's idle time while the loader ran (one cause per idle instant): with the GPU busy
     # meanwhile (the host runs ahead), a slow loader costs nothing
-    idle_share = ctx.idle_of_cause("input") / np.maximum(ctx.step_durations, 1e-9)
+    idle_share = ctx.idle_of_cause("input") / steady_steps(ctx)
     idle_med = median(idle_share) if ctx.has_gpu else None
     kinds = sorted({ctx.names[i] for i in np.unique(ctx.ann_name[dl])})
     single = any(P.SINGLE_PROCESS_LOADER.matches(k) for k in kinds)

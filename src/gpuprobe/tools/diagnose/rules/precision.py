@@ -20,7 +20,7 @@ from gpuprobe.tools.diagnose.kernels import (
     provenance_of_activities,
 )
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
-from gpuprobe.tools.diagnose.rules._common import GROUP, no_gpu, pct
+from gpuprobe.tools.diagnose.rules._common import GROUP, no_gpu, pct, steady_total
 
 __all__ = [
     "GEMM_DOMINANT_FRACTION",
@@ -207,7 +207,7 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
     cores = "matrix cores" if amd else "Tensor Cores"
     if gemm_share >= GEMM_DOMINANT_FRACTION and tc_share < TENSOR_CORE_MIN_SHARE:
         speedup = TENSOR_CORE_SPEEDUP_AMD if amd else TENSOR_CORE_SPEEDUP.get(major, 2.0)
-        analysed = float(ctx.step_durations.sum())
+        analysed = steady_total(ctx)
         saved = _busiest_device_us(ctx, slow) * (1.0 - 1.0 / speedup)
         gain = min(saved / analysed, 1.0) if analysed > 0 else None
         evidence += (Evidence("assumed_tensor_core_speedup", speedup, "x"),)
@@ -217,8 +217,9 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
             Finding(
                 id="no-tensor-cores",
                 status=Status.WARN,
-                title=f"FP32 matmuls take {pct(gemm_share)} % of kernel time and none use the "
-                f"{cores} this card has ({what})",
+                title=f"FP32 matmuls take {pct(gemm_share)} % of kernel time and "
+                + (f"almost none ({pct(tc_share)} %)" if (pct(tc_share) or 0) > 0 else "none")
+                + f" use the {cores} this card has ({what})",
                 evidence=evidence,
                 fix=_fix_for(major, minor, amd),
                 group=GROUP,

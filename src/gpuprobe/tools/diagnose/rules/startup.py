@@ -30,13 +30,12 @@ __all__ = [
 ONE_TIME_WARN_FRACTION = 0.1  # of the profiled time in one-time costs past which the trace is
 # not a picture of the steady state; ours
 ONE_TIME_NEGLIGIBLE_FRACTION = 0.01  # of the profiled time below which one-time costs are noise
-_FIRST_CALLS = 5  # runtime calls at the start of a trace among which a long one is the context
 _DETAILS = 5  # one-time calls listed
 
 _WHAT = (
     (re.compile(r"Launch"), "the first launch of this kernel loads its module"),
     (re.compile(r"Malloc"), "the caching allocator growing"),
-    (re.compile(r"Free"), "memory released to the driver (the allocator emptying its cache)"),
+    (re.compile(r"Free"), "memory released to the driver, the allocator emptying its cache"),
     (re.compile(r"StreamCreate|EventCreate|Handle|Create"), "library set-up (streams, events)"),
     (re.compile(r"Module|Library|Function|FuncGet"), "module or library load"),
 )
@@ -55,7 +54,7 @@ def enclosing_op(ctx: TraceContext, i: int) -> str:
 def _what(ctx: TraceContext, i: int, context: np.ndarray) -> str:
     name = ctx.names[int(ctx.rt_name[i])]
     if i in context:
-        return "CUDA context creation (the process's first CUDA calls)"
+        return "CUDA context creation, among the process's first CUDA calls"
     return next((w for p, w in _WHAT if p.search(name)), "a one-time runtime call")
 
 
@@ -127,9 +126,9 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
         i = int(biggest[0])
         op = enclosing_op(ctx, i)
         parts.append(
-            f"the largest a {ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
+            f"the largest: a {ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
             + (f" in {op}" if op else "")
-            + f" ({_what(ctx, i, first)})"
+            + f", {_what(ctx, i, first)}"
         )
     if warm:
         parts.append(

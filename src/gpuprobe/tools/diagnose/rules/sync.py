@@ -15,7 +15,14 @@ from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.intervals import merge_intervals, subtract_intervals
-from gpuprobe.tools.diagnose.rules._common import GROUP, capture_skip, median, pct, step_range
+from gpuprobe.tools.diagnose.rules._common import (
+    GROUP,
+    capture_skip,
+    median,
+    pct,
+    steady_steps,
+    step_range,
+)
 from gpuprobe.tools.diagnose.rules._common import per_step as per
 
 __all__ = [
@@ -81,7 +88,6 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     if skip:
         return skip
     n = len(ctx.steps)
-    dur = np.maximum(ctx.step_durations, 1e-9)
     reads_all = ctx.scalar_read_mask & (ctx.op_step >= 0)
     reads_per = np.bincount(ctx.op_step[reads_all], minlength=n)
     waited = ctx.waiting_read_mask & (ctx.op_step >= 0)
@@ -91,7 +97,7 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     wait_per = np.bincount(ctx.rt_step[sync], weights=ctx.rt_dur[sync], minlength=n)
     names = Counter(ctx.names[i] for i in ctx.rt_name[sync].tolist())
     idle_per = ctx.idle_of_cause("sync")
-    share = idle_per / dur
+    share = idle_per / steady_steps(ctx)
     frames = _frames(ctx)
     evidence = [
         Evidence("syncs_per_step_median", median(sync_per)),
@@ -102,8 +108,10 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
         Evidence("gpu_idle_from_syncs_share", pct(median(share)), "%"),
         Evidence("threshold_idle", pct(SYNC_IDLE_WARN_FRACTION), "%"),
     ]
-    details = [f"{k}: {v} calls" for k, v in names.most_common(5)]
-    details += [f".item() from {k}: {v} calls" for k, v in frames.most_common(3)]
+    details = [f"{k}: {v} call{'' if v == 1 else 's'}" for k, v in names.most_common(5)]
+    details += [
+        f".item() from {k}: {v} call{'' if v == 1 else 's'}" for k, v in frames.most_common(3)
+    ]
     unwaited = int(reads_per.sum() - waited_per.sum())
     if ctx.has_gpu and unwaited > 0:
         details.append(
@@ -111,7 +119,8 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
             "already on the host): not counted as syncs"
         )
     details += [
-        f"{'trace' if s.number is None else '#' + str(s.number)}: {sync_per[i]} syncs "
+        f"{'trace' if s.number is None else '#' + str(s.number)}: {sync_per[i]} "
+        f"sync{'' if sync_per[i] == 1 else 's'} "
         f"(host waited {wait_per[i]:.0f} µs), GPU idle from syncs {idle_per[i]:.0f} µs"
         for i, s in enumerate(ctx.steps)
     ]

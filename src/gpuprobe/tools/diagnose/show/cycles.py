@@ -99,7 +99,7 @@ def print_cycles(
     t.add_column("phase", overflow="fold", min_width=len("unsteady"))
     for r in d.cycles:
         t.add_row(
-            f"{r.cycle}{'*' if r.cycle == d.diagnosed else ''}",
+            f"{r.cycle}{'*' if r.cycle == d.diagnosed else ' '}",
             *([r.step_range] if numbered else []),
             "n/a" if r.step_median_us is None else f"{r.step_median_us / 1e3:,.1f}",
             _pct(r.gpu_busy_fraction),
@@ -124,16 +124,11 @@ def print_cycles(
         con.print(Text(d.note, style="dim"))
     chosen = d.cycle(d.diagnosed)
     con.print()
-    steps = "n/a"
-    if chosen is not None:
+    what = [chosen.phase] if chosen is not None else []
+    if chosen is not None and chosen.first_step is not None:
         one = chosen.first_step == chosen.last_step
-        steps = f"step{'' if one else 's'} {chosen.step_range}"
-    con.print(
-        Text(
-            f"Cycle {d.diagnosed} ({chosen.phase if chosen else 'n/a'}, {steps}) in full:",
-            style="bold",
-        )
-    )
+        what.append(f"step{'' if one else 's'} {chosen.step_range}")
+    con.print(Text(f"Cycle {d.diagnosed} ({', '.join(what) or 'n/a'}) in full:", style="bold"))
     print_diagnosis(d.diagnosis, con, verbose=verbose)
     con.print(f"[dim]read and analysed {len(d.cycles)} traces in {d.seconds:.2f} s[/dim]")
 

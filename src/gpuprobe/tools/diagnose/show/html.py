@@ -335,11 +335,11 @@ def _headline_html(d: Diagnosis) -> str:
     h = d.headline
     if h is None:
         return ""
-    if d.cold:
+    if h.id == "one-time-start":
         return f"<p><b>Cold start:</b> {html.escape(h.title)}</p>"
     return (
         f"<p><b>Biggest gain:</b> <code>{html.escape(h.id)}</code>, ≈ "
-        f"{100 * (h.gain or 0.0):.0f} % of the step: {html.escape(h.title)}</p>"
+        f"{100 * (h.gain or 0.0):.0f} % of the analysed time: {html.escape(h.title)}</p>"
     )
 
 

@@ -83,13 +83,13 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
     head = d.headline
-    if head is not None and d.cold:
+    if head is not None and head.id == "one-time-start":
         con.print(Text.assemble(("Cold start: ", "bold"), head.title))
     elif head is not None:
         con.print(
             Text.assemble(
                 ("Biggest gain: ", "bold"),
-                f"{head.id}, ≈ {100 * (head.gain or 0.0):.0f} % of the step: {head.title}",
+                f"{head.id}, ≈ {100 * (head.gain or 0.0):.0f} % of the analysed time: {head.title}",
             )
         )
     con.print()
