@@ -124,7 +124,7 @@ def print_cycles(
         con.print(Text(d.note, style="dim"))
     chosen = d.cycle(d.diagnosed)
     con.print()
-    what = [chosen.phase] if chosen is not None else []
+    what: list[str] = [chosen.phase] if chosen is not None else []
     if chosen is not None and chosen.first_step is not None:
         one = chosen.first_step == chosen.last_step
         what.append(f"step{'' if one else 's'} {chosen.step_range}")
