@@ -17,6 +17,7 @@ from gpuprobe.tools.diagnose.intervals import (
     intersect_intervals,
     merge_intervals,
     overlap,
+    overlaps,
     subtract_intervals,
 )
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES
@@ -148,17 +149,7 @@ def _late_gaps(
     g = ctx.idle_gaps
     m = (g["device"] == d) & (g["gap"] > 0) & g["late"]
     a, b = g["start"][m], g["end"][m]
-    s, e = cpu_work
-    if s.size:
-        cum = np.concatenate([[0.0], np.cumsum(e - s)])
-
-        def covered(t: np.ndarray) -> np.ndarray:
-            k = np.searchsorted(s, t, side="right")
-            return cum[k] - np.clip(e[np.maximum(k - 1, 0)] - t, 0.0, None) * (k > 0)
-
-        busy = covered(b) - covered(a)
-    else:
-        busy = np.zeros(a.size)
+    busy = overlaps(*cpu_work, a, b)
     host = (b - a >= LAUNCH_GAP_MAX_US) | (busy >= 0.5 * (b - a))
     return merge_intervals(a[host], b[host]), merge_intervals(a[~host], b[~host])
 

@@ -1,5 +1,5 @@
 """Interval arithmetic over NumPy columns: the union of intervals (HTA's kernel-interval merge),
-the length of a union inside a window, intersection and difference of two unions, and the median
+the length of a union inside a window (or many), intersection and difference of two unions, and the median
 per group. Intervals are half-open [start, end); times in µs.
 """
 
@@ -12,6 +12,7 @@ __all__ = [
     "intersect_intervals",
     "merge_intervals",
     "overlap",
+    "overlaps",
     "subtract_intervals",
 ]
 
@@ -41,6 +42,20 @@ def overlap(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> float
     s = np.clip(starts[i0:i1], lo, hi)
     e = np.clip(ends[i0:i1], lo, hi)
     return float(np.sum(e - s))
+
+
+def overlaps(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each window [lo_i, hi_i], the total length of the sorted disjoint intervals
+    (``starts``, ``ends``) inside it: :func:`overlap` for many windows at once."""
+    if starts.size == 0:
+        return np.zeros(np.shape(lo))
+    before = np.concatenate([[0.0], np.cumsum(ends - starts)])  # length before interval k
+
+    def covered(t: np.ndarray) -> np.ndarray:  # the intervals' length inside (-inf, t]
+        k = np.searchsorted(starts, t, side="right")
+        return before[k] - np.clip(ends[np.maximum(k - 1, 0)] - t, 0.0, None) * (k > 0)
+
+    return covered(np.asarray(hi, dtype=np.float64)) - covered(np.asarray(lo, dtype=np.float64))
 
 
 def _sweep(

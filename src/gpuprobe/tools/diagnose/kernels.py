@@ -20,6 +20,7 @@ Both read only a :class:`~.analysis.TraceContext` and count what the selected st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,12 +87,23 @@ FAMILY_COMM = _F["communication"]
 FAMILY_MEMORY = _F["memcpy/memset"]
 
 
+def _first_match(order: tuple[tuple[P.NamePattern, str], ...], name: str, default: str) -> str:
+    """The label of the first pattern of ``order`` that ``name`` matches (``default`` none)."""
+    return next((label for pattern, label in order if pattern.matches(name)), default)
+
+
+def _by_name(ctx: TraceContext, label_of: Callable[[str], int], default: int) -> np.ndarray:
+    """``label_of`` each distinct GPU activity name once, spread over the activities."""
+    used = np.unique(ctx.gpu_name)
+    table = np.full(int(used.max()) + 1, default, dtype=np.int8)
+    for i in used.tolist():
+        table[i] = label_of(ctx.names[i])
+    return table[ctx.gpu_name]
+
+
 def family_of_name(name: str) -> str:
     """The family of a kernel name (``"other"`` when no pattern matches)."""
-    for pattern, family in _CLASSIFY_ORDER:
-        if pattern.matches(name):
-            return family
-    return "other"
+    return _first_match(_CLASSIFY_ORDER, name, "other")
 
 
 def family_of_activities(ctx: TraceContext) -> np.ndarray:
@@ -99,11 +111,7 @@ def family_of_activities(ctx: TraceContext) -> np.ndarray:
     activities by their kind, kernels by their name."""
     if ctx.gpu_name.size == 0:
         return np.zeros(0, dtype=np.int8)
-    used = np.unique(ctx.gpu_name)
-    table = np.full(int(used.max()) + 1, _F["other"], dtype=np.int8)
-    for i in used.tolist():
-        table[i] = _F[family_of_name(ctx.names[i])]
-    fam = table[ctx.gpu_name]
+    fam = _by_name(ctx, lambda n: _F[family_of_name(n)], _F["other"])
     return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, fam, FAMILY_MEMORY).astype(np.int8)
 
 
@@ -128,10 +136,7 @@ _PROVENANCE_ORDER: tuple[tuple[P.NamePattern, str], ...] = (
 def provenance_of_name(name: str) -> str:
     """Where the kernel ``name`` comes from: one of :data:`PROVENANCES` (``"own"`` when no named
     pattern knows it)."""
-    for pattern, provenance in _PROVENANCE_ORDER:
-        if pattern.matches(name):
-            return provenance
-    return "own"
+    return _first_match(_PROVENANCE_ORDER, name, "own")
 
 
 def provenance_of_activities(ctx: TraceContext) -> np.ndarray:
@@ -139,11 +144,8 @@ def provenance_of_activities(ctx: TraceContext) -> np.ndarray:
     memcpy and memset activities, which are not kernels."""
     if ctx.gpu_name.size == 0:
         return np.zeros(0, dtype=np.int8)
-    used = np.unique(ctx.gpu_name)
-    table = np.full(int(used.max()) + 1, PROVENANCE_OWN, dtype=np.int8)
-    for i in used.tolist():
-        table[i] = PROVENANCES.index(provenance_of_name(ctx.names[i]))
-    return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, table[ctx.gpu_name], -1).astype(np.int8)
+    prov = _by_name(ctx, lambda n: PROVENANCES.index(provenance_of_name(n)), PROVENANCE_OWN)
+    return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, prov, -1).astype(np.int8)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ import numpy as np
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.findings import worst_first
 from gpuprobe.core.rules import apply_rules
+from gpuprobe.tools.diagnose.intervals import merge_intervals, overlaps
 from gpuprobe.tools.diagnose.kernels import (
     FAMILY_COMM,
     FAMILY_MEMORY,
@@ -119,16 +120,7 @@ def interval_overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.n
     (as_, ae), (bs, be) = a, b
     if as_.size == 0 or bs.size == 0:
         return 0.0
-    length = be - bs
-    before = np.concatenate([[0.0], np.cumsum(length)])  # B's length before interval k
-
-    def covered(t: np.ndarray) -> np.ndarray:  # length of B inside (-inf, t]
-        k = np.searchsorted(bs, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        val = before[kk] + np.clip(np.minimum(t - bs[kk], length[kk]), 0.0, None)
-        return np.where(k >= 0, val, 0.0)
-
-    return float(np.sum(covered(ae) - covered(as_)))
+    return float(np.sum(overlaps(bs, be, as_, ae)))
 
 
 def _short(name: str) -> str:
@@ -157,7 +149,6 @@ def _read_rank(
     path: str, steps: tuple[int, int] | None, progress: ProgressCallback | None
 ) -> TracePart:
     from gpuprobe.tools.diagnose.analysis import TraceContext
-    from gpuprobe.tools.diagnose.intervals import merge_intervals
     from gpuprobe.tools.diagnose.kineto import read_trace
 
     t0 = time.perf_counter()

@@ -23,6 +23,7 @@ __all__ = [
     "rows_for",
     "steady_steps",
     "steady_total",
+    "steady_us",
     "step_range",
 ]
 
@@ -140,13 +141,12 @@ def steady_total(ctx: TraceContext) -> float:
     return float(steady_steps(ctx).sum()) if len(ctx.steps) else 0.0
 
 
+def steady_us(r: StepBreakdown) -> float:
+    """A step's duration less its one-time start-up idle: the time the steady-state rules judge."""
+    return max(r.duration_us - r.idle_cause_us.get("startup", 0.0), 0.0)
+
+
 def cause_share(rows: Sequence[StepBreakdown], cause: str) -> float:
-    """The median over ``rows`` of a cause's idle time as a share of the row's steady time (its
-    duration less its one-time start-up idle): the share and the gain the rules state for it."""
-    return median(
-        [
-            r.idle_cause_us.get(cause, 0.0)
-            / max(r.duration_us - r.idle_cause_us.get("startup", 0.0), 1e-9)
-            for r in rows
-        ]
-    )
+    """The median over ``rows`` of a cause's idle time as a share of the row's steady time
+    (:func:`steady_us`): the share and the gain the rules state for it."""
+    return median([r.idle_cause_us.get(cause, 0.0) / max(steady_us(r), 1e-9) for r in rows])

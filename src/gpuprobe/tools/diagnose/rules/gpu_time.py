@@ -24,6 +24,7 @@ from gpuprobe.tools.diagnose.rules._common import (
     no_gpu,
     pct,
     rows_for,
+    steady_us,
     step_range,
 )
 from gpuprobe.tools.diagnose.rules._common import per_step as per
@@ -37,7 +38,6 @@ __all__ = [
     "gpu_idle",
     "idle_causes",
     "launch_bound",
-    "steady_us",
 ]
 
 GPU_BUSY_WARN_FRACTION = 0.5  # of profiled step time; Nsight gpu_time_util and torch-tb-profiler
@@ -77,11 +77,6 @@ CAUSE_FIX = {
 def idle_causes(rows: list[StepBreakdown]) -> dict[str, float]:
     """Idle µs per cause summed over ``rows``."""
     return {c: sum(r.idle_cause_us.get(c, 0.0) for r in rows) for c in IDLE_CAUSES}
-
-
-def steady_us(r: StepBreakdown) -> float:
-    """A step's duration less its one-time start-up idle: the time the steady-state rules judge."""
-    return max(r.duration_us - r.idle_cause_us.get("startup", 0.0), 0.0)
 
 
 @rule("gpu-idle")

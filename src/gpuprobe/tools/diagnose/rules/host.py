@@ -12,6 +12,7 @@ from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.idle import UNTRACED_MIN_GAP_US, launching_ops
+from gpuprobe.tools.diagnose.intervals import overlaps
 from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
@@ -20,8 +21,9 @@ from gpuprobe.tools.diagnose.rules._common import (
     no_gpu,
     pct,
     per_step,
+    steady_us,
 )
-from gpuprobe.tools.diagnose.rules.gpu_time import GPU_BUSY_WARN_FRACTION, steady_us
+from gpuprobe.tools.diagnose.rules.gpu_time import GPU_BUSY_WARN_FRACTION
 
 __all__ = [
     "HOST_IDLE_WARN_BUSY_FRACTION",
@@ -39,14 +41,6 @@ _NAMED = 3  # ops named in the title
 _WHOLE_WINDOW = 0.9  # of the analysed time: a Python frame this long is the script's main; ours
 _OPS_NAME_IT = 0.5  # share of the host idle time the named ops must cover to name them; below,
 # the Python frame that covers most of it is named instead; ours
-
-
-def _covered(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the disjoint sorted intervals (s, e) inside (-inf, t] for each t."""
-    cum = np.concatenate([[0.0], np.cumsum(e - s)])
-    k = np.searchsorted(s, t, side="right")
-    inside = cum[k] - np.clip(e[np.maximum(k - 1, 0)] - t, 0.0, None) * (k > 0)
-    return inside
 
 
 def _device(ctx: TraceContext, cause: str) -> int:
@@ -89,7 +83,7 @@ def _python_frame(ctx: TraceContext, s: np.ndarray, e: np.ndarray) -> tuple[str,
     spans most of the analysed window (the script's main says nothing)."""
     if ctx.py_ts.size == 0 or s.size == 0:
         return "", 0.0
-    ov = _covered(s, e, ctx.py_ts + ctx.py_dur) - _covered(s, e, ctx.py_ts)
+    ov = overlaps(s, e, ctx.py_ts, ctx.py_ts + ctx.py_dur)
     good = np.nonzero(ov >= 0.5 * float((e - s).sum()))[0]
     if good.size == 0:
         return "", 0.0
@@ -157,7 +151,7 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     gpu_op_us = 0.0  # of that, in ops that went on to queue GPU work (their host overhead)
     if s.size and top.size:
         a, b = ctx.op_ts[top], ctx.op_ts[top] + ctx.op_dur[top]
-        ov = _covered(s, e, b) - _covered(s, e, a)
+        ov = overlaps(s, e, a, b)
         launching = launching_ops(ctx, top)
         gpu_op_us = float(ov[launching].sum())
         for i, v in zip(top[ov > 0], ov[ov > 0], strict=True):
