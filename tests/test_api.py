@@ -218,7 +218,7 @@ REVEALED = {
     "diagnose_with_context('t.json')": "tuple[gpuprobe.tools.diagnose.model.Diagnosis, "
     "gpuprobe.tools.diagnose.analysis.TraceContext]",
     "kernel_breakdown(ctx)": "gpuprobe.tools.diagnose.kernels.KernelBreakdown",
-    "kernel_diff(ctx, ctx)": "gpuprobe.tools.diagnose.kernel_diff.KernelDiff",
+    "kernel_diff(ctx, ctx)": "gpuprobe.tools.diagnose.kernel_diff_model.KernelDiff",
     "find_trace_files('traces')": "list[str]",
     "write_diagnosis_html('p.html', d, ctx)": "str",
     "read_timeline('r')": "gpuprobe.tools.monitor.timeline.Timeline",

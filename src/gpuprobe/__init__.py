@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.diagnose.analysis import TraceContext
     from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis
-    from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+    from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
     from gpuprobe.tools.diagnose.kernels import KernelBreakdown
     from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
     from gpuprobe.tools.diagnose.profile import profile
@@ -60,7 +60,7 @@ _TYPES: dict[str, str] = {
     "GpuprobeCollector": "gpuprobe.tools.monitor.exporter:GpuprobeCollector",
     "Inventory": "gpuprobe.platform.inventory:Inventory",
     "KernelBreakdown": "gpuprobe.tools.diagnose.kernels:KernelBreakdown",
-    "KernelDiff": "gpuprobe.tools.diagnose.kernel_diff:KernelDiff",
+    "KernelDiff": "gpuprobe.tools.diagnose.kernel_diff_model:KernelDiff",
     "LstsqReport": "gpuprobe.tools.scale.lstsq:LstsqReport",
     "LstsqResult": "gpuprobe.tools.scale.lstsq:LstsqResult",
     "MetricsServer": "gpuprobe.tools.monitor.exporter:MetricsServer",

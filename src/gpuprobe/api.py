@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the types only; at run time each function imports what it c
     from gpuprobe.tools.bench.runner import Progress
     from gpuprobe.tools.diagnose.analysis import TraceContext
     from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis
-    from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+    from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
     from gpuprobe.tools.diagnose.kernels import KernelBreakdown
     from gpuprobe.tools.diagnose.kineto import ProgressCallback
     from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison

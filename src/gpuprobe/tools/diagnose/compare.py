@@ -25,7 +25,7 @@ from gpuprobe.tools.diagnose.model import (
 
 if TYPE_CHECKING:
     from gpuprobe.tools.diagnose.analysis import TraceContext
-    from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+    from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
     from gpuprobe.tools.diagnose.mix import Share
 
 __all__ = [

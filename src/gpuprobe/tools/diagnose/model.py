@@ -13,7 +13,7 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst, worst_first
 from gpuprobe.core.records import Record
-from gpuprobe.tools.diagnose.kernel_diff import KernelDiff  # the comparison's kernel rows
+from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff  # the comparison's kernel rows
 
 __all__ = [
     "IDLE_CAUSES",

@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status, worst_first
-from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.ui.style import STATUS_STYLE

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status, worst_first
-from gpuprobe.tools.diagnose.kernel_diff import KernelDiff
+from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
 from gpuprobe.ui.style import STATUS_STYLE
 
