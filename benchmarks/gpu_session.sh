@@ -33,7 +33,7 @@ if ! running && [ ! -f "$SWEEP/steps.tsv" ]; then
     WH=()
     ls "$ROOT"/.whl/*.whl >/dev/null 2>&1 && WH=(--wheels "$ROOT/.whl")
     [ -n "$ONLY" ] && WH+=(--only "$ONLY")
-    setsid nohup bash "$ROOT/benchmarks/gpu_sweep.sh" --out "$SWEEP" --tar /tmp/gpu-sweep.tar.gz \
+    setsid nohup bash "$ROOT/benchmarks/gpu_sweep.sh" --out "$SWEEP" --tar /tmp/gpu-sweep.tar.gz --lean \
         --python python3 --deadline "$DEADLINE" "${WH[@]}" >/tmp/gpu-sweep.console 2>&1 &
     echo $! >"$PIDFILE"
     sleep 5

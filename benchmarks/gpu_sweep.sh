@@ -5,24 +5,28 @@
 # for a lent machine (30 minutes of device time): benchmarks/gpu_session.sh runs this there.
 #
 #   benchmarks/gpu_sweep.sh [--dry-run] [--out DIR] [--tar FILE] [--wheels DIR] [--python PY]
-#                           [--quick] [--deadline SECONDS] [--only STEP[,STEP...]]
+#                           [--quick] [--lean] [--deadline SECONDS] [--only STEP[,STEP...]]
 #
 # Steps (each one's output in DIR/<step>.*; DIR/steps.tsv has step, exit code, seconds), in order
-# of what issue 14 needs most:
-#   gpu-tests    pytest -m gpu (the tests skipped on machines without a GPU), JUnit XML
+# of what a short lease needs most:
+#   suite        the whole test suite but the gpu-marked tests (pytest -n 6), from the start on
+#                the last 6 cores when there are 12 or more, else last
 #   info         gpuprobe info --json (the snapshot format of tests/data/*.json) and the text view
-#   doctor       the full doctor (real kernels on every GPU), JSON
+#   gpu-tests    pytest -m gpu (the tests skipped on machines without a GPU), JUnit XML
 #   anchors      gpu_anchors.py: d2d copy, bf16 GEMM, launch, pinned h2d beside torch/triton
-#   run-train    gpuprobe run around a real training loop (examples/loader_workers.py)
-#   run-starved  gpuprobe run around a CPU-starved one (examples/loader_single_process.py)
-#   trace-*      each examples/ pair writes a profiler trace into DIR/traces/; diagnose reads
-#   diagnose-*   them (JSON + HTML) and compares each slow one with its fixed twin
-#   hta          diagnose vs Holistic Trace Analysis on DIR/traces (busy/idle, goal 0.1 pp)
-#   fit, precision, pack     the memory commands on the GPU
+#   doctor       the full doctor (real kernels on every GPU), JSON
+#   trace-*      each examples/ pair writes a profiler trace into DIR/traces/
+#   run-starved  gpuprobe run around a CPU-starved training loop (examples/loader_single_process.py)
+#   run-train    gpuprobe run around its fixed twin (examples/loader_workers.py)
+#   bench-torch  every workload on torch (CPU and GPU), JSON, charts
 #   scale        least squares on Dask workers over CuPy arrays, and its fp64 rate vs the peak
 #   overhead     the sampler's CPU at 2 and 20 Hz watching a GPU process
-#   bench-*      every workload on torch, CuPy, JAX and NumPy (each on every device), JSON, charts
-#   suite        the whole test suite on the card (pytest -n 8)
+#   fit, precision, pack     the memory commands on the GPU
+#   bench-cupy, bench-jax    every workload on CuPy and JAX, on the GPU
+# and, unless --lean (which leaves them to the machine that reads the tar: they need no card),
+#   doctor-from-snapshot, plot-*, diagnose-*, compare-* (the traces diagnosed, each slow one
+#   beside its fixed twin), hta (diagnose vs Holistic Trace Analysis, goal 0.1 pp), scale-cpu,
+#   bench-numpy
 # and finally the tar. Each step has a timeout; --deadline stops starting steps that would end
 # past SECONDS after the start (they are recorded as "skip"), so the tar is always written.
 # --only runs the steps whose names start with one of the given prefixes (e.g. --only trace,hta).
@@ -40,6 +44,7 @@ set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 DRY=0
+LEAN=0
 QUICK=0
 OUT=""
 TAR=""
@@ -51,13 +56,14 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --dry-run) DRY=1 ;;
         --quick) QUICK=1 ;;
+        --lean) LEAN=1 ;;
         --out) OUT="$2"; shift ;;
         --tar) TAR="$2"; shift ;;
         --wheels) WHEELS="$2"; shift ;;
         --python) PY="$2"; shift ;;
         --deadline) DEADLINE="$2"; shift ;;
         --only) ONLY="$2"; shift ;;
-        -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
         *) echo "gpu_sweep.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -181,36 +187,48 @@ BUDGET=0.25
 [ "$QUICK" = 1 ] && BUDGET=0.1
 T="$OUT/traces"
 
+# -- the whole suite but the gpu-marked tests, beside the card's steps -------------------------------
+# On a machine of 12 cores or more it runs from the start on the last 6 cores (niced), while the
+# steps below keep to the others: the card's time is short. Elsewhere it runs last.
+NCPU="${GPU_SWEEP_NCPU:-$(nproc 2>/dev/null || echo 1)}"
+SUITE_PID=""
+suite_cmd() {
+    "$PY" -c "import xdist" >>"$LOG" 2>&1 && XD=(-n "$1") || XD=()
+    "$PY" -m pytest -q -m "not gpu" "${XD[@]}" -p no:cacheprovider \
+        --junitxml="$OUT/suite.xml" ${GPU_SWEEP_SUITE_ARGS:-tests} >"$OUT/suite.txt" 2>&1
+}
+if [ "$DRY" = 0 ] && [ "$NCPU" -ge 12 ] && wanted suite && command -v taskset >/dev/null; then
+    (
+        t0=$(date +%s)
+        timeout -k 10 600 taskset -c "$(( NCPU - 6 ))-$(( NCPU - 1 ))" nice -n 5 \
+            bash -c "$(declare -f suite_cmd); PY='$PY' OUT='$OUT' LOG='$LOG' suite_cmd 6"
+        rc=$?
+        printf '%s\t%s\t%s\n' suite "$rc" "$(( $(date +%s) - t0 ))" >>"$OUT/steps.tsv"
+        say "suite (beside the card's steps): exit $rc in $(( $(date +%s) - t0 )) s"
+    ) &
+    SUITE_PID=$!
+    taskset -pc "0-$(( NCPU - 7 ))" $$ >>"$LOG" 2>&1
+fi
+
+# -- read the machine -----------------------------------------------------------------------------
+step info 120 gp -- info --json >"$OUT/info.json" 2>>"$LOG"
+step info-text 120 gp -- info >"$OUT/info.txt" 2>>"$LOG"
+
 # -- the gpu-marked tests -------------------------------------------------------------------------
 if [ "$DRY" = 1 ]; then
     step gpu-tests 0 cmd -- "$PY"
     "$PY" -m pytest --co -q -m gpu tests >"$OUT/gpu-tests.collect.txt" 2>&1
     printf 'gpu-tests-collect\t%s\t0\n' "$?" >>"$OUT/steps.tsv"
 else
-    step gpu-tests 300 cmd -- "$PY" -m pytest -q -m gpu -p no:cacheprovider \
+    step gpu-tests 240 cmd -- "$PY" -m pytest -q -m gpu -p no:cacheprovider \
         --junitxml="$OUT/gpu-tests.xml" tests >"$OUT/gpu-tests.txt" 2>&1
 fi
 
-# -- read the machine -----------------------------------------------------------------------------
-step info 120 gp -- info --json >"$OUT/info.json" 2>>"$LOG"
-step info-text 120 gp -- info >"$OUT/info.txt" 2>>"$LOG"
-step doctor 300 gp -- doctor --json >"$OUT/doctor.json" 2>>"$LOG"
-step doctor-from-snapshot 60 gp -- doctor --from "$OUT/info.json" >"$OUT/doctor-from-info.txt" 2>>"$LOG"
-
 # -- the anchors: each GPU figure beside its reference ---------------------------------------
 step anchors 300 pyc -- "$HERE/gpu_anchors.py" --out "$OUT/anchors.json" >"$OUT/anchors.txt" 2>>"$LOG"
+step doctor 300 gp -- doctor --json >"$OUT/doctor.json" 2>>"$LOG"
 
-# -- record real jobs -----------------------------------------------------------------------------
-step run-train 180 gp -- run --hz 5 --out "$OUT/run-train" --json -- "$PY" \
-    examples/loader_workers.py "$T/loader_workers.json.gz" 300 >"$OUT/run-train.json" 2>>"$LOG"
-step run-starved 180 gp -- run --hz 5 --out "$OUT/run-starved" --json -- "$PY" \
-    examples/loader_single_process.py "$T/loader_single_process.json.gz" 300 \
-    >"$OUT/run-starved.json" 2>>"$LOG"
-for d in run-train run-starved; do
-    step "plot-$d" 120 gp -- plot --out "$OUT/$d.png" "$OUT/$d" >>"$LOG" 2>&1
-done
-
-# -- traces from examples/, diagnosed -------------------------------------------------------------
+# -- traces from examples/, and real jobs under run -----------------------------------------------
 PAIRS="item_every_step:item_fixed pageable_copies:pinned_copies fp32_matmul:tf32_matmul"
 PAIRS="$PAIRS python_loop_mask:vectorized_mask"
 for pair in $PAIRS; do
@@ -218,44 +236,70 @@ for pair in $PAIRS; do
         step "trace-$ex" 180 py -- "examples/$ex.py" "$T/$ex.json.gz" >>"$LOG" 2>&1
     done
 done
-for pair in $PAIRS loader_single_process:loader_workers; do
-    slow="${pair%%:*}"; fixed="${pair##*:}"
-    step "diagnose-$slow" 120 gp -- diagnose --json --html "$OUT/diagnose-$slow.html" \
-        "$T/$slow.json.gz" >"$OUT/diagnose-$slow.json" 2>>"$LOG"
-    step "compare-$slow" 120 gp -- diagnose --compare "$T/$slow.json.gz" \
-        "$T/$fixed.json.gz" >"$OUT/compare-$slow.txt" 2>>"$LOG"
-done
-step hta 300 py -- "$HERE/diagnose_vs_hta_corpus.py" --corpus "$T" --multirank "" \
-    --hta-python "$HTA_PY" --timeout 120 --out "$OUT/diagnose-vs-hta" >"$OUT/hta.txt" 2>>"$LOG"
+step run-starved 180 gp -- run --hz 5 --out "$OUT/run-starved" --json -- "$PY" \
+    examples/loader_single_process.py "$T/loader_single_process.json.gz" 300 \
+    >"$OUT/run-starved.json" 2>>"$LOG"
+step run-train 180 gp -- run --hz 5 --out "$OUT/run-train" --json -- "$PY" \
+    examples/loader_workers.py "$T/loader_workers.json.gz" 300 >"$OUT/run-train.json" 2>>"$LOG"
+
+# -- bench: every workload, one framework at a time (a step cut by its timeout keeps the others);
+# torch on the CPU too (the crossover), the others on the card alone ---------------------------------
+bench() {  # bench FRAMEWORK [bench arguments...]
+    local fw="$1"
+    shift
+    step "bench-$fw" 420 gp -- bench --backend "$fw" --budget "$BUDGET" --no-save --json "$@" \
+        --plot "$OUT/bench-$fw.png" >"$OUT/bench-$fw.json" 2>>"$LOG"
+}
+bench torch
+
+# -- scale: least squares over CuPy arrays, one Dask worker per GPU --------------------------------
+step scale 360 pyc -- "$HERE/gpu_sweep_lstsq.py" --out "$OUT/scale-lstsq.json" >"$OUT/scale.txt" 2>>"$LOG"
+
+# -- what watching costs, with a GPU to read ------------------------------------------------------
+step overhead 150 py -- "$HERE/monitor_overhead.py" --gpu-child --sampler-only \
+    --out "$OUT/overhead.json" >"$OUT/overhead.txt" 2>>"$LOG"
 
 # -- memory ---------------------------------------------------------------------------------------
 step fit 300 gp -- fit --device cuda --json >"$OUT/fit.json" 2>>"$LOG"
 step precision 180 gp -- precision --device cuda --json >"$OUT/precision.json" 2>>"$LOG"
 step pack 240 gp -- pack -n 1,2,4 --json -- "$PY" -m gpuprobe precision --device cuda \
     --dtypes fp16 --budget 0.3 --json >"$OUT/pack.json" 2>>"$LOG"
+bench cupy --device cuda
+bench jax --device cuda
 
-# -- scale: least squares over CuPy arrays, one Dask worker per GPU --------------------------------
-step scale 360 pyc -- "$HERE/gpu_sweep_lstsq.py" --out "$OUT/scale-lstsq.json" >"$OUT/scale.txt" 2>>"$LOG"
-step scale-cpu 300 gp -- scale lstsq --rows 200000 --cols 200 --workers 1,2 --json \
-    --plot "$OUT/scale-lstsq-cpu.png" >"$OUT/scale-lstsq-cpu.json" 2>>"$LOG"
+# -- what needs no card: --lean leaves it to the machine the tar is read on -------------------------
+if [ "$LEAN" = 0 ]; then
+    step doctor-from-snapshot 60 gp -- doctor --from "$OUT/info.json" \
+        >"$OUT/doctor-from-info.txt" 2>>"$LOG"
+    for d in run-train run-starved; do
+        step "plot-$d" 120 gp -- plot --out "$OUT/$d.png" "$OUT/$d" >>"$LOG" 2>&1
+    done
+    for pair in $PAIRS loader_single_process:loader_workers; do
+        slow="${pair%%:*}"; fixed="${pair##*:}"
+        step "diagnose-$slow" 120 gp -- diagnose --json --html "$OUT/diagnose-$slow.html" \
+            "$T/$slow.json.gz" >"$OUT/diagnose-$slow.json" 2>>"$LOG"
+        step "compare-$slow" 120 gp -- diagnose --compare "$T/$slow.json.gz" \
+            "$T/$fixed.json.gz" >"$OUT/compare-$slow.txt" 2>>"$LOG"
+    done
+    step hta 300 py -- "$HERE/diagnose_vs_hta_corpus.py" --corpus "$T" --multirank "" \
+        --hta-python "$HTA_PY" --timeout 120 --out "$OUT/diagnose-vs-hta" >"$OUT/hta.txt" 2>>"$LOG"
+    step scale-cpu 300 gp -- scale lstsq --rows 200000 --cols 200 --workers 1,2 --json \
+        --plot "$OUT/scale-lstsq-cpu.png" >"$OUT/scale-lstsq-cpu.json" 2>>"$LOG"
+    step bench-numpy 420 gp -- bench --backend numpy --budget "$BUDGET" --no-save --json \
+        --plot "$OUT/bench-numpy.png" >"$OUT/bench-numpy.json" 2>>"$LOG"
+fi
 
-# -- what watching costs, with a GPU to read ------------------------------------------------------
-step overhead 150 py -- "$HERE/monitor_overhead.py" --gpu-child --sampler-only \
-    --out "$OUT/overhead.json" >"$OUT/overhead.txt" 2>>"$LOG"
-
-# -- bench: every workload, one framework at a time (a step cut by its timeout keeps the others) --
-for fw in torch cupy jax numpy; do
-    step "bench-$fw" 420 gp -- bench --backend "$fw" --budget "$BUDGET" --no-save --json \
-        --plot "$OUT/bench-$fw.png" >"$OUT/bench-$fw.json" 2>>"$LOG"
-done
-
-# -- the whole suite, on the card -----------------------------------------------------------------
+# -- the whole suite: beside the steps (above), or now ------------------------------------------------
 if [ "$DRY" = 1 ]; then
     step suite 0 cmd -- "$PY"
-else
-    "$PY" -c "import xdist" >>"$LOG" 2>&1 && XD=(-n 8) || XD=()
-    step suite 420 cmd -- "$PY" -m pytest -q "${XD[@]}" -p no:cacheprovider \
-        --junitxml="$OUT/suite.xml" tests >"$OUT/suite.txt" 2>&1
+elif [ -n "$SUITE_PID" ]; then
+    wait "$SUITE_PID"
+elif wanted suite; then
+    t0=$(date +%s)
+    suite_cmd 8
+    rc=$?
+    printf '%s\t%s\t%s\n' suite "$rc" "$(( $(date +%s) - t0 ))" >>"$OUT/steps.tsv"
+    say "suite: exit $rc in $(( $(date +%s) - t0 )) s"
 fi
 
 # -- one file to carry back -----------------------------------------------------------------------
