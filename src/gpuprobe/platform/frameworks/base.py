@@ -23,6 +23,7 @@ __all__ = [
     "FrameworkDevice",
     "FrameworkInfo",
     "dist_version",
+    "event_times",
     "first_installed",
     "host_times",
     "import_failed",
@@ -165,6 +166,46 @@ def host_times(
     return out
 
 
+# Device time, not launch gaps (issue 30: on an idle H200 a one-element add timed 16-22 µs between
+# its CUDA events, triton.testing.do_bench 4 µs): an event recorded on an idle GPU fires at once,
+# so its pair also times the host's launch of what follows. Before each batch of repetitions the
+# device is held busy (a spin kernel) for longer than the host takes to queue the batch; the
+# events and the work then run back to back, as do_bench gets by zeroing its L2-flush buffer first
+# and nvbench by its blocking kernel. The hold is the last batch's queueing time per repetition,
+# times the batch's size and HOLD_MARGIN, within [HOLD_MIN_S, HOLD_MAX_S]; it is never timed.
+HOLD_MARGIN = 2.0
+HOLD_MIN_S = 50e-6
+HOLD_MAX_S = 0.05
+HOLD_FIRST_PER_REP_S = 200e-6  # a guess for the first batch, before any has been queued
+
+
+def event_times(
+    backend: Backend,
+    fn: Callable[[], Any],
+    n: int,
+    setup: Callable[[], Any] | None,
+    new_event: Callable[[], Any],
+    elapsed_s: Callable[[Any, Any], float],
+) -> list[float]:
+    """``n`` device durations of ``fn`` between pairs of events, queued behind a hold (above).
+    ``new_event()`` makes an event with ``.record()``; ``elapsed_s(start, end)`` reads one pair."""
+    per_rep = backend.queue_s_per_rep or HOLD_FIRST_PER_REP_S
+    backend.hold(min(max(per_rep * n * HOLD_MARGIN, HOLD_MIN_S), HOLD_MAX_S))
+    t0 = time.perf_counter()
+    pairs = []
+    for _ in range(n):
+        if setup is not None:
+            setup()
+        start, end = new_event(), new_event()
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+    backend.queue_s_per_rep = (time.perf_counter() - t0) / max(1, n)
+    backend.synchronize()
+    return [elapsed_s(s, e) for s, e in pairs]
+
+
 class Backend(ABC):
     """Arrays on one device of one framework, and the device's own clock.
 
@@ -175,6 +216,8 @@ class Backend(ABC):
 
     framework: str
     device: str
+    # host seconds the last timed batch took to queue, per repetition (see event_times)
+    queue_s_per_rep: float = 0.0
 
     @property
     def is_gpu(self) -> bool:
@@ -212,6 +255,10 @@ class Backend(ABC):
     @abstractmethod
     def xp(self) -> Any:
         """The array namespace (numpy, torch, cupy, jax.numpy)."""
+
+    def hold(self, seconds: float) -> None:  # noqa: B027 (optional: nothing to hold on the CPU)
+        """Queue device work that keeps this device busy for at least ``seconds`` (a spin
+        kernel), so that what is queued next waits for it (see :func:`event_times`)."""
 
     def release(self) -> None:  # noqa: B027 (optional hook: nothing to release on the CPU)
         """Give cached device memory back (after an out-of-memory, between workloads)."""

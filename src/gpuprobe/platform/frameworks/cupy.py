@@ -11,6 +11,7 @@ from gpuprobe.platform.frameworks.base import (
     Backend,
     FrameworkDevice,
     FrameworkInfo,
+    event_times,
     first_installed,
     import_failed,
 )
@@ -23,6 +24,16 @@ __all__ = [
     "runtime_probe",
     "static_probe",
 ]
+
+# The hold of event_times: one thread spinning on the SM clock for the given cycles, counted at
+# the fastest SM clock of current cards (SPIN_CLOCK_HZ, as for torch.cuda._sleep).
+SPIN_KERNEL = r"""
+extern "C" __global__ void gpuprobe_spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+SPIN_CLOCK_HZ = 3.0e9
 
 # Wheel names CuPy publishes per CUDA major (docs.cupy.dev install guide), and the source build.
 CUPY_DISTS: dict[str, str | None] = {
@@ -115,6 +126,7 @@ class CupyBackend(Backend):
 
         self._cp = cupy
         self.device = device
+        self._spin: Any = None  # the hold's kernel, compiled (NVRTC) at its first use
         cupy.cuda.Device(int(device.partition(":")[2] or 0)).use()
 
     @property
@@ -134,17 +146,15 @@ class CupyBackend(Backend):
         self, fn: Callable[[], Any], n: int, setup: Callable[[], Any] | None = None
     ) -> list[float]:
         cuda = self._cp.cuda
-        pairs = []
-        for _ in range(n):
-            if setup is not None:
-                setup()
-            start, end = cuda.Event(), cuda.Event()
-            start.record()
-            fn()
-            end.record()
-            pairs.append((start, end))
-        self.synchronize()
-        return [cuda.get_elapsed_time(s, e) / 1000.0 for s, e in pairs]
+        return event_times(
+            self, fn, n, setup, cuda.Event, lambda s, e: cuda.get_elapsed_time(s, e) / 1000.0
+        )
+
+    def hold(self, seconds: float) -> None:
+        if self._spin is None:
+            self._spin = self._cp.RawKernel(SPIN_KERNEL, "gpuprobe_spin")
+        cycles = self._cp.int64(int(seconds * SPIN_CLOCK_HZ))
+        self._spin((1,), (1,), (cycles,))
 
     def release(self) -> None:
         self._cp.get_default_memory_pool().free_all_blocks()

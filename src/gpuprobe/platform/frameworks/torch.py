@@ -24,6 +24,7 @@ from gpuprobe.platform.frameworks.base import (
     FrameworkDevice,
     FrameworkInfo,
     dist_version,
+    event_times,
     first_installed,
     host_times,
     import_failed,
@@ -48,6 +49,10 @@ INT_MM_MULTIPLE = 8
 # Bytes written between repetitions to evict the L2 cache: at least this, and twice the L2
 # (triton.testing.do_bench zeroes a 256 MB buffer before every repetition).
 L2_FLUSH_BYTES = 256 * 2**20
+# torch.cuda._sleep spins for a number of GPU clock cycles: counted at the fastest SM clock of
+# current cards (an RTX 4090 boosts to 2.52 GHz; an H100/H200 to 1.98), a hold lasts at least as
+# long as asked (longer at lower clocks, which costs a little untimed waiting).
+SPIN_CLOCK_HZ = 3.0e9
 
 
 def _cudnn_from_dists() -> str | None:
@@ -180,8 +185,13 @@ class TorchBackend(Backend):
         import torch
 
         self._torch = torch
-        self.device = device
-        self._dev = torch.device(device)
+        dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            # "cuda" is the current device; torch.cuda.set_device and the memory calls of torch
+            # 2.11 want its index (the H200 run: "Expected a torch.device with a specified index")
+            dev = torch.device("cuda", torch.cuda.current_device())
+        self._dev = dev
+        self.device = str(dev) if dev.type == "cuda" else device
         if self.is_gpu:
             torch.cuda.set_device(self._dev)
 
@@ -207,17 +217,18 @@ class TorchBackend(Backend):
         if not self.is_gpu:
             return host_times(fn, n, setup)
         cuda = self._torch.cuda
-        pairs = []
-        for _ in range(n):
-            if setup is not None:
-                setup()
-            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            pairs.append((start, end))
-        self.synchronize()
-        return [s.elapsed_time(e) / 1000.0 for s, e in pairs]
+        return event_times(
+            self,
+            fn,
+            n,
+            setup,
+            lambda: cuda.Event(enable_timing=True),
+            lambda s, e: s.elapsed_time(e) / 1000.0,
+        )
+
+    def hold(self, seconds: float) -> None:
+        if self.is_gpu:
+            self._torch.cuda._sleep(int(seconds * SPIN_CLOCK_HZ))
 
     def uuid(self) -> str | None:
         if not self.is_gpu:
