@@ -187,6 +187,10 @@ BUDGET=0.25
 [ "$QUICK" = 1 ] && BUDGET=0.1
 T="$OUT/traces"
 
+# -- read the machine (before the steps are pinned to some of its cores) ----------------------
+step info 120 gp -- info --json >"$OUT/info.json" 2>>"$LOG"
+step info-text 120 gp -- info >"$OUT/info.txt" 2>>"$LOG"
+
 # -- the whole suite but the gpu-marked tests, beside the card's steps -------------------------------
 # On a machine of 12 cores or more it runs from the start on the last 6 cores (niced), while the
 # steps below keep to the others: the card's time is short. Elsewhere it runs last.
@@ -209,10 +213,6 @@ if [ "$DRY" = 0 ] && [ "$NCPU" -ge 12 ] && wanted suite && command -v taskset >/
     SUITE_PID=$!
     taskset -pc "0-$(( NCPU - 7 ))" $$ >>"$LOG" 2>&1
 fi
-
-# -- read the machine -----------------------------------------------------------------------------
-step info 120 gp -- info --json >"$OUT/info.json" 2>>"$LOG"
-step info-text 120 gp -- info >"$OUT/info.txt" 2>>"$LOG"
 
 # -- the gpu-marked tests -------------------------------------------------------------------------
 if [ "$DRY" = 1 ]; then

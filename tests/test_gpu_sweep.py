@@ -128,7 +128,8 @@ def test_the_import_keeps_what_the_card_recorded_and_says_what_it_did_not(tmp_pa
     assert "wrote tests/data/h200.json" in p.stdout
     md = (root / "benchmarks" / "results" / "gpu_h200.md").read_text()
     assert md.startswith("# GPU figures on NVIDIA H200 (2026-11-23T01:00:00Z)")
-    assert "Driver 580.95.05, CUDA 13.0" in md
+    driver = json.loads((data / "h200.json").read_text())["driver"]["driver_version"]
+    assert f"Driver {driver}, CUDA 13.0" in md
     assert "Steps not at exit 0: doctor (1), anchors (skip)." in md
     page = (root / "docs" / "gpu-h200.md").read_text()
     assert "```\nthe card's info view\n```" in page
@@ -136,7 +137,7 @@ def test_the_import_keeps_what_the_card_recorded_and_says_what_it_did_not(tmp_pa
     assert "*not recorded: step anchors was skipped at the sweep's deadline*" in page
     assert "gpuprobe diagnose traces/item_every_step.json.gz: 0.2 MB" in page  # diagnosed here
     snap = json.loads((root / "tests" / "data" / "h200.json").read_text())
-    assert snap["origin"].startswith("recorded on NVIDIA H200 (driver 580.95.05, CUDA 13.0)")
+    assert snap["origin"].startswith(f"recorded on NVIDIA H200 (driver {driver}, CUDA 13.0)")
     kept = root / "tests" / "data" / "diagnose" / "gpu_h200" / "item_every_step.json.gz"
     assert gzip.decompress(kept.read_bytes()) == gzip.decompress(trace.read_bytes())
     assert kept.read_bytes()[4:8] == b"\0\0\0\0"  # no timestamp in the gzip header

@@ -164,7 +164,7 @@ def exercise(tmp_path: Path) -> dict[str, Any]:
     out["doctor"] = findings
     out["doctor_text"] = _text(lambda c: render_findings(findings, c, "doctor"))
     # bench: the conditions watch on the card the measurement runs on
-    uuid = "GPU-0b9d8c7a-6e5f-4a3b-2c1d-0e9f8a7b6c5d"
+    uuid = snapshot_dict("h200.json")["gpus"][0]["uuid"]
     watch = Watch(uuid)
     try:
         deadline = time.monotonic() + 2.0

@@ -78,6 +78,7 @@ def test_samples_and_mig_instances(fake_nvml) -> None:
         }
     ]
     snap["gpus"][0]["clock_event_reasons"] = ["sw_power_cap", "hw_thermal_slowdown"]
+    snap["gpus"][0]["memory_used"] = 612 * 2**20  # the card recorded 0 used, idle: a value to see
     fake_nvml(snap)
     with nvml_session() as s:
         gpu = s.gpu(0)

@@ -36,13 +36,23 @@ def _with_gpu(inv: Inventory, **changes: object) -> Inventory:
 
 
 def test_healthy_h200_has_no_warning_or_failure() -> None:
+    """The card's own snapshot (recorded 2026-11-25): nothing wrong, and CuPy's CUDA 13.2 on the
+    13.0 driver is information only: every CuPy workload ran there."""
     report = doctor(inventory=_inv("h200.json"))
     assert report.exit_code == 0 and not report.live
     bad = [f for f in report.findings if f.status in (Status.WARN, Status.FAIL)]
     assert bad == []
-    assert {"driver-ok", "torch-ok", "cupy-ok", "jax-ok", "gpu-ok"} <= {
-        f.id for f in report.findings
-    }
+    assert {"driver-ok", "torch-ok", "jax-ok", "gpu-ok"} <= {f.id for f in report.findings}
+    cupy = report.finding("cupy-driver-older-minor")
+    assert cupy is not None and cupy.status is Status.INFO
+    assert "CUDA 13.2, newer than the driver's 13.0" in cupy.title and "cubin" in cupy.title
+
+
+def test_a_prebuilt_framework_newer_than_the_driver_warns_of_ptx_jit() -> None:
+    inv = _with_torch(_inv("h200.json"), cuda_version="13.2")
+    f = next(f for f in judge(inv) if f.id == "torch-driver-older-minor")
+    assert f.status is Status.WARN and "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" in f.title
+    assert f.fix is not None and "upgrade the NVIDIA driver" in f.fix
 
 
 def test_blackwell_card_with_a_torch_lacking_sm_120() -> None:

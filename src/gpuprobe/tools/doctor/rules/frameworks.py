@@ -17,6 +17,11 @@ from gpuprobe.tools.doctor.model import DoctorContext
 __all__ = ["arch_supports", "check_frameworks", "cuda_compat"]
 
 GROUP = "frameworks"
+# Frameworks whose kernels NVRTC compiles at run time straight to cubin, so a CUDA runtime newer
+# (minor) than the driver needs no PTX JIT: CuPy (its default, CUPY_COMPILE_WITH_PTX unset; the
+# CUDA C++ Best Practices Guide, "Dynamic code generation"). Seen on an H200 (2026-11-25): CuPy
+# 14.2 on CUDA 13.2 ran every bench workload and lstsq on a 13.0 driver.
+CUBIN_AT_RUN_TIME = frozenset({"cupy"})
 
 
 def _v(text: str | None) -> tuple[int, int] | None:
@@ -138,6 +143,20 @@ def _check_one(f: FrameworkInfo, inv: Inventory) -> list[Finding]:
                 ev,
                 fix=f"{_install_fix(f, inv)}   (or upgrade the NVIDIA driver to one that supports "
                 f"CUDA {f.cuda_version})",
+                group=GROUP,
+                subject=subject,
+            )
+        )
+    elif compat is Status.WARN and name in CUBIN_AT_RUN_TIME:
+        out.append(
+            Finding(
+                f"{name}-driver-older-minor",
+                Status.INFO,
+                f"{name} uses CUDA {f.cuda_version}, newer than the driver's "
+                f"{inv.driver.cuda_driver_version}: it runs through minor-version compatibility, "
+                "and its kernels, compiled at run time by NVRTC to machine code (cubin), need no "
+                "PTX JIT",
+                ev,
                 group=GROUP,
                 subject=subject,
             )
