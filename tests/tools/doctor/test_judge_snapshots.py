@@ -230,3 +230,28 @@ def test_public_doctor_stays_callable_after_its_submodules_are_imported() -> Non
 
     report = gpuprobe.doctor(inventory=_inv("h200.json"))
     assert report.exit_code == 0 and report.finding("driver-ok") is not None
+
+
+def test_the_h200_doctor_run_judged_again() -> None:
+    """The full doctor recorded on the H200 (2026-11-25), its kernel results judged by today's
+    rules: the card's host-to-device rate once, not once per framework, and JAX's default float32
+    matmul named for what it was (TF32 on tensor cores: 238.7 TFLOP/s over a 67 TFLOP/s float32
+    peak), while torch's and CuPy's full float32 (51.4 TFLOP/s) are not."""
+    import gzip
+    import json
+
+    from gpuprobe.tools.doctor.model import DoctorContext, DoctorReport
+    from gpuprobe.tools.doctor.rules.kernels import judge_gpus
+
+    data = json.loads(gzip.decompress((DATA / "doctor" / "h200_doctor.json.gz").read_bytes()))
+    rec = DoctorReport.from_dict(data)
+    found = judge_gpus(DoctorContext(rec.inventory, rec.workers))
+    ids = [f.id for f in found]
+    assert ids.count("pcie-h2d") == 1
+    h2d = next(f for f in found if f.id == "pcie-h2d")
+    assert h2d.subject == "GPU 0 (NVIDIA H200)" and "55.4 GB/s (88% of the link's 63.0" in h2d.title
+    jax = next(f for f in found if f.id == "jax-float32-on-tensor-cores")
+    assert jax.status is Status.INFO and "238.7 TFLOP/s, 3.6× the card's float32 peak" in jax.title
+    assert jax.fix is not None and "jax_default_matmul_precision', 'highest'" in jax.fix
+    assert {"torch-gpu-kernels-ok", "cupy-gpu-kernels-ok", "jax-gpu-kernels-ok"} <= set(ids)
+    assert "torch-float32-on-tensor-cores" not in ids and "cupy-float32-on-tensor-cores" not in ids

@@ -33,6 +33,15 @@ GROUP = "performance"
 MATMUL_REL_ERR_FAIL = 1e-2
 E1_REL_ERR_FAIL = 1e-3  # a float32 sum of 10^6-10^8 positive terms stays far below this
 GPU_SPEEDUP_WARN = 1.0  # a GPU not faster than the CPU on E1 or a 4096³ matmul is broken
+# A "float32" matmul faster than this many times the card's float32 peak did not run in float32:
+# tensor cores (TF32, bf16 passes) did the work. The H200 measured JAX's default at 239 TFLOP/s
+# against its 67 TFLOP/s float32 peak; torch and CuPy (full float32) at 51 TFLOP/s, 0.77 of it.
+FP32_PEAK_OVERSHOOT = 1.05
+FULL_FP32 = {
+    "torch": "torch.set_float32_matmul_precision('highest')",
+    "jax": "jax.config.update('jax_default_matmul_precision', 'highest')",
+    "cupy": "CUPY_TF32=0 (CuPy's default)",
+}
 PINNED_H2D_WARN_FRACTION = 0.5  # of the link's theoretical rate; healthy links reach 60-87 %
 # (public measurements: T4 9.7/15.8 GB/s; A100 25/31.5, nvbandwidth README and issue #42;
 # H800 ~55/63 GB/s, SM copies 35 H2D / 53 D2H in NVIDIA/nvbandwidth#24)
@@ -52,6 +61,9 @@ _KERNEL_FRAMEWORKS = ("numpy", *FRAMEWORKS)
 # What a GPU's link and clocks did under load: the same card seen through two frameworks gives
 # the same finding twice, and judge_gpus keeps the first.
 UNDER_LOAD_IDS: tuple[str, ...] = ("pcie-link-downgraded", "gpu-throttled", "gpu-power-capped")
+# What belongs to the card, not to the framework that measured it: said once per GPU (the H200's
+# doctor printed its pinned host-to-device rate twice, from torch and from CuPy).
+ONCE_PER_GPU_IDS: tuple[str, ...] = (*UNDER_LOAD_IDS, "pcie-h2d", "pcie-h2d-slow")
 
 
 def _ids(*suffixes: str) -> tuple[str, ...]:
@@ -166,6 +178,10 @@ def _best_cpu(results: tuple[WorkerResult, ...], name: str) -> float | None:
 
 
 def _gpu_for(r: WorkerResult, inv: Inventory) -> Gpu | None:
+    """The card a worker ran on, by UUID; a framework that names none (JAX) on a machine of one
+    GPU ran on that one."""
+    if r.uuid is None and len(inv.gpus) == 1 and r.device.startswith("cuda"):
+        return inv.gpus[0]
     return next((g for g in inv.gpus if g.uuid and g.uuid == r.uuid), None)
 
 
@@ -237,16 +253,22 @@ def _under_load(g: Gpu, samples: tuple[GpuSample, ...]) -> list[Finding]:
 
 
 @rule(
-    *_ids("kernel-failed", "wrong-result", "gpu-not-faster", "gpu-kernels-ok"),
+    *_ids(
+        "kernel-failed",
+        "wrong-result",
+        "gpu-not-faster",
+        "gpu-kernels-ok",
+        "float32-on-tensor-cores",
+    ),
     "pcie-h2d-slow",
     "pcie-h2d",
     *UNDER_LOAD_IDS,
     applies=_kernels_ran,
 )
 def judge_gpus(ctx: DoctorContext) -> list[Finding]:
-    """Findings for each framework on each GPU, in the order the kernels ran. A GPU's link and
-    clocks under load (:data:`UNDER_LOAD_IDS`) are reported once, by the first framework that saw
-    them, however many frameworks ran on it."""
+    """Findings for each framework on each GPU, in the order the kernels ran. A GPU's link, its
+    clocks under load and its host-to-device rate (:data:`ONCE_PER_GPU_IDS`) are reported once, by
+    the first framework that saw them, however many frameworks ran on it."""
     workers = ctx.workers or ()
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
@@ -254,12 +276,36 @@ def judge_gpus(ctx: DoctorContext) -> list[Finding]:
         if r.device == "cpu":
             continue
         for f in _judge_gpu(r, workers, ctx.inventory):
-            if f.id in UNDER_LOAD_IDS:
+            if f.id in ONCE_PER_GPU_IDS:
                 if (f.id, f.subject) in seen:
                     continue
                 seen.add((f.id, f.subject))
             out.append(f)
     return out
+
+
+def _not_float32(r: WorkerResult, g: Gpu, tflops: float, subject: str) -> list[Finding]:
+    """A float32 matmul above the card's float32 peak: tensor cores did it, in less precision."""
+    peak = g.peaks.fp32 if g.peaks else None
+    if not peak or tflops <= FP32_PEAK_OVERSHOOT * peak:
+        return []
+    return [
+        Finding(
+            f"{r.framework}-float32-on-tensor-cores",
+            Status.INFO,
+            f"{subject}: a float32 matmul ran at {tflops:.1f} TFLOP/s, {tflops / peak:.1f}× "
+            f"the card's float32 peak ({peak:g} TFLOP/s): {r.framework} multiplied it on tensor "
+            "cores (TF32: about 3 significant digits), not in float32",
+            (
+                Evidence("matmul_float32_rate", round(tflops, 2), "TFLOP/s"),
+                Evidence("fp32_peak", peak, "TFLOP/s"),
+                Evidence("tf32_peak", g.peaks.tf32 if g.peaks else None, "TFLOP/s"),
+            ),
+            fix=f"for full float32: {FULL_FP32.get(r.framework, 'ask for the highest precision')}",
+            group=GROUP,
+            subject=subject,
+        )
+    ]
 
 
 def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -> list[Finding]:
@@ -285,6 +331,7 @@ def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -
         ]
     out = _correctness(r, subject)
     ev: list[Evidence] = []
+    notes: list[Finding] = []
     slow = []
     for name in ("e1-float32", "matmul-float32"):
         m = r.measurement(name)
@@ -300,6 +347,8 @@ def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -
                 slow.append(f"{name} {speedup:.2f}×")
         if m.flops:
             ev.append(Evidence(f"{name} rate", round(m.flops / 1e12, 2), "TFLOP/s"))
+            if name == "matmul-float32" and g is not None:
+                notes = _not_float32(r, g, m.flops / 1e12, subject)
     if slow:
         out.append(
             Finding(
@@ -326,6 +375,7 @@ def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -
                 subject=subject,
             )
         )
+    out += notes
     h2d = r.measurement("h2d-pinned")
     if g is not None and h2d is not None and h2d.bytes_per_s:
         gbs = h2d.bytes_per_s / 1e9
@@ -346,7 +396,7 @@ def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -
                     fix="check the link (gen/width under load), NUMA placement ('nvidia-smi "
                     "topo -m'; run on the GPU's CPU socket) and other traffic",
                     group=GROUP,
-                    subject=subject,
+                    subject=g.label,
                 )
             )
         else:
@@ -358,7 +408,7 @@ def _judge_gpu(r: WorkerResult, cpu: tuple[WorkerResult, ...], inv: Inventory) -
                     + (f" ({gbs / link:.0%} of the link's {link:.1f} GB/s)" if link else ""),
                     ev_h,
                     group=GROUP,
-                    subject=subject,
+                    subject=g.label,
                 )
             )
     if g is not None:
