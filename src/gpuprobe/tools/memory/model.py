@@ -161,6 +161,7 @@ class PrecisionReport(Record):
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
     others_cores: float | None = None  # cores other processes kept busy during the sweep
+    flops: int | None = None  # floating-point operations of one forward pass (None: not counted)
 
     def result(self, dtype: str) -> PrecisionResult | None:
         """The row for ``dtype``."""
