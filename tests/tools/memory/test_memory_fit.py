@@ -205,6 +205,15 @@ def test_bad_arguments(kwargs: dict) -> None:
         fit(demo.pid_step, **kwargs)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where torch sees no GPU")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_a_cuda_device_torch_cannot_use_is_refused_before_any_trial(device: str) -> None:
+    ran: list[int] = []
+    with pytest.raises(UsageError, match=f"^{device}: torch .* (CPU-only build|sees no CUDA GPU)"):
+        fit(ran.append, [1, 2], device=device)
+    assert ran == []
+
+
 def test_knee_is_the_smallest_size_near_the_best() -> None:
     from gpuprobe.tools.memory.model import FitTrial
 

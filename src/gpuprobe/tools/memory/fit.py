@@ -310,6 +310,10 @@ def fit(
         raise UsageError(
             f"memory_limit must be from 1 to {MAX_MEMORY_LIMIT:,} bytes, not {memory_limit}"
         )
+    if device is not None and device.partition(":")[0] == "cuda":
+        from gpuprobe.tools.memory.demo import check_device
+
+        check_device(device)  # one line for a CPU-only torch or a GPU it lacks, before any trial
     isolated = isolate or memory_limit is not None
     trials: dict[int, FitTrial] = {}
     cap_use: dict[str, int] = {}  # the largest of each trial's cap_baseline and cap_overhead
