@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuprobe.core.errors import UsageError
+from gpuprobe.core.units import size
 from gpuprobe.tools.memory import demo
 from gpuprobe.tools.memory.fit import StepError, fit, knee, search, trial_bound
 from gpuprobe.tools.memory.model import FitResult
@@ -94,21 +95,93 @@ def test_a_step_error_that_is_not_oom_is_raised_not_swallowed() -> None:
     )
 
 
+MIB = 2**20
+# What a trial under an RLIMIT_AS cap maps besides the step's buffer: glibc's arena and mmap
+# bookkeeping, the Python objects of the trial and its timing call (measured: 6 MiB of a 160 MiB
+# cap on a 2-core CPU box with CPU torch 2.13, 154 of 160 one-MiB samples fit)
+CAP_SLACK = 12 * MIB
+# gpuprobe's own work between setting the cap and calling the step (reading the RSS, gc) maps
+# nearly nothing (0 B measured); before the fix its question "has torch initialised CUDA?"
+# called torch.cuda.is_available(), which started the CUDA driver under the cap
+SETUP_MAX = 4 * MIB
+
+
 def test_isolated_fit_under_a_real_address_space_cap() -> None:
-    mib = 2**20
-    step = functools.partial(demo.alloc_step, bytes_per_sample=mib)
-    r = fit(step, range(1, 513), repeats=1, memory_limit=160 * mib, curve=False)
-    assert r.isolated and r.memory_limit == 160 * mib and "RLIMIT_AS" in (r.cap or "")
-    # each sample is 1 MiB of a 160 MiB cap; start-up slack and glibc's bookkeeping take a little
-    assert r.best is not None and 120 <= r.best < 160
+    step = functools.partial(demo.alloc_step, bytes_per_sample=MIB)
+    r = fit(step, range(1, 513), repeats=1, memory_limit=160 * MIB, curve=False)
+    assert r.isolated and r.memory_limit == 160 * MIB and "RLIMIT_AS" in (r.cap or "")
+    # The cap sits on top of what the trial process had mapped when it was set (the interpreter
+    # and torch, imported by the fork server: hundreds of MiB, a CUDA build of torch more), and
+    # the result says how much that was and how much of the cap went before the step ran. On the
+    # H200 (torch 2.11+cu130) only 85 samples fitted: each trial's set-up asked
+    # torch.cuda.is_available(), which mapped libcuda and failed cuInit ("out of memory") inside
+    # the cap. So the fit is checked against the accounting, and the set-up against SETUP_MAX.
+    assert r.cap_baseline is not None and r.cap_baseline > 50 * MIB  # python + torch, mapped
+    assert r.cap_overhead is not None and r.cap_overhead <= SETUP_MAX
+    room = 160 * MIB - r.cap_overhead  # what the step had: 1 MiB a sample
+    assert r.best is not None and (room - CAP_SLACK) // MIB <= r.best < room // MIB
+    fit_largest = next(f for f in r.findings if f.id == "fit-largest")
+    ev = {e.name: e.value for e in fit_largest.evidence}
+    assert ev["cap_baseline"] == r.cap_baseline and ev["cap_overhead"] == r.cap_overhead
+    assert f"{size(r.cap_baseline)} mapped when its cap was set" in " ".join(str(r).split())
     assert r.first_fail is not None and r.first_fail <= 1.06 * r.best + 1
     failed = [t for t in r.trials if not t.fits]
     assert any("can't allocate memory" in (t.error or "") for t in failed)
     fitted = [t for t in r.trials if t.fits]
     # the trial's own process: its peak RSS grows with the batch (1 MiB per sample)
     big = max(fitted, key=lambda t: t.batch_size)
-    assert big.peak_memory is not None and big.peak_memory >= big.batch_size * mib * 0.9
+    assert big.peak_memory is not None and big.peak_memory >= big.batch_size * MIB * 0.9
     assert r.search_trials <= r.trial_bound
+
+
+_HELD: list[object] = []  # address space a trial process mapped before its step
+
+
+def _map_then_trial(extra: int, step: object, batch_size: int) -> dict:
+    """In a capped trial process: map ``extra`` bytes after the cap was set (as the CUDA
+    driver's start did on the H200), then run the trial as fit does."""
+    import mmap
+
+    from gpuprobe.tools.memory.fit import _trial
+
+    if extra:
+        _HELD.append(mmap.mmap(-1, extra))
+    return _trial(step, batch_size, 1, None, True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("extra_mib", [0, 64])
+def test_set_up_before_the_step_is_counted_against_the_cap(extra_mib: int) -> None:
+    from gpuprobe.tools.memory.isolate import run_in_child, stop_server
+
+    step = functools.partial(demo.alloc_step, bytes_per_sample=MIB)
+    cap = 160 * MIB
+    try:
+        raws = {
+            b: run_in_child(_map_then_trial, (extra_mib * MIB, step, b), memory_limit=cap)
+            for b in (80, 130)
+        }
+    finally:
+        stop_server()
+    for raw in raws.values():
+        # what was mapped before the step is measured, to within gpuprobe's own set-up
+        assert extra_mib * MIB <= raw["cap_overhead"] <= extra_mib * MIB + SETUP_MAX
+        assert raw["cap_baseline"] > 50 * MIB
+    # 80 MiB fits either way; 130 MiB fits in 160 MiB, not in the 96 MiB the set-up left
+    assert raws[80]["fits"] is True
+    assert raws[130]["fits"] is (cap - raws[130]["cap_overhead"] - CAP_SLACK >= 130 * MIB)
+    assert raws[130]["fits"] is (extra_mib == 0)
+
+
+def test_cuda_initialized_asks_without_starting_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuprobe.platform.frameworks import torch_memory as tm
+
+    def refuse() -> bool:
+        raise AssertionError("torch.cuda.is_available() starts the CUDA driver")
+
+    monkeypatch.setattr(torch.cuda, "is_available", refuse)
+    assert tm.cuda_initialized() is torch.cuda.is_initialized()
+    assert tm.cuda_device_count() == (torch.cuda.device_count() if tm.cuda_initialized() else 0)
+    tm.release_memory()
 
 
 def test_isolated_step_error_is_shown() -> None:
@@ -132,9 +205,48 @@ def test_bad_arguments(kwargs: dict) -> None:
         fit(demo.pid_step, **kwargs)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where torch sees no GPU")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_a_cuda_device_torch_cannot_use_is_refused_before_any_trial(device: str) -> None:
+    ran: list[int] = []
+    with pytest.raises(UsageError, match=f"^{device}: torch .* (CPU-only build|sees no CUDA GPU)"):
+        fit(ran.append, [1, 2], device=device)
+    assert ran == []
+
+
 def test_knee_is_the_smallest_size_near_the_best() -> None:
     from gpuprobe.tools.memory.model import FitTrial
 
     pts = [(1, 10.0), (8, 70.0), (64, 95.0), (256, 100.0), (512, 99.0)]
     trials = [FitTrial(batch_size=b, fits=True, throughput=v) for b, v in pts]
     assert knee(trials) == 64
+
+
+def test_a_bare_cuda_device_gets_its_index_at_the_door(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.cuda.set_per_process_memory_fraction (and set_device) refuse torch.device("cuda")
+    ("Expected a torch.device with a specified index": `gpuprobe fit --device cuda` on the
+    H200); the memory door resolves "cuda" to the current device's index, here faked as 1."""
+    from gpuprobe.platform.frameworks import torch_memory as tm
+
+    calls: list[tuple[str, object]] = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    props = type("Props", (), {"total_memory": 8 * 2**30})()
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: props)
+    for name in ("set_per_process_memory_fraction", "reset_peak_memory_stats"):
+        monkeypatch.setattr(torch.cuda, name, lambda *a, _n=name: calls.append((_n, a)))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: calls.append(("max", d)) or 7)
+
+    assert (tm.cuda_index("cuda"), tm.cuda_index("cuda:0"), tm.cuda_index(3)) == (1, 0, 3)
+    assert tm.cuda_device("cuda") == "cuda:1" and tm.cuda_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="not a CUDA device"):
+        tm.cuda_index("cuda:x")
+    assert "cuda:1" in tm.cap_cuda_memory(2 * 2**30, "cuda")
+    tm.reset_peak_memory("cuda")
+    assert tm.peak_memory("cuda") == 7
+    assert calls == [
+        ("set_per_process_memory_fraction", (0.25, 1)),
+        ("reset_peak_memory_stats", (1,)),
+        ("max", 1),
+    ]

@@ -145,6 +145,17 @@ def test_explain_inside_except_uses_the_handled_error() -> None:
     assert not report.released
 
 
+MIB = 2**20
+
+
+def _raised(error: BaseException) -> BaseException:
+    """``error`` as if it had just been raised here (with a traceback)."""
+    try:
+        raise error
+    except BaseException as exc:
+        return exc
+
+
 def test_fragmentation_and_other_processes_from_a_cuda_report(fake_nvml: Any) -> None:
     from _support import snapshot_dict
 
@@ -164,6 +175,101 @@ def test_fragmentation_and_other_processes_from_a_cuda_report(fake_nvml: Any) ->
     ids2 = {f.id: f for f in explain_oom(_typed("torch", frag), release=False).findings}
     assert ids2["oom-fragmentation"].status is Status.WARN
     assert "expandable_segments:True" in ids2["oom-fragmentation"].fix
+
+
+FRAGMENTED = TORCH_CUDA_NEW.replace("614.16 MiB is reserved", "9.00 GiB is reserved")
+
+
+def test_a_message_is_judged_by_its_own_figures_not_this_process_cache(
+    fake_nvml: Any, live_cuda_torch: dict[str, Any]
+) -> None:
+    """On the H200 the test worker had a live CUDA torch (66 MiB cached), and the fragmentation
+    verdict on a message saying 9 GiB of 31 GiB was reserved but unallocated read that 66 MiB
+    instead: ok. The message's figures describe its failure."""
+    fake_nvml("t4.json")
+    report = explain_oom(_typed("torch", FRAGMENTED), release=False)
+    frag = next(f for f in report.findings if f.id == "oom-fragmentation")
+    assert frag.status is Status.WARN and frag.title.startswith("at the failure, 9.00 GiB")
+    ev = {e.name: e.value for e in frag.evidence}
+    assert ev["reserved_unallocated"] == 9 * 2**30 and ev["source"] == "error message"
+    # built from a message, not raised here: this process's cache says nothing about it
+    assert live_cuda_torch["reads"] == [] and report.reserved is None and not report.released
+    assert any("not raised in this process" in n for n in report.notes)
+    assert report.gpu_name == "Tesla T4"  # the card as it is now is still read
+    # raised here: this process's cache is read (and reported as such), the verdict stays
+    # the message's
+    here = explain_oom(_raised(_typed("torch", FRAGMENTED)), release=False)
+    assert live_cuda_torch["reads"] == [0] and here.reserved == 66 * MIB
+    frag2 = next(f for f in here.findings if f.id == "oom-fragmentation")
+    assert frag2.status is Status.WARN and frag2.title == frag.title
+    # a message without the allocator's figures: this process's cache, said to be now
+    bare = explain_oom(_raised(_typed("torch", "CUDA out of memory.")), release=False)
+    frag3 = next(f for f in bare.findings if f.id == "oom-fragmentation")
+    assert frag3.status is Status.OK and frag3.title.startswith("now, 1 MiB of torch's 66 MiB")
+
+
+def test_an_error_on_a_gpu_this_process_lacks_is_explained(
+    fake_nvml: Any, live_cuda_torch: dict[str, Any]
+) -> None:
+    """The H200 (one GPU, CUDA live in the worker) crashed explaining a message naming GPU 1:
+    torch.cuda.memory_stats(1) raised "Invalid device argument". Only a GPU this process has
+    is read, and the report says why the other is not."""
+    fake_nvml("t4.json")  # one GPU
+    report = explain_oom(_raised(RuntimeError(TORCH_CUDA_OLD)))  # GPU 1, raised here
+    assert report.error is not None and report.error.device == 1
+    assert live_cuda_torch["reads"] == [] and report.reserved is None
+    assert any("names GPU 1; this process sees 1 CUDA GPU(s)" in n for n in report.notes)
+    # nor does NVML's GPU 0 stand in for it
+    assert report.gpu_name is None and not report.holders
+    assert any("not on this machine (NVML sees 1 GPU(s))" in n for n in report.notes)
+    frag = next(f for f in report.findings if f.id == "oom-fragmentation")
+    assert frag.title.startswith("at the failure, 143 MiB of torch's 14.70 GiB cache")
+    assert "oom-error" in {f.id for f in report.findings}
+
+
+def test_any_error_reading_the_live_state_becomes_a_note(
+    fake_nvml: Any, live_cuda_torch: dict[str, Any]
+) -> None:
+    fake_nvml("t4.json")
+    live_cuda_torch["raise"] = RuntimeError("CUDA error: an illegal memory access\nmore")
+    report = explain_oom(_raised(_typed("torch", TORCH_CUDA_NEW)), release=False)
+    assert report.reserved is None and report.gpu_name == "Tesla T4"
+    assert (
+        "torch's allocator could not be read: RuntimeError: CUDA error: an illegal memory access"
+        in report.notes
+    )
+    assert {f.id for f in report.findings} >= {"oom-error", "oom-fragmentation"}
+
+
+@pytest.mark.parametrize(
+    ("visible", "gpu", "index"),
+    [(None, 1, 1), ("1", 0, 1), ("GPU-22222222", 0, 1), ("1,0", 1, 0), ("0", 1, None)],
+)
+def test_the_card_of_the_error_through_cuda_visible_devices(
+    fake_nvml: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    visible: str | None,
+    gpu: int,
+    index: int | None,
+) -> None:
+    """NVML lists every card and ignores CUDA_VISIBLE_DEVICES; the error's GPU N is the Nth
+    card the variable makes visible (or none, when it makes fewer visible)."""
+    from _support import snapshot_dict
+
+    snap = snapshot_dict("t4.json")
+    second = dict(snap["gpus"][0], index=1, name="Tesla T4 (second)", pci_bus_id="0000:00:05.0")
+    second["uuid"] = "GPU-22222222-8d3a-4c1e-9b7f-2a4d6e8f0a1b"
+    snap["gpus"] = [snap["gpus"][0], second]
+    fake_nvml(snap)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    message = TORCH_CUDA_NEW.replace("GPU 0", f"GPU {gpu}")
+    report = explain_oom(_typed("torch", message), release=False)
+    assert report.gpu_index == index
+    if index is None:
+        assert any("CUDA_VISIBLE_DEVICES=0 makes 1 visible" in n for n in report.notes)
 
 
 def test_hook_prints_the_report_after_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,3 +308,23 @@ def test_sizes_torch_prints_in_bytes() -> None:
     assert (e.requested, e.free) == (512, 0)
     assert e.total == int(79.10 * 2**30) and e.allocated == int(78.50 * 2**30)
     assert e.reserved == int(78.50 * 2**30) + 1024  # allocated + reserved-but-unallocated
+
+
+def test_the_notebook_handler_never_hides_the_users_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpuprobe.tools.memory.oom import explain
+
+    shown: list[Any] = []
+    shell = type(
+        "Shell", (), {"showtraceback": lambda self, info, tb_offset=None: shown.append(info)}
+    )()
+
+    def broken(exc: BaseException) -> None:
+        raise RuntimeError("reading the card failed")
+
+    monkeypatch.setattr(explain, "explain_oom", broken)
+    error = _raised(_typed("torch", TORCH_CUDA_NEW))
+    oom_hook._ipython_handler(shell, type(error), error, error.__traceback__)
+    assert shown and shown[0][1] is error
+    assert "could not explain the out-of-memory error" in capsys.readouterr().err

@@ -52,6 +52,79 @@ def test_sweep_on_cpu_dtypes() -> None:
     assert any(f.id == "precision-recommend" for f in r.findings)
     assert PrecisionReport.from_dict(r.to_dict()) == r
     assert "rel err" in str(r)
+    # the work of one pass, counted: two Linear layers, 2 x 32 x (64 x 128 + 128 x 16) FLOP
+    assert r.flops == 2 * 32 * (64 * 128 + 128 * 16)
+
+
+def encoder_flops(batch: int) -> tuple[int, int]:
+    """(FLOP of the demo encoder's matmuls, the same plus its attention) for one pass: per token
+    and layer, 2 x (4 d^2 + 2 d ff) for the projections and the feed-forward, and
+    2 x 2 x seq x d for the attention (which torch counts on some devices only)."""
+    from gpuprobe.tools.memory.demo import DEMO_ENCODER as E
+
+    tokens = batch * E["seq"] * E["layers"]
+    linear = 2 * tokens * (4 * E["d_model"] ** 2 + 2 * E["d_model"] * E["dim_feedforward"])
+    return linear, linear + 4 * tokens * E["seq"] * E["d_model"]
+
+
+def test_the_demo_encoders_work_is_counted_through_its_fused_path() -> None:
+    """In eval mode the encoder runs torch's fused fast path, one kernel a layer, which torch's
+    FLOP counter sees as nothing; the count turns it off."""
+    from gpuprobe.tools.memory import demo
+
+    r = precision_sweep(demo.encoder("cpu"), demo.encoder_inputs(2), ["fp32"], budget_s=0.01)
+    low, high = encoder_flops(2)
+    assert r.flops is not None and low <= r.flops <= high  # 1.61 GFLOP at batch 2
+    assert torch.backends.mha.get_fastpath_enabled()  # and it is on again
+    assert f"batch 2, {r.flops / 1e9:.3g} GFLOP a forward pass" in str(r)
+
+
+# `gpuprobe precision --device cuda` on the H200 (torch 2.11+cu130, the demo encoder, batch 8):
+# median seconds a forward pass; 6.44 GFLOP a pass (encoder_flops(8), as torch counts it)
+H200_MEDIANS = {"fp32": 714.336e-6, "tf32": 731.392e-6, "bf16": 1353.728e-6, "fp16": 1400.928e-6}
+
+
+def _h200_report() -> PrecisionReport:
+    from dataclasses import replace
+
+    from gpuprobe.core.rules import apply_rules
+    from gpuprobe.tools.memory.model import PrecisionResult
+    from gpuprobe.tools.memory.precision import recommend
+    from gpuprobe.tools.memory.rules import RULES_PRECISION
+
+    base = H200_MEDIANS["fp32"]
+    rows = tuple(
+        PrecisionResult(
+            dtype=d, outcome="ok", median_s=m, speedup=base / m, rel_error=0.002, timer="cuda-event"
+        )
+        for d, m in H200_MEDIANS.items()
+    )
+    r = PrecisionReport(device="cuda:0", batch=8, results=rows, flops=encoder_flops(8)[0])
+    r = replace(r, recommended=recommend(r))
+    return replace(r, findings=tuple(apply_rules(RULES_PRECISION, r)))
+
+
+def test_a_slower_lower_precision_on_a_gpu_is_called_slower_and_explained() -> None:
+    """On the H200 bf16 and fp16 took twice fp32's time; the report said only "not faster" and,
+    on a GPU, nothing about why."""
+    r = _h200_report()
+    assert r.recommended == "fp32"
+    no_gain = {f.subject: f for f in r.findings if f.id == "precision-no-gain"}
+    bf16 = no_gain["bf16"]
+    assert bf16.title == (
+        "bf16 is slower here: 0.53x fp32's throughput (1.35 ms a forward pass, fp32 714.3 µs)"
+    )
+    assert bf16.details[0].startswith(
+        "one forward pass is 6.44 GFLOP: fp32 ran it at 9.0 TFLOP/s, bf16 at 4.8 TFLOP/s; too "
+        "little work per kernel"
+    )
+    assert "cast kernels autocast adds" in bf16.details[0]
+    assert "--batch" in bf16.fix
+    ev = {e.name: e.value for e in bf16.evidence}
+    assert ev["flops"] == encoder_flops(8)[0] and ev["batch"] == 8
+    # 0.98x is within noise of fp32: not faster, and not called slower
+    assert no_gain["tf32"].title == "tf32 is not faster here (0.98x fp32)"
+    assert "cast" not in no_gain["tf32"].details[0]
 
 
 def test_the_model_is_left_as_it_was() -> None:

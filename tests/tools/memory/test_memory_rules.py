@@ -26,9 +26,26 @@ def test_every_memory_rule_is_a_rule(rules: tuple[Any, ...]) -> None:
     assert rules and all(isinstance(r, Rule) for r in rules)
 
 
-def test_oom_rules_emit_only_the_ids_they_declare(fake_nvml: Any) -> None:
+@pytest.fixture(params=["no CUDA here", "CUDA live here"])
+def this_process(request: pytest.FixtureRequest) -> str:
+    """Whether torch has initialised CUDA in the test process: on the H200 the xdist worker had
+    (other tests had used the card), and explaining a message naming GPU 1 crashed reading GPU 1
+    of a one-GPU machine; both ways are run here (the live one faked by ``live_cuda_torch``)."""
+    if request.param == "CUDA live here":
+        request.getfixturevalue("live_cuda_torch")
+    return str(request.param)
+
+
+def test_oom_rules_emit_only_the_ids_they_declare(fake_nvml: Any, this_process: str) -> None:
     pytest.importorskip("torch")
-    from test_memory_oom import CUPY, TORCH_CUDA_NEW, TORCH_CUDA_OLD, _real_cpu_oom, _typed
+    from test_memory_oom import (
+        CUPY,
+        TORCH_CUDA_NEW,
+        TORCH_CUDA_OLD,
+        _raised,
+        _real_cpu_oom,
+        _typed,
+    )
 
     from _support import snapshot_dict
     from gpuprobe.tools.memory.oom.explain import explain_oom
@@ -44,6 +61,8 @@ def test_oom_rules_emit_only_the_ids_they_declare(fake_nvml: Any) -> None:
         _typed("cupy.cuda.memory", CUPY),
         MemoryError(),
         _real_cpu_oom(),
+        _raised(_typed("torch", TORCH_CUDA_NEW)),
+        _raised(RuntimeError(TORCH_CUDA_OLD)),  # GPU 1, which this machine lacks
     ]
     reports = [explain_oom(e, release=False) for e in errors]
     assert all(r.findings for r in reports)

@@ -5,12 +5,18 @@ the module only when the user's process has imported it already, and the functio
 regardless (:func:`cap_cuda_memory`) ask :func:`gpuprobe.platform.frameworks.torch.require`, which says how
 to install it. Used by :mod:`gpuprobe.tools.memory` (the out-of-memory report, the batch-size search).
 
+A device may be given as ``cuda`` (torch's current device), ``cuda:N`` or the index ``N``:
+:func:`cuda_index` resolves it here, at the door, because several ``torch.cuda`` functions
+(``set_per_process_memory_fraction``, ``mem_get_info`` in some releases, ``set_device``) refuse
+a device without an index.
+
 Units: bytes.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.platform.frameworks.torch import loaded, require
@@ -18,8 +24,12 @@ from gpuprobe.platform.frameworks.torch import loaded, require
 __all__ = [
     "allocator_env",
     "cap_cuda_memory",
+    "cuda_device",
+    "cuda_device_count",
+    "cuda_index",
     "cuda_initialized",
     "cuda_memory",
+    "forward_flops",
     "live_tensors",
     "peak_memory",
     "release_memory",
@@ -29,21 +39,59 @@ __all__ = [
 
 
 def cuda_initialized() -> bool:
-    """True when this process has initialised CUDA through torch."""
+    """True when this process has initialised CUDA through torch. Asks
+    ``torch.cuda.is_initialized()`` only: ``torch.cuda.is_available()`` would itself start the
+    CUDA driver (``cuInit`` maps libcuda and reserves address space), which is a side effect a
+    question must not have (under a trial's RLIMIT_AS cap on the H200 it took ~75 MiB of 160)."""
     torch = loaded()
-    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def cuda_device_count() -> int:
+    """The CUDA GPUs this process sees (after CUDA_VISIBLE_DEVICES); 0 unless torch has
+    initialised CUDA here (counting them otherwise would start the driver)."""
+    torch = loaded()
+    if torch is None or not cuda_initialized():
+        return 0
+    return int(torch.cuda.device_count())
+
+
+def cuda_index(device: str | int | None = None) -> int:
+    """The index of a CUDA device given as ``None`` or ``cuda`` (torch's current device: this
+    initialises CUDA when it is not yet), ``cuda:N`` or ``N``. ValueError for anything else."""
+    if isinstance(device, int):
+        return device
+    kind, _, index = (device or "cuda").partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise ValueError(f"not a CUDA device: {device!r} (cuda, cuda:N or N)")
+    if index:
+        return int(index)
+    torch = require("the current CUDA device")
+    return int(torch.cuda.current_device())
+
+
+def cuda_device(device: str) -> str:
+    """``cuda:N`` for a CUDA device given as ``cuda`` or ``cuda:N``; any other device as
+    given."""
+    if device.partition(":")[0] != "cuda":
+        return device
+    return f"cuda:{cuda_index(device)}"
 
 
 def cuda_memory(device: int | None = None) -> dict[str, int] | None:
     """The caching allocator's view of one GPU, in bytes (None unless torch has initialised CUDA
     in this process): ``allocated`` (live tensors), ``reserved`` (held by the cache),
     ``inactive_split`` (free pieces of split blocks: fragmentation), ``peak_allocated``,
-    ``alloc_retries`` and ``ooms`` (counts), ``free`` and ``total`` (cudaMemGetInfo)."""
+    ``alloc_retries`` and ``ooms`` (counts), ``free`` and ``total`` (cudaMemGetInfo). None too
+    for an index this process has no GPU at (an error message from another machine, or from
+    before CUDA_VISIBLE_DEVICES changed): torch would raise "Invalid device argument"."""
     if not cuda_initialized():
         return None
     torch = loaded()
     assert torch is not None
-    dev = torch.cuda.current_device() if device is None else device
+    dev = cuda_index(device)
+    if not 0 <= dev < cuda_device_count():
+        return None
     stats = torch.cuda.memory_stats(dev)
     free, total = torch.cuda.mem_get_info(dev)
     return {
@@ -63,7 +111,7 @@ def reset_peak_memory(device: str) -> None:
     """Start a new peak for :func:`peak_memory` (CUDA only)."""
     torch = loaded()
     if torch is not None and device.startswith("cuda") and cuda_initialized():
-        torch.cuda.reset_peak_memory_stats(torch.device(device))
+        torch.cuda.reset_peak_memory_stats(cuda_index(device))
 
 
 def peak_memory(device: str) -> int | None:
@@ -71,7 +119,7 @@ def peak_memory(device: str) -> int | None:
     torch = loaded()
     if torch is None or not device.startswith("cuda") or not cuda_initialized():
         return None
-    return int(torch.cuda.max_memory_allocated(torch.device(device)))
+    return int(torch.cuda.max_memory_allocated(cuda_index(device)))
 
 
 def live_tensors(limit: int = 10) -> list[dict[str, Any]]:
@@ -109,6 +157,31 @@ def live_tensors(limit: int = 10) -> list[dict[str, Any]]:
     return sorted(seen.values(), key=lambda d: -int(d["bytes"]))[:limit]
 
 
+def forward_flops(fn: Callable[[], Any]) -> int | None:
+    """Floating-point operations of one call of ``fn`` (a forward pass), counted by torch's
+    ``FlopCounterMode`` (matmuls, convolutions, attention), with the fused MHA fast path off
+    (its one fused kernel would count as nothing); None when torch cannot count them or
+    counts none. Says how much work a pass is, so its time can be read as a rate (FLOP/s)."""
+    torch = loaded()
+    if torch is None:
+        return None
+    mha = getattr(torch.backends, "mha", None)
+    old = mha.get_fastpath_enabled() if mha is not None else None
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        if mha is not None:
+            mha.set_fastpath_enabled(False)
+        with FlopCounterMode(display=False) as counter:
+            fn()
+        return int(counter.get_total_flops()) or None
+    except Exception:  # an op torch cannot count, out of memory: the rate is not known
+        return None
+    finally:
+        if mha is not None:
+            mha.set_fastpath_enabled(old)
+
+
 def release_memory() -> None:
     """Collect garbage and give the caching allocator's unused blocks back to the driver."""
     import gc
@@ -140,7 +213,7 @@ def cap_cuda_memory(limit: int, device: str) -> str:
     """Cap torch's caching allocator on ``device`` at ``limit`` bytes
     (``torch.cuda.set_per_process_memory_fraction``); returns what was capped, in words."""
     torch = require("a CUDA memory cap")
-    dev = torch.device(device)
+    dev = cuda_index(device)  # set_per_process_memory_fraction refuses a bare "cuda"
     total = torch.cuda.get_device_properties(dev).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total), dev)
-    return f"torch's CUDA allocator on {device} (set_per_process_memory_fraction)"
+    return f"torch's CUDA allocator on cuda:{dev} (set_per_process_memory_fraction)"

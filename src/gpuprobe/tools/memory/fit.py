@@ -98,6 +98,28 @@ def search(
 # -- one trial ------------------------------------------------------------------------------------
 
 
+class _StepOom(Exception):
+    """The step ran out of memory (its message kept); internal to :func:`_trial`."""
+
+
+def _call_step(fn: Callable[[], Any], batch_size: int) -> Any:
+    """Call the user's step: out-of-memory becomes :class:`_StepOom`; any other error is the
+    step's own and goes on with a note saying so (gpuprobe's own failures get no such note)."""
+    try:
+        return fn()
+    except Exception as exc:
+        found = classify_oom(exc)
+        if found is None:
+            if hasattr(exc, "add_note"):
+                exc.add_note(
+                    f"gpuprobe.fit: raised by step({batch_size}); not an out-of-memory error"
+                )
+            raise
+        message = found.message
+        traceback.clear_frames(exc.__traceback__)  # the failed step's tensors go with them
+    raise _StepOom(message)  # outside the handler: the error, and its frames, are not kept
+
+
 def _trial(
     step: Callable[[int], Any],
     batch_size: int,
@@ -107,39 +129,39 @@ def _trial(
 ) -> dict[str, Any]:
     """Run one trial here (in this process or, ``own_process``, in a child made for it, where
     the peak RSS is the trial's). Out-of-memory becomes ``{"fits": False}``; any other error
-    propagates."""
+    propagates. Under an RLIMIT_AS cap the trial also says what its process had mapped when the
+    cap was set (``cap_baseline``) and how much of the cap was taken before the step ran
+    (``cap_overhead``)."""
     import resource
 
     from gpuprobe.platform.frameworks import torch_memory as tm
     from gpuprobe.platform.frameworks.base import host_times
+    from gpuprobe.tools.memory.isolate import address_space_use
 
     tm.release_memory()
     if device is not None:
         tm.reset_peak_memory(device)
     rss0 = _rss()
-    oom: str | None = None
+    use = address_space_use() if own_process else None  # the last thing before the step
     try:
-        step(batch_size)
-        dev = device or (_cuda_device() if tm.cuda_initialized() else "cpu")
+        _call_step(lambda: step(batch_size), batch_size)
+        # the clock: the device asked for ("cuda" made "cuda:N" here, where the step runs),
+        # else the CUDA device when the step initialised CUDA, else the host's
+        dev = tm.cuda_device(device) if device else None
+        dev = dev or (_cuda_device() if tm.cuda_initialized() else "cpu")
         if dev.startswith("cuda"):
             from gpuprobe.platform.frameworks.torch import TorchBackend
 
             backend = TorchBackend(dev)
             backend.synchronize()
-            times = backend.time(lambda: step(batch_size), repeats)
+            times = _call_step(lambda: backend.time(lambda: step(batch_size), repeats), batch_size)
             timer = "cuda-event"
         else:
-            times = host_times(lambda: step(batch_size), repeats)
+            times = _call_step(lambda: host_times(lambda: step(batch_size), repeats), batch_size)
             timer = "perf_counter"
-    except Exception as exc:
-        found = classify_oom(exc)
-        if found is None:
-            raise
-        oom = found.message
-        traceback.clear_frames(exc.__traceback__)  # the failed step's tensors go with them
-    if oom is not None:
+    except _StepOom as oom:
         tm.release_memory()
-        return {"fits": False, "error": oom}
+        return {"fits": False, "error": str(oom), **_cap_use(use)}
     peak = tm.peak_memory(dev)
     kind: str | None = "cuda allocator peak"
     if peak is None and not own_process:
@@ -148,7 +170,19 @@ def _trial(
         peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         peak, kind = max(0, peak_rss - rss0), "peak RSS above the trial's start"
     tm.release_memory()
-    return {"fits": True, "times": times, "timer": timer, "peak": peak, "kind": kind, "device": dev}
+    return {
+        "fits": True,
+        "times": times,
+        "timer": timer,
+        "peak": peak,
+        "kind": kind,
+        "device": dev,
+        **_cap_use(use),
+    }
+
+
+def _cap_use(use: tuple[int, int] | None) -> dict[str, int]:
+    return {} if use is None else {"cap_baseline": use[0], "cap_overhead": use[1]}
 
 
 def _rss() -> int:
@@ -276,19 +310,25 @@ def fit(
         raise UsageError(
             f"memory_limit must be from 1 to {MAX_MEMORY_LIMIT:,} bytes, not {memory_limit}"
         )
+    if device is not None and device.partition(":")[0] == "cuda":
+        from gpuprobe.tools.memory.demo import check_device
+
+        check_device(device)  # one line for a CPU-only torch or a GPU it lacks, before any trial
     isolated = isolate or memory_limit is not None
     trials: dict[int, FitTrial] = {}
+    cap_use: dict[str, int] = {}  # the largest of each trial's cap_baseline and cap_overhead
+    resolved: list[str] = []  # the device the trials ran on ("cuda" given: "cuda:N")
 
     def run_one(b: int, phase: Phase) -> FitTrial:
         if isolated:
             raw = _isolated_trial(step, b, repeats, device, memory_limit)
         else:
-            try:
-                raw = _trial(step, b, repeats, device)
-            except Exception as exc:
-                if hasattr(exc, "add_note"):
-                    exc.add_note(f"gpuprobe.fit: raised by step({b}); not an out-of-memory error")
-                raise
+            raw = _trial(step, b, repeats, device)
+        for key in ("cap_baseline", "cap_overhead"):
+            if key in raw:
+                cap_use[key] = max(cap_use.get(key, 0), int(raw[key]))
+        if raw.get("device") and not resolved:
+            resolved.append(str(raw["device"]))
         t = _to_trial(b, raw, phase)
         trials[b] = t
         if on_trial is not None:
@@ -324,11 +364,13 @@ def fit(
         best_throughput_batch=max(timed, key=lambda t: t.throughput or 0).batch_size
         if timed
         else None,
-        device=device or "auto",
+        device=(resolved[0] if resolved and device == "cuda" else device) or "auto",
         timer=timer,
         isolated=isolated,
         memory_limit=memory_limit,
         cap=_cap_text(memory_limit, device),
+        cap_baseline=cap_use.get("cap_baseline"),
+        cap_overhead=cap_use.get("cap_overhead"),
         others_cores=others,  # as measured, for the rules; the result keeps it rounded
     )
     from gpuprobe.tools.memory.rules import RULES_FIT

@@ -27,6 +27,7 @@ __all__ = [
     "CHILD_TIMEOUT_S",
     "ChildDied",
     "ChildRaised",
+    "address_space_use",
     "cap_description",
     "run_in_child",
     "stop_server",
@@ -44,6 +45,7 @@ PRELOAD = (
     "psutil",
 )
 _context: Any = None
+_cap_base: int | None = None  # VmSize when this trial process's RLIMIT_AS cap was set
 _own_tracker = False  # the resource tracker was started for our fork server, not by the user
 
 
@@ -95,6 +97,15 @@ def _vm_size() -> int:
     raise OSError("no VmSize in /proc/self/status")
 
 
+def address_space_use() -> tuple[int, int] | None:
+    """In a trial process under an RLIMIT_AS cap: (bytes it had mapped when the cap was set,
+    which the cap sits on top of; bytes mapped since, which count against the cap). None in
+    any other process."""
+    if _cap_base is None:
+        return None
+    return _cap_base, max(0, _vm_size() - _cap_base)
+
+
 def cap_description(limit: int, device: str) -> str:
     """What a cap of ``limit`` bytes limits, in words, for a trial on ``device``."""
     from gpuprobe.core.units import size
@@ -108,6 +119,7 @@ def cap_description(limit: int, device: str) -> str:
 
 
 def _apply_cap(limit: int, device: str) -> None:
+    global _cap_base
     from gpuprobe.platform.frameworks import torch_memory as tm
 
     if device.startswith("cuda"):
@@ -116,6 +128,7 @@ def _apply_cap(limit: int, device: str) -> None:
     tm.warm_up()  # the thread pool and allocator arenas count as start-up, not as the step
     base = _vm_size()
     resource.setrlimit(resource.RLIMIT_AS, (base + limit, base + limit))
+    _cap_base = base
 
 
 def _child_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...], cap: Any) -> None:

@@ -86,6 +86,11 @@ class FitResult(Record):
     isolated: bool = False
     memory_limit: int | None = None  # bytes, when a cap was set
     cap: str | None = None  # what the cap limits, in words
+    # under an address-space cap (RLIMIT_AS, a CPU trial's): bytes each trial process had mapped
+    # when its cap was set (interpreter, torch: not counted against the cap), and bytes of the
+    # cap taken before the step ran (the trial's own set-up), the most of any trial
+    cap_baseline: int | None = None
+    cap_overhead: int | None = None
     findings: tuple[Finding, ...] = ()
     others_cores: float | None = None  # cores other processes kept busy during the search
 
@@ -156,6 +161,7 @@ class PrecisionReport(Record):
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
     others_cores: float | None = None  # cores other processes kept busy during the sweep
+    flops: int | None = None  # floating-point operations of one forward pass (None: not counted)
 
     def result(self, dtype: str) -> PrecisionResult | None:
         """The row for ``dtype``."""

@@ -131,13 +131,18 @@ def precision_sweep(
     )
     first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
     batch = int(first.shape[0]) if first is not None and first.dim() > 0 else 1
+    from gpuprobe.platform.frameworks import torch_memory as tm
+
     dev = device or tp.module_device(model)
+    if dev.startswith("cuda"):
+        dev = tm.cuda_device(dev)  # "cuda" -> "cuda:N": torch.cuda's set_device needs the index
     backend = TorchBackend(dev if dev.startswith("cuda") else "cpu")
     was_training = model.training
     model.eval()
     order = ["fp32", *[d for d in dtypes if d != "fp32"]]
     results: dict[str, PrecisionResult] = {}
     ref = None
+    flops: int | None = None
     notes: list[str] = []
     load = HostLoad(children=False)
     try:
@@ -173,6 +178,7 @@ def precision_sweep(
                 continue
             if ref is None:
                 ref = out
+                flops = tm.forward_flops(call)  # the work of one pass, to read times as rates
             diff = (out - ref).abs()
             finite = bool(torch.isfinite(out).all())
             norm = float(ref.norm()) or 1.0
@@ -207,6 +213,7 @@ def precision_sweep(
         results=tuple(rows),
         metric_name=getattr(metric, "__name__", "metric") if metric is not None else None,
         notes=tuple(notes),
+        flops=flops,
     )
     others = load.others_cores()
     rec = recommend(report)

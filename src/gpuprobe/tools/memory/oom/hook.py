@@ -38,8 +38,14 @@ def _ipython_handler(shell: Any, etype: Any, evalue: Any, tb: Any, tb_offset: An
     from gpuprobe.tools.memory.oom.explain import explain_oom
 
     shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
-    if classify_oom(evalue) is not None:
-        print(str(explain_oom(evalue)), file=sys.stderr)
+    if classify_oom(evalue) is None:
+        return
+    try:
+        report = explain_oom(evalue)
+    except Exception as inner:  # the report must never hide the user's own error
+        print(f"gpuprobe: could not explain the out-of-memory error: {inner!r}", file=sys.stderr)
+        return
+    print(str(report), file=sys.stderr)
 
 
 def install_oom_hook() -> None:

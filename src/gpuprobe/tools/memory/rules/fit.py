@@ -35,7 +35,7 @@ def nothing_fits(r: FitResult) -> list[Finding]:
             id="fit-nothing-fits",
             status=Status.FAIL,
             title=f"even the smallest batch ({r.smallest}) runs out of memory",
-            evidence=_search_evidence(r),
+            evidence=(*_search_evidence(r), *_cap_evidence(r)),
             fix="free memory first (other processes: nvidia-smi; torch.cuda.empty_cache()), "
             "or shrink the model: mixed precision, activation checkpointing",
             group="fit",
@@ -70,11 +70,24 @@ def fit_largest(r: FitResult) -> list[Finding]:
                 Evidence("first_fail", r.first_fail),
                 Evidence("peak_memory", best_t.peak_memory if best_t else None, "B"),
                 *ev_search,
+                *_cap_evidence(r),
             ),
             fix=f"batch_size = {r.best}",
             group="fit",
         )
     ]
+
+
+def _cap_evidence(r: FitResult) -> tuple[Evidence, ...]:
+    """Under an address-space cap: what each trial process had mapped when the cap was set (on
+    top of which the cap sits) and how much of the cap went before the step ran."""
+    if r.memory_limit is None or r.cap_baseline is None:
+        return ()
+    return (
+        Evidence("memory_limit", r.memory_limit, "B"),
+        Evidence("cap_baseline", r.cap_baseline, "B"),
+        Evidence("cap_overhead", r.cap_overhead, "B"),
+    )
 
 
 @rule("fit-knee", applies=_something_fits)

@@ -78,11 +78,16 @@ def oom_error(r: OomReport) -> list[Finding]:
 @rule("oom-fragmentation")
 def cache_fragmentation(r: OomReport) -> list[Finding]:
     """How much of torch's cache is reserved but unallocated, and whether that is
-    fragmentation."""
+    fragmentation: by the error message's own figures, which describe the moment it failed,
+    when it has them; else by this process's cache as read for the report (labelled "now")."""
     e = r.error
-    reserved = r.reserved if r.reserved is not None else (e.reserved if e else None)
-    allocated = r.allocated if r.allocated is not None else (e.allocated if e else None)
-    if not (reserved and allocated is not None):
+    if e is not None and e.reserved and e.allocated is not None:
+        reserved, allocated, inactive = e.reserved, e.allocated, None
+        when, source = "at the failure, {} of torch's {} cache was", "error message"
+    elif r.reserved and r.allocated is not None:
+        reserved, allocated, inactive = r.reserved, r.allocated, r.inactive_split
+        when, source = "now, {} of torch's {} cache is", "this process now"
+    else:
         return []
     unused = max(0, reserved - allocated)
     frac = unused / reserved
@@ -97,15 +102,17 @@ def cache_fragmentation(r: OomReport) -> list[Finding]:
             id="oom-fragmentation",
             status=Status.WARN if fragmented and not has_expandable else Status.OK,
             title=(
-                f"{size(unused)} of torch's {size(reserved)} cache is reserved "
-                f"but unallocated ({100 * frac:.0f} %)" + (": fragmentation" if fragmented else "")
+                when.format(size(unused), size(reserved))
+                + f" reserved but unallocated ({100 * frac:.0f} %)"
+                + (": fragmentation" if fragmented else "")
             ),
             evidence=(
                 Evidence("allocated", allocated, "B"),
                 Evidence("reserved", reserved, "B"),
                 Evidence("reserved_unallocated", unused, "B"),
-                Evidence("inactive_split", r.inactive_split, "B"),
+                Evidence("inactive_split", inactive, "B"),
                 Evidence("fraction", round(100 * frac, 1), "%"),
+                Evidence("source", source),
             ),
             fix=(
                 f"export {_ENV_NAME}=expandable_segments:True  (before the process starts)"

@@ -7,9 +7,16 @@ from __future__ import annotations
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, rule
+from gpuprobe.core.units import seconds
 from gpuprobe.platform.hardware.host import usable_cores
 from gpuprobe.platform.hardware.load import host_busy_finding
-from gpuprobe.tools.memory.model import OOM_REASON, REL_ERROR_OK, SPEEDUP_MIN, PrecisionReport
+from gpuprobe.tools.memory.model import (
+    OOM_REASON,
+    REL_ERROR_OK,
+    SPEEDUP_MIN,
+    PrecisionReport,
+    PrecisionResult,
+)
 
 __all__ = [
     "LOWP_CPU_FLAGS",
@@ -57,6 +64,75 @@ def _cpu_no_gain(dtype: str, flags: frozenset[str]) -> str:
     return (
         f"this CPU has none of {', '.join(wanted)}: {dtype} is converted back to fp32 for the "
         "arithmetic, which costs time; a small model is bound by launch overhead too"
+    )
+
+
+def _slower(x: PrecisionResult) -> bool:
+    """Slower than fp32 by more than run-to-run noise (the mirror of SPEEDUP_MIN)."""
+    return (x.speedup or 0) <= 1 / SPEEDUP_MIN
+
+
+def _rate(flops: int | None, seconds: float | None) -> str:
+    return f"{flops / seconds / 1e12:.1f} TFLOP/s" if flops and seconds else "n/a"
+
+
+def _gpu_no_gain(r: PrecisionReport, x: PrecisionResult) -> str:
+    """Why a lower precision was not faster on a GPU: it has tensor cores for it (or the sweep
+    would have skipped it), so the math is not what costs; the work per pass is too small."""
+    base = r.result("fp32")
+    work = (
+        f"one forward pass is {r.flops / 1e9:.3g} GFLOP: fp32 ran it at "
+        f"{_rate(r.flops, base.median_s if base else None)}, {x.dtype} at "
+        f"{_rate(r.flops, x.median_s)}; "
+        if r.flops
+        else ""
+    )
+    if _slower(x):
+        return (
+            work + f"too little work per kernel for {x.dtype}'s faster math to show: the cast "
+            "kernels autocast adds (and fused paths some modules skip under it) cost more "
+            "than the math saves"
+        )
+    return work + f"too little work per kernel for {x.dtype}'s faster math to show"
+
+
+def _no_gain(
+    r: PrecisionReport, x: PrecisionResult, dev: str, cpu_flags: frozenset[str] | None
+) -> Finding:
+    """A lower precision that is not faster than fp32, or slower, and why."""
+    base = r.result("fp32")
+    speedup = x.speedup or 0
+    if _slower(x):
+        title = (
+            f"{x.dtype} is slower here: {speedup:.2f}x fp32's throughput "
+            f"({seconds(x.median_s)} a forward pass, fp32 {seconds(base.median_s if base else None)})"
+        )
+    else:
+        title = f"{x.dtype} is not faster here ({speedup:.2f}x fp32)"
+    if dev == "cpu":
+        why = _cpu_no_gain(x.dtype, _cpu_flags() if cpu_flags is None else cpu_flags)
+    else:
+        why = _gpu_no_gain(r, x)
+    return Finding(
+        id="precision-no-gain",
+        status=Status.INFO,
+        title=title,
+        evidence=(
+            Evidence("speedup", round(speedup, 3), "x"),
+            Evidence("median", x.median_s, "s"),
+            Evidence("fp32_median", base.median_s if base else None, "s"),
+            Evidence("flops", r.flops, "FLOP"),
+            Evidence("batch", r.batch),
+        ),
+        fix=(
+            f"measure at the batch you will run (gpuprobe precision --batch N, or larger "
+            f"inputs than {r.batch}): with more work per kernel {x.dtype} can pay; else keep fp32"
+            if dev != "cpu"
+            else ""
+        ),
+        group="precision",
+        subject=x.dtype,
+        details=(why,),
     )
 
 
@@ -126,22 +202,7 @@ def precision_results(r: PrecisionReport, cpu_flags: frozenset[str] | None = Non
                 )
             )
         elif x.outcome == "ok" and x.dtype != "fp32" and (x.speedup or 0) < SPEEDUP_MIN:
-            out.append(
-                Finding(
-                    id="precision-no-gain",
-                    status=Status.INFO,
-                    title=f"{x.dtype} is not faster here ({x.speedup or 0:.2f}x fp32)",
-                    evidence=(Evidence("speedup", round(x.speedup or 0, 3), "x"),),
-                    fix="",
-                    group="precision",
-                    subject=x.dtype,
-                    details=(
-                        _cpu_no_gain(x.dtype, _cpu_flags() if cpu_flags is None else cpu_flags),
-                    )
-                    if dev == "cpu"
-                    else (),
-                )
-            )
+            out.append(_no_gain(r, x, dev, cpu_flags))
         elif x.outcome == "error" and (x.reason or "").startswith(OOM_REASON):
             out.append(
                 Finding(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from gpuprobe.core import render
 from gpuprobe.core.units import count, seconds, size
 from gpuprobe.tools.memory.model import FitResult
 from gpuprobe.ui.findings import findings_lines, result_html
 
-__all__ = ["fit_text"]
+__all__ = ["WIDTH", "fit_text"]
+
+WIDTH = 80  # columns of the header lines (a terminal's usual width)
 
 
 def fit_text(r: FitResult) -> str:
@@ -15,9 +19,15 @@ def fit_text(r: FitResult) -> str:
     head = f"gpuprobe fit: batch sizes {r.smallest}..{r.largest} ({r.candidates} candidates)"
     lines = [head]
     if r.cap:
-        lines.append(f"  memory cap: {r.cap}")
-    lines.append(
-        f"  search: {r.search_trials} trials (bound ⌈log2 {r.candidates}⌉ + 2 = {r.trial_bound}), "
+        lines += _wrapped(f"memory cap: {r.cap}")
+    if r.cap_baseline is not None:
+        lines += _wrapped(
+            f"each trial process had {size(r.cap_baseline)} mapped when its cap was set "
+            "(interpreter, torch: not counted); "
+            f"{size(r.cap_overhead or 0)} of the cap was taken before the step ran"
+        )
+    lines += _wrapped(
+        f"search: {r.search_trials} trials (bound ⌈log2 {r.candidates}⌉ + 2 = {r.trial_bound}), "
         f"tolerance {100 * r.tolerance:g} %, timer {r.timer}, "
         + ("each trial in its own process" if r.isolated else "in this process")
     )
@@ -33,6 +43,11 @@ def fit_text(r: FitResult) -> str:
             lines.append(f"  {t.batch_size:>8}  {'OOM':<4}  {'':>10}  {'':>11}  {'':>10}{mark}")
     lines += findings_lines(r.findings, no_details=("fit-nothing-fits",))
     return "\n".join(lines)
+
+
+def _wrapped(text: str) -> list[str]:
+    """A header line, wrapped to WIDTH columns under two spaces."""
+    return textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
 
 
 render.text.register(FitResult, fit_text)

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from gpuprobe.core import render
 from gpuprobe.tools.memory.oom.report import OomReport
 from gpuprobe.ui.findings import findings_lines
 
-__all__ = ["render_text"]
+__all__ = ["WIDTH", "render_text"]
+
+WIDTH = 80  # columns of a note (a terminal's usual width)
 
 
 def render_text(r: OomReport) -> str:
@@ -17,7 +21,7 @@ def render_text(r: OomReport) -> str:
         r.findings, no_details=("oom-error",), no_fix=("oom-error", "oom-what-to-do")
     )
     for n in r.notes:
-        lines.append(f"  note: {n}")
+        lines += textwrap.wrap(n, WIDTH, initial_indent="  note: ", subsequent_indent="        ")
     return "\n".join(lines)
 
 

@@ -21,7 +21,8 @@ def _num(v: float | None, fmt: str = ".2g") -> str:
 
 def precision_text(r: PrecisionReport) -> str:
     """The report as a plain-text table with the findings under it."""
-    lines = [f"gpuprobe precision: {r.device}, batch {r.batch}"]
+    work = f", {r.flops / 1e9:.3g} GFLOP a forward pass" if r.flops else ""
+    lines = [f"gpuprobe precision: {r.device}, batch {r.batch}{work}"]
     metric = f"  {r.metric_name or 'metric':>10}" if r.metric_name else ""
     lines.append(
         f"  {'dtype':<6}  {'latency':>10}  {'samples/s':>10}  {'speedup':>7}  "
