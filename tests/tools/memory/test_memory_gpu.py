@@ -106,39 +106,6 @@ def test_precision_on_the_gpu(torch_cuda) -> None:  # type: ignore[no-untyped-de
             assert "GFLOP" in f.details[0] and "too little work per kernel" in f.details[0]
 
 
-# Enough work per kernel for bf16 to pay on any card whose bf16 tensor math is many times its
-# fp32 math: batch 512 is 412 GFLOP a pass (encoder_flops), at least 6 ms of fp32 math at the
-# H200's 67 TFLOP/s, against the ~0.9 ms a pass that autocast's casts and the unfused path
-# cost there (the H200's 1.35 ms bf16 pass at batch 8, less its 0.1 ms of bf16 math)
-BIG_BATCH = 512
-# bf16 tensor peak over fp32 peak (platform/hardware/data/products.csv) from which the check
-# runs: 14.8 on the H100/H200, 16 on the A100, 4 on the L40S; GeForce cards run bf16 with fp32
-# accumulate at half rate (2x: a RTX 3090's 71 vs 35.6), too close to call
-BF16_MATH_RATIO_MIN = 4.0
-
-
-def test_bf16_pays_with_enough_work_per_kernel(torch_cuda) -> None:  # type: ignore[no-untyped-def]
-    from test_memory_precision import encoder_flops
-
-    from gpuprobe.platform.hardware import specs
-    from gpuprobe.tools.memory import demo
-    from gpuprobe.tools.memory.model import SPEEDUP_MIN
-    from gpuprobe.tools.memory.precision import precision_sweep
-
-    torch = torch_cuda
-    spec = specs.spec_for(torch.cuda.get_device_name(0))
-    if torch.cuda.get_device_capability()[0] < 8 or spec is None or not spec.bf16:
-        pytest.skip("no native bf16, or a card the spec table does not know")
-    if spec.bf16 < BF16_MATH_RATIO_MIN * (spec.fp32 or spec.bf16):
-        pytest.skip(f"{spec.product}: bf16 peak {spec.bf16} vs fp32 {spec.fp32} TFLOP/s")
-    m = demo.encoder("cuda")
-    r = precision_sweep(m, demo.encoder_inputs(BIG_BATCH, "cuda"), ("fp32", "bf16"), budget_s=0.3)
-    rows = {x.dtype: x for x in r.results}
-    assert r.flops is not None and r.flops >= encoder_flops(BIG_BATCH)[0]
-    assert rows["bf16"].outcome == "ok" and (rows["bf16"].speedup or 0) > 1.0
-    assert r.recommended == "bf16" or (rows["bf16"].speedup or 0) < SPEEDUP_MIN
-
-
 def test_pack_sees_the_gpu() -> None:
     from gpuprobe.tools.monitor.pack import pack
 

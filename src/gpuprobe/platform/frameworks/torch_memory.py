@@ -16,7 +16,6 @@ Units: bytes.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.platform.frameworks.torch import loaded, require
@@ -29,7 +28,6 @@ __all__ = [
     "cuda_index",
     "cuda_initialized",
     "cuda_memory",
-    "forward_flops",
     "live_tensors",
     "peak_memory",
     "release_memory",
@@ -155,31 +153,6 @@ def live_tensors(limit: int = 10) -> list[dict[str, Any]]:
             "requires_grad": bool(obj.requires_grad),
         }
     return sorted(seen.values(), key=lambda d: -int(d["bytes"]))[:limit]
-
-
-def forward_flops(fn: Callable[[], Any]) -> int | None:
-    """Floating-point operations of one call of ``fn`` (a forward pass), counted by torch's
-    ``FlopCounterMode`` (matmuls, convolutions, attention), with the fused MHA fast path off
-    (its one fused kernel would count as nothing); None when torch cannot count them or
-    counts none. Says how much work a pass is, so its time can be read as a rate (FLOP/s)."""
-    torch = loaded()
-    if torch is None:
-        return None
-    mha = getattr(torch.backends, "mha", None)
-    old = mha.get_fastpath_enabled() if mha is not None else None
-    try:
-        from torch.utils.flop_counter import FlopCounterMode
-
-        if mha is not None:
-            mha.set_fastpath_enabled(False)
-        with FlopCounterMode(display=False) as counter:
-            fn()
-        return int(counter.get_total_flops()) or None
-    except Exception:  # an op torch cannot count, out of memory: the rate is not known
-        return None
-    finally:
-        if mha is not None:
-            mha.set_fastpath_enabled(old)
 
 
 def release_memory() -> None:

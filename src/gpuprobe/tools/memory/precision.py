@@ -178,7 +178,7 @@ def precision_sweep(
                 continue
             if ref is None:
                 ref = out
-                flops = tm.forward_flops(call)  # the work of one pass, to read times as rates
+                flops = tp.forward_flops(call)  # the work of one pass, to read times as rates
             diff = (out - ref).abs()
             finite = bool(torch.isfinite(out).all())
             norm = float(ref.norm()) or 1.0
