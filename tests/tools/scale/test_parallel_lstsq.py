@@ -391,11 +391,16 @@ def test_numpy_blocks_moved_to_gpu_and_cupy_input_alone(conditioned, rhs):
     a = conditioned(3000, 16, cond=10.0)
     b = rhs(a)
     ref = np.linalg.lstsq(a, b, rcond=None)[0]
+    # a CuPy array alone is solved on its GPU in this process: on the H200 a one-worker
+    # LocalCUDACluster took 23.4 s to start and receive 7.6 GB (issue 30)
+    x, rep = lstsq(cupy.asarray(a), cupy.asarray(b), "normal")
+    assert rep.engine.cluster == "in-process" and rep.engine.kind == "gpu"
+    assert rel(x, ref) <= 1e-11
     if importlib.util.find_spec("dask_cuda") is None:
         pytest.skip("own GPU cluster needs dask-cuda")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        x, rep = lstsq(cupy.asarray(a), cupy.asarray(b), "normal")
+        x, rep = lstsq(a, b, "normal", devices="gpu", engine="dask")
     assert rep.engine.cluster == "LocalCUDACluster" and rep.engine.kind == "gpu"
     assert rel(x, ref) <= 1e-11
 
@@ -454,3 +459,18 @@ def test_blocks_held_by_worker_processes_are_aligned():
     np.testing.assert_array_equal(out, odd)
     good = np.ones((64, 8))
     assert good.ctypes.data % 64 != 0 or K._aligned(good) is good
+
+
+def test_a_gpu_session_makes_no_extended_pass(conditioned, rhs, monkeypatch):
+    """A GPU has no float wider than float64: _refine turned to "extended" passes when the
+    predicted float64 error was large (κ = 1e5 here) on a GPU session too, and the report counted
+    extended passes the GPU made in float64."""
+    monkeypatch.setattr(S, "REFINE_CHEAP_ELEMENTS", 0)  # refine as a large A would be
+    a = conditioned(3000, 30, cond=1e5, seed=10)
+    b = rhs(a)
+    s = S._LocalSession(a, b, 500, whole=False)
+    s.on_gpu = True  # the same passes, taken for a GPU's
+    out = S._normal(s, S.REFINE_MAX_STEPS)
+    assert isinstance(out, S._Outcome) and out.refinement_steps >= 1
+    assert out.extended_passes == 0
+    assert rel(out.x, np.linalg.lstsq(a, b, rcond=None)[0]) <= expected_error_bound(1e5)

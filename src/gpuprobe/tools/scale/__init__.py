@@ -16,6 +16,8 @@ Modules:
   functions, so Dask pickles them by reference).
 - :mod:`gpuprobe.tools.scale.solvers`: normal equations with refinement, TSQR, local SGD, and the
   sessions that run them on a cluster or in this process.
+- :mod:`gpuprobe.tools.scale.device`: one GPU in this process: a CuPy array (or a torch CUDA
+  tensor) solved where it is, each pass a few cuBLAS products over all rows.
 - :mod:`gpuprobe.tools.scale.lstsq`: :func:`~gpuprobe.tools.scale.lstsq.lstsq`, :class:`LstsqReport`
   and its findings.
 - :mod:`gpuprobe.tools.scale.sweep`: the worker-count sweep behind ``gpuprobe scale lstsq``.

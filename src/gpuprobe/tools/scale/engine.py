@@ -44,6 +44,10 @@ __all__ = [
     "EngineInfo",
     "available_cores",
     "blas_info",
+    "cluster_reason",
+    "gpu_memory_bytes",
+    "in_process_info",
+    "on_gpu_input",
     "open_engine",
     "paused_workers",
     "process_cpu_seconds",
@@ -221,6 +225,79 @@ class EngineInfo(Record):
     processes: bool | None  # workers are processes (None: unknown, an existing cluster)
     owned: bool  # this engine started the cluster and closes it
     devices: tuple[int, ...] = ()
+
+
+def in_process_info(
+    kind: str, library: str | None, threads: int | None, devices: tuple[int, ...] = ()
+) -> EngineInfo:
+    """The engine of a solve in this process: no cluster, one "worker" (this process) on the
+    CPU's BLAS or on one GPU (``devices``)."""
+    return EngineInfo(
+        kind=kind,
+        cluster="in-process",
+        scheduler="",
+        workers=1,
+        threads_per_worker=1,
+        blas_threads=threads,
+        blas_library=library,
+        processes=False,
+        owned=True,
+        devices=devices,
+    )
+
+
+def on_gpu_input(a: Any) -> bool:
+    """True for a CuPy array, a torch CUDA tensor or a dask array of CuPy blocks."""
+    mod = type(a).__module__.split(".")[0]
+    if mod == "cupy":
+        return True
+    if mod == "torch":
+        return bool(a.device.type == "cuda")
+    meta = getattr(a, "_meta", None)
+    return meta is not None and type(meta).__module__.split(".")[0] == "cupy"
+
+
+def gpu_memory_bytes(kind: str) -> int | None:
+    """Bytes of memory of the current GPU for a GPU engine (None on CPU or when unknown)."""
+    if kind != "gpu":
+        return None
+    try:
+        import cupy
+
+        return int(cupy.cuda.Device().mem_info[1])
+    except Exception:
+        return None
+
+
+def cluster_reason(
+    A: Any,
+    method: str,
+    client: Any,
+    scheduler: str | None,
+    devices: Any,
+    workers: Sequence[str] | None,
+    engine: str,
+) -> str | None:
+    """Why this solve goes to a Dask cluster, or None when it may run in this process."""
+    from gpuprobe.tools.scale.sources import is_path
+
+    if engine == "dask":
+        return "engine='dask' asked"
+    if client is not None:
+        return "client= given: solved on that cluster"
+    if scheduler is not None:
+        return f"scheduler {scheduler} given: solved on that cluster"
+    if workers:
+        return "workers= given: solved on those Dask workers"
+    if devices is not None and devices != "cpu":
+        return f"devices={devices!r}: one Dask worker per GPU"
+    if method == "local-sgd":
+        return "local-sgd is E6's sharded SGD on Dask workers"
+    if type(A).__module__.split(".")[0] == "dask":
+        return "A is a dask array: solved on a Dask cluster, block by block"
+    if not is_path(A) and on_gpu_input(A):
+        return "A is on a GPU: one Dask worker per GPU"
+    return None
 
 
 def _gpu_count() -> int:

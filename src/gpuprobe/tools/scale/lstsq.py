@@ -44,8 +44,13 @@ from gpuprobe.core.findings import Finding
 from gpuprobe.core.records import Record
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import MIB, gib
+from gpuprobe.tools.scale import device
 from gpuprobe.tools.scale.engine import (
     EngineInfo,
+    cluster_reason,
+    gpu_memory_bytes,
+    in_process_info,
+    on_gpu_input,
     open_engine,
     release_memory,
     require_dask,
@@ -187,16 +192,6 @@ class LstsqResult(NamedTuple):
 # -- the entry point -------------------------------------------------------------------------------
 
 
-def _on_gpu_input(a: Any) -> bool:
-    mod = type(a).__module__.split(".")[0]
-    if mod == "cupy":
-        return True
-    if mod == "torch":
-        return bool(a.device.type == "cuda")
-    meta = getattr(a, "_meta", None)
-    return meta is not None and type(meta).__module__.split(".")[0] == "cupy"
-
-
 def _held_by_workers(client: Any, problem: Problem, workers: Sequence[str] | None) -> Problem:
     """In-memory input on a cluster of other processes: send the blocks once, before the solve,
     instead of in the graph of every pass. In-process workers share the arrays as they are."""
@@ -217,17 +212,6 @@ def _held_by_workers(client: Any, problem: Problem, workers: Sequence[str] | Non
     with client.as_current():
         distributed.wait([a, b])
     return Problem(A=a, b=b, source=problem.source, on_gpu=problem.on_gpu)
-
-
-def _gpu_memory_bytes(kind: str) -> int | None:
-    if kind != "gpu":
-        return None
-    try:
-        import cupy
-
-        return int(cupy.cuda.Device().mem_info[1])
-    except Exception:
-        return None
 
 
 def _numpy_reference(s: Any) -> tuple[np.ndarray | None, float | None, str]:
@@ -278,9 +262,12 @@ def lstsq(
     """Solve min ‖b − Ax‖₂ in this process or on a Dask cluster; return ``(x, report)``.
 
     The engine: in-memory NumPy (or torch CPU) arrays and ``.npy`` files that fit in memory are
-    solved in this process (threaded BLAS over row-block views, no cluster, no copy of A). A Dask
-    cluster is used for dask arrays, GPU input or ``devices``, Zarr/Parquet data or a file larger
-    than memory, ``client``/``scheduler``/``workers``, ``local-sgd``, or ``engine="dask"``. The
+    solved in this process (threaded BLAS over row-block views, no cluster, no copy of A). A CuPy
+    array or torch CUDA tensor is solved on its GPU in this process, a few cuBLAS products per
+    pass over all rows (:mod:`gpuprobe.tools.scale.device`); so is host data with ``devices``
+    naming one GPU, copied there once. A Dask cluster is used for dask arrays, several GPUs,
+    Zarr/Parquet data or a file larger than memory, ``client``/``scheduler``/``workers``,
+    ``local-sgd``, or ``engine="dask"``. The
     report says which ran and why (``engine``, ``engine_reason``); its ``wall_s`` is the whole
     call, ``setup_s`` (starting a cluster, reading or sending the input) shown apart.
 
@@ -294,7 +281,9 @@ def lstsq(
     client, scheduler
         An existing cluster. Default: a LocalCluster sized to this machine, closed afterwards.
     devices
-        ``"cpu"``, ``"gpu"`` or GPU ids. Default: GPU when the input is on a GPU.
+        ``"cpu"``, ``"gpu"`` or GPU ids. Default: the GPU that holds the input, if one does.
+        One GPU (the input's, the only one, or one id): solved there in this process; several:
+        one Dask worker per GPU.
     workers
         Run only on these worker addresses.
     chunk_rows
@@ -325,16 +314,27 @@ def lstsq(
     if engine not in ENGINES:
         raise UsageError(f"engine={engine!r}: use one of {', '.join(ENGINES)}")
     t_start = time.perf_counter()
-    why_cluster = _cluster_reason(A, method, client, scheduler, devices, workers, engine)
+    opts = _Options(workers, reference, rcond, max_refine, sgd or SgdSettings(), timeout)
+    asked = engine == "dask" or client is not None or scheduler is not None or bool(workers)
+    on_device = device.route(A, b, method, devices, asked)
+    if on_device is not None:
+        done = _solve_device(A, b, *on_device, method, opts, chunk_rows, t_start)
+        if done is not None:
+            return done
+    why_cluster = cluster_reason(A, method, client, scheduler, devices, workers, engine)
     if why_cluster is None:
         local = local_problem(A, b, LOCAL_FILE_MEMORY_FRACTION)
         if local is not None:
             a_l, b_l, source, why = local
-            opts = _Options(workers, reference, rcond, max_refine, sgd or SgdSettings())
             return _solve_local(a_l, b_l, source, why, method, opts, chunk_rows, t_start)
         why_cluster = (
             "a dask or GPU array, Zarr or Parquet data, or a .npy file larger than "
             f"{LOCAL_FILE_MEMORY_FRACTION:.0%} of the memory available: solved on a Dask cluster"
+        )
+    elif on_device is not None:
+        why_cluster = (
+            f"A does not fit in {device.DEVICE_UPLOAD_FRACTION:.0%} of GPU {on_device[0]}'s free "
+            "memory: one Dask worker per GPU, block by block"
         )
     if engine == "in-process":
         raise UsageError(
@@ -348,16 +348,15 @@ def lstsq(
         and client is None
         and scheduler is None
         and not is_path(A)
-        and _on_gpu_input(A)
+        and on_gpu_input(A)
     ):
         devices = "gpu"
     eng = open_engine(client=client, scheduler=scheduler, devices=devices)
     try:
         problem = as_dask_problem(
-            A, b, chunk_rows, eng.info.workers, _gpu_memory_bytes(eng.info.kind)
+            A, b, chunk_rows, eng.info.workers, gpu_memory_bytes(eng.info.kind)
         )
         problem = _held_by_workers(eng.client, problem, workers)
-        opts = _Options(workers, reference, rcond, max_refine, sgd or SgdSettings(), timeout)
         return _solve(
             eng.client,
             eng.info,
@@ -380,35 +379,6 @@ def lstsq(
         eng.close()
 
 
-def _cluster_reason(
-    A: Any,
-    method: str,
-    client: Any,
-    scheduler: str | None,
-    devices: Any,
-    workers: Sequence[str] | None,
-    engine: str,
-) -> str | None:
-    """Why this solve goes to a Dask cluster, or None when it may run in this process."""
-    if engine == "dask":
-        return "engine='dask' asked"
-    if client is not None:
-        return "client= given: solved on that cluster"
-    if scheduler is not None:
-        return f"scheduler {scheduler} given: solved on that cluster"
-    if workers:
-        return "workers= given: solved on those Dask workers"
-    if devices is not None and devices != "cpu":
-        return f"devices={devices!r}: one Dask worker per GPU"
-    if method == "local-sgd":
-        return "local-sgd is E6's sharded SGD on Dask workers"
-    if type(A).__module__.split(".")[0] == "dask":
-        return "A is a dask array: solved on a Dask cluster, block by block"
-    if not is_path(A) and _on_gpu_input(A):
-        return "A is on a GPU: one Dask worker per GPU"
-    return None
-
-
 def _solve_local(
     a: Any,
     b: Any,
@@ -425,17 +395,42 @@ def _solve_local(
     rows = chunk_rows or max(n + 1, LOCAL_BLOCK_BYTES // (8 * n))
     s = _LocalSession(a, b, min(m, rows), whole=chunk_rows is None)
     blas = blas_info()
-    info = EngineInfo(
-        kind="cpu",
-        cluster="in-process",
-        scheduler="",
-        workers=1,
-        threads_per_worker=1,
-        blas_threads=blas["threads"],
-        blas_library=blas["library"],
-        processes=False,
-        owned=True,
-    )
+    info = in_process_info("cpu", blas["library"], blas["threads"])
+    return _solve_here(s, info, source, why, method, opts, t_start)
+
+
+def _solve_device(
+    A: Any,
+    b: Any,
+    dev: int,
+    why: str,
+    method: str,
+    opts: _Options,
+    chunk_rows: int | None,
+    t_start: float,
+) -> LstsqResult | None:
+    """The solve on GPU ``dev`` in this process (:mod:`gpuprobe.tools.scale.device`); None when
+    host data does not fit there (the caller goes to Dask workers)."""
+    ops = device.make_ops(dev)
+    with ops.context():
+        opened = device.open_session(A, b, dev, ops, chunk_rows)
+        if opened is None:
+            return None
+        s, info, source = opened
+        return _solve_here(s, info, source, why, method, opts, t_start)
+
+
+def _solve_here(
+    s: Any,
+    info: EngineInfo,
+    source: str,
+    why: str,
+    method: str,
+    opts: _Options,
+    t_start: float,
+) -> LstsqResult:
+    """A solve in this process (on the CPU or on one GPU): every second of it is compute."""
+    m, n = s.m, s.n
     unsafe = None
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -459,7 +454,7 @@ def _solve_local(
         exact=True,
         rows=m,
         cols=n,
-        row_blocks=len(s.starts),
+        row_blocks=getattr(s, "row_blocks", len(s.starts)),
         col_blocks=1,
         source=source,
         residual_norm=out.residual_norm,

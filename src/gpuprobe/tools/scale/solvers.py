@@ -418,13 +418,16 @@ def _refine(
     # a small A: passes cost milliseconds, so refine (in extended precision where there is one)
     # until no component of x changes
     cheap = s.m * s.n <= REFINE_CHEAP_ELEMENTS
-    extended = cheap and EXTENDED_AVAILABLE and not s.on_gpu
+    # a wider float than float64 for r and Aᵀr: numpy.longdouble on a CPU; none on a GPU, whose
+    # passes stay float64 (and are not counted as extended)
+    wider = EXTENDED_AVAILABLE and not s.on_gpu
+    extended = cheap and wider
     steps = ext = 0
     if resid0 is not None:
         pred = _predicted_error(kappa, resid0, smax, float(np.linalg.norm(z)))
         if (pred <= EXTENDED_REFINE_ERROR and not cheap) or not converges or max_refine == 0:
             return z, resid0, 0, 0
-        extended = EXTENDED_AVAILABLE and not s.on_gpu
+        extended = wider
         if not extended:
             return z, resid0, 0, 0
     while True:
@@ -447,7 +450,7 @@ def _refine(
         if cheap:
             continue
         pred = _predicted_error(kappa, math.sqrt(max(rr, 0.0)), smax, zn)
-        if not extended and EXTENDED_AVAILABLE and pred > EXTENDED_REFINE_ERROR:
+        if not extended and wider and pred > EXTENDED_REFINE_ERROR:
             extended = True
             continue
         if extended or dn * k2eps > REFINE_RTOL * zn or gram_s is None:

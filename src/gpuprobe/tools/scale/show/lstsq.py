@@ -95,7 +95,15 @@ def lstsq_summary(report: LstsqReport) -> list[tuple[str, str]]:
         ),
         ("engine", f"{e.cluster}: {report.engine_reason}" if report.engine_reason else e.cluster),
     ]
-    if e.cluster == "in-process":
+    if e.cluster == "in-process" and e.kind == "gpu":
+        rows.append(
+            (
+                "device",
+                f"GPU {', '.join(str(d) for d in e.devices) or NA} ({e.blas_library or NA}); "
+                f"host CPU used {_fmt(report.cpu_per_worker, '.2f')} core(s)",
+            )
+        )
+    elif e.cluster == "in-process":
         rows.append(
             (
                 "threads",
