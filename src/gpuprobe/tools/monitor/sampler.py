@@ -5,6 +5,16 @@ taken at once and the ticks it overran are counted as missed, never bunched up).
 time is measured with ``time.thread_time()`` and carried in every sample as a running total, so the
 sampler's own cost is on disk even when gpuprobe is killed.
 
+Per GPU and tick it reads the changing state (utilization, memory, power, temperature, clocks,
+clock-event reasons, PCIe link; ``NvmlSession.sample``); what never changes (name, UUID, memory
+total, limits, PCIe maximum) is read once at :meth:`Sampler.open`. The per-process reads cost
+the most on a data-centre card's driver (each list is two calls, count then fill, that walk the
+driver's clients), so they follow what they measure instead of the tick: the process lists are
+read again when the card's used memory changed (a CUDA context starting or ending, or a process
+allocating, moves it) and at least every :data:`PROCESS_LIST_MAX_AGE_S`; the per-process SM
+samples every :data:`PROCESS_UTIL_PERIOD_S`, as often as the driver makes them. Between reads a
+tick carries the last answer. What each kind of call cost is kept (:meth:`Sampler.cost_fields`).
+
 Without a driver (``NvmlUnavailable``) the sampler records the host alone and says why.
 Units: seconds, bytes, percent (see :mod:`gpuprobe.tools.monitor.records`).
 """
@@ -40,6 +50,8 @@ __all__ = [
     "DEFAULT_HZ",
     "MAX_HZ",
     "MIN_HZ",
+    "PROCESS_LIST_MAX_AGE_S",
+    "PROCESS_UTIL_PERIOD_S",
     "TREE_RESCAN_S",
     "NvmlLike",
     "Sampler",
@@ -50,6 +62,12 @@ DEFAULT_HZ = 2.0
 MAX_HZ = 20.0  # samples/s; faster than NVML refreshes utilization, so nothing gained (nvitop #65)
 MIN_HZ = 0.1  # samples/s
 TREE_RESCAN_S = 1.0  # s between scans for new child processes (a scan reads every /proc/PID/stat)
+# s: the longest a GPU's process list is reused while the card's used memory stands still (a
+# context starting or ending changes it at once, and the list is read that tick)
+PROCESS_LIST_MAX_AGE_S = 5.0
+# s between reads of per-process SM samples: the driver makes one every 1/6 s to 1 s depending on
+# the product (nvidia-smi(1), "utilization"), so reading faster returns nothing new on some cards
+PROCESS_UTIL_PERIOD_S = 1.0
 
 
 class NvmlLike(Protocol):
@@ -61,6 +79,23 @@ class NvmlLike(Protocol):
     def sample(self, index: int, *, pcie_throughput: bool = False) -> GpuSample: ...
     def processes(self, index: int) -> tuple[GpuProcess, ...]: ...
     def process_utilization(self, index: int, since_us: int) -> dict[int, int]: ...
+
+
+def _every(seconds: float, hz: float) -> int:
+    """Ticks between reads of something worth reading every ``seconds`` at ``hz`` (at least 1)."""
+    return max(1, round(seconds * hz))
+
+
+@dataclass
+class _GpuProcs:
+    """One GPU's last per-process reads, carried between the ticks that read them."""
+
+    since_us: int  # host µs of the last per-process utilization read
+    procs: tuple[GpuProcess, ...] | None = None  # None: read on the next tick
+    procs_tick: int = 0
+    procs_memory: int | None = None  # the card's used memory when the list was read
+    sm: dict[int, int] | None = None  # None: read on the next tick
+    sm_tick: int = 0
 
 
 NvmlFactory = Callable[[], AbstractContextManager[Any]]
@@ -344,11 +379,17 @@ class Sampler:
         self._on_new_process = on_new_process
         self._stack = ExitStack()
         self.session: NvmlLike | None = None
+        self._counted: Any = None
         self.driver = Driver(status="no-library")
         self.gpus: tuple[Gpu, ...] = ()
         self._host: _HostReader | None = None
         self._tree: _TreeReader | None = None
-        self._since_us: dict[int, int] = {}
+        self._procs: dict[int, _GpuProcs] = {}
+        self._ticks = 0  # samples taken (by the thread or by take() directly)
+        self._procs_every = _every(PROCESS_LIST_MAX_AGE_S, self.hz)
+        self._sm_every = _every(PROCESS_UTIL_PERIOD_S, self.hz)
+        # the sampler thread's CPU seconds in each part of a tick (the sink is the rest)
+        self.parts_cpu_s = {"host": 0.0, "tree": 0.0, "gpu": 0.0}
         self._thread: threading.Thread | None = None
         self._thread_native_id: int | None = None
         self._stop = threading.Event()
@@ -381,6 +422,7 @@ class Sampler:
                 except Exception:  # a card that fell off the bus must not stop the host side
                     gpus.append(Gpu(index=i))
             self.session = session
+            self._counted = session  # its call counts outlive close()
             self.gpus = tuple(gpus)
             driver = getattr(session, "driver", None)
             try:
@@ -391,7 +433,7 @@ class Sampler:
                 self.driver = Driver(status="no-gpu", error="NVML works but sees no GPU")
         self._host = _HostReader()
         now_us = int(time.time() * 1e6)
-        self._since_us = {g.index: now_us - 1_000_000 for g in self.gpus}
+        self._procs = {g.index: _GpuProcs(since_us=now_us - 1_000_000) for g in self.gpus}
         if self.pid is not None:
             self.watch(self.pid)
 
@@ -420,11 +462,20 @@ class Sampler:
         if self._host is None:
             raise RuntimeError("Sampler.take() before open(); use 'with Sampler(...) as s'")
         t = time.time()
+        parts = self.parts_cpu_s
+        c0 = time.thread_time()
         host = self._host.read()
+        c1 = time.thread_time()
         tree = None
         if self._tree is not None and not self._tree.gone:
             tree = self._tree.read(time.monotonic())
+        c2 = time.thread_time()
         gpus = tuple(self._gpu_tick(g.index) for g in self.gpus) if self.session else ()
+        c3 = time.thread_time()
+        parts["host"] += c1 - c0
+        parts["tree"] += c2 - c1
+        parts["gpu"] += c3 - c2
+        self._ticks += 1
         return Sample(t=t, host=host, tree=tree, gpus=gpus, sampler_cpu_s=round(self.cpu_s, 4))
 
     def _gpu_tick(self, index: int) -> GpuTick:
@@ -434,16 +485,35 @@ class Sampler:
             sample = session.sample(index, pcie_throughput=self.pcie_throughput)
         except Exception:  # NVML raised outside its query wrapper: keep the tick, n/a values
             return GpuTick(sample=GpuSample(index=index, time=time.time()))
+        st = self._procs.setdefault(index, _GpuProcs(since_us=int(time.time() * 1e6) - 1_000_000))
+        k = self._ticks
+        procs: tuple[GpuProcess, ...] = ()
+        sm: dict[int, int] = {}
+        fresh = True
         try:
-            procs = session.processes(index)
-            now_us = int(time.time() * 1e6)
-            sm = session.process_utilization(index, self._since_us.get(index, now_us - 1_000_000))
-            self._since_us[index] = now_us
-        except Exception:
-            procs, sm = (), {}
+            if (
+                st.procs is None
+                or sample.memory_used is None
+                or sample.memory_used != st.procs_memory
+                or k - st.procs_tick >= self._procs_every
+            ):
+                st.procs = None  # read again next tick if this read raises
+                st.procs = session.processes(index)
+                st.procs_tick, st.procs_memory = k, sample.memory_used
+            fresh = st.sm is None or k - st.sm_tick >= self._sm_every
+            if fresh:
+                st.sm = None
+                now_us = int(time.time() * 1e6)
+                st.sm = session.process_utilization(index, st.since_us)
+                st.since_us, st.sm_tick = now_us, k
+        except Exception:  # NVML raised outside its query wrapper: no processes this tick
+            fresh = True
+        else:
+            procs, sm = st.procs or (), st.sm or {}
         pids = {p.pid: p for p in procs}
-        for pid in sm:
-            pids.setdefault(pid, GpuProcess(pid=pid))
+        if fresh:  # a PID with SM samples but on no list yet (it just started) is shown
+            for pid in sm:
+                pids.setdefault(pid, GpuProcess(pid=pid))
         return GpuTick(
             sample=sample,
             processes=tuple(
@@ -532,6 +602,21 @@ class Sampler:
             "sampler_cpu_s": round(self.cpu_s, 4),
             "sampler_wall_s": round(self.wall_s(), 4),
             "sampler_error": repr(self.error) if self.error else None,
+            **self.cost_fields(),
+        }
+
+    def nvml_call_costs(self) -> dict[str, dict[str, float]]:
+        """Per NVML entry point (and the process-name lookup): calls, wall ms and CPU ms so far,
+        costliest CPU first; empty without NVML (or with a session that does not count)."""
+        costs = getattr(self._counted, "call_costs", None)
+        return costs() if callable(costs) else {}
+
+    def cost_fields(self) -> dict[str, Any]:
+        """Where the sampler's CPU went: ``sampler_parts_cpu_s`` (host, tree and GPU reads;
+        the sink is the rest of ``sampler_cpu_s``) and ``nvml_call_ms`` (per call kind)."""
+        return {
+            "sampler_parts_cpu_s": {k: round(v, 4) for k, v in self.parts_cpu_s.items()},
+            "nvml_call_ms": self.nvml_call_costs(),
         }
 
     def wall_s(self) -> float:
