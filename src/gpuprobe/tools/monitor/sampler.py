@@ -214,7 +214,12 @@ class _TreeReader:
     def _read_threads(self) -> dict[int, tuple[float, float | None]]:
         """tid -> (CPU seconds, seconds running or waiting to run). The second comes from
         ``/proc/PID/task/TID/schedstat`` (Linux): a thread that always wants a core shows ~100 %
-        there even when other processes take the core from it, where CPU time alone drops."""
+        there even when other processes take the core from it, where CPU time alone drops.
+        Where that file exists its first figure (ns on a CPU, user and system) is the CPU time
+        too, so each thread costs one small read, not psutil's ``stat`` read and then this one
+        (a torch process has a dozen threads or more)."""
+        if self._schedstat:
+            return self._read_schedstat()
         try:
             threads = self.main.threads()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -233,6 +238,27 @@ class _TreeReader:
                 except (OSError, ValueError):
                     runnable = None
             out[t.id] = (t.user_time + t.system_time, runnable)
+        return out
+
+    def _read_schedstat(self) -> dict[int, tuple[float, float | None]]:
+        task = f"/proc/{self.pid}/task"
+        try:
+            tids = os.listdir(task)
+        except OSError:  # gone
+            return {}
+        skip = self._exclude_tids()
+        out: dict[int, tuple[float, float | None]] = {}
+        for name in tids:
+            try:
+                tid = int(name)
+                if tid in skip:
+                    continue
+                with open(f"{task}/{name}/schedstat", "rb") as f:
+                    run_ns, wait_ns = f.read().split()[:2]
+                run = int(run_ns)
+                out[tid] = (run / 1e9, (run + int(wait_ns)) / 1e9)
+            except (OSError, ValueError):  # a thread that ended between the listing and the read
+                continue
         return out
 
     def _descendants(self) -> list[int] | None:
