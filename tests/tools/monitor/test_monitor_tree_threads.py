@@ -13,7 +13,7 @@ import threading
 import psutil
 import pytest
 
-from gpuprobe.tools.monitor.sampler import _TreeReader
+from gpuprobe.tools.monitor.readers import TreeReader
 
 HAS_SCHEDSTAT = os.path.exists(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat")
 # s: /proc/PID/task/TID/stat counts CPU in clock ticks (USER_HZ, 100 per second on Linux), and
@@ -28,7 +28,7 @@ def test_threads_from_schedstat_match_psutil() -> None:
     for t in idle:
         t.start()
     try:
-        reader = _TreeReader(os.getpid())
+        reader = TreeReader(os.getpid())
         ours = reader._read_schedstat()
         theirs = {t.id: t.user_time + t.system_time for t in psutil.Process().threads()}
     finally:
@@ -45,12 +45,12 @@ def test_threads_from_schedstat_match_psutil() -> None:
 @pytest.mark.skipif(not HAS_SCHEDSTAT, reason="no /proc/PID/task/TID/schedstat on this kernel")
 def test_the_samplers_own_thread_is_left_out() -> None:
     me = threading.get_native_id()
-    reader = _TreeReader(os.getpid(), exclude_tids=lambda: {me})
+    reader = TreeReader(os.getpid(), exclude_tids=lambda: {me})
     assert me not in reader._read_schedstat()
-    assert os.getpid() in _TreeReader(os.getpid())._read_schedstat()  # the main thread's TID
+    assert os.getpid() in TreeReader(os.getpid())._read_schedstat()  # the main thread's TID
 
 
 def test_a_process_gone_has_no_threads() -> None:
-    reader = _TreeReader(os.getpid())
+    reader = TreeReader(os.getpid())
     reader.pid = 2**22 + 1  # above pid_max's largest value: no such process
     assert reader._read_schedstat() == {}
