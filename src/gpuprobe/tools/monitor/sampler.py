@@ -345,8 +345,9 @@ class Sampler:
         }
 
     def nvml_call_costs(self) -> dict[str, dict[str, float]]:
-        """Per NVML entry point (and the process-name lookup): calls, wall ms and CPU ms so far,
-        costliest CPU first; empty without NVML (or with a session that does not count)."""
+        """Per NVML entry point (and the process-name lookup): calls, wall ms and CPU ms since
+        NVML opened (the one inventory read of :meth:`open` included), costliest CPU first;
+        empty without NVML (or with a session that does not count)."""
         costs = getattr(self._counted, "call_costs", None)
         return costs() if callable(costs) else {}
 
