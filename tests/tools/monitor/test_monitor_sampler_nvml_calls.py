@@ -256,3 +256,19 @@ def test_call_costs_are_read_from_the_end_line() -> None:
     end = {"nvml_call_ms": {"a": {"cpu_ms": 2.0}, "b": {"cpu_ms": 6.0}}}
     ev = {e.name: e.value for e in _costliest_call(end, 4)}
     assert ev == {"nvml_cpu_per_sample": 2.0, "costliest_nvml_call": "b", "its_cpu_per_sample": 1.5}
+
+
+@pytest.mark.gpu
+def test_real_driver_calls_are_counted_per_kind() -> None:
+    # On a card: the same schedule against the real driver, and the costs the next sweep reads
+    # (printed with -s: which call kind costs the most on this card).
+    with Sampler(hz=HZ) as s:
+        for _ in range(4):
+            s.take()
+        costs = s.nvml_call_costs()
+    assert costs["nvmlDeviceGetUtilizationRates"]["calls"] == 1 + 4
+    assert costs["nvmlDeviceGetProcessUtilization"]["calls"] == 4 // SM_EVERY
+    lists = costs.get("nvmlDeviceGetComputeRunningProcesses_v3", {"calls": 0})["calls"]
+    assert 1 <= lists <= 1 + 4  # at open, then only when used memory moved
+    for name, c in costs.items():
+        print(f"{name:<44} {c['calls']:>4} calls {c['cpu_ms'] / c['calls']:8.3f} ms CPU each")
