@@ -15,6 +15,10 @@ Usage: ``PYTHONPATH=src python benchmarks/monitor_overhead.py [--quick] [--gpu-c
 and prints a table. ``--gpu-child`` makes the watched process a torch loop on the GPU, so that
 every tick also reads that GPU and its process list through NVML (the GPU sweep's figure: the
 sampler's cost at 2 Hz with a GPU).
+
+Each sampler run also says where its CPU went: ``parts_cpu_ms_per_sample`` (host, process tree,
+GPU reads; the sink is the rest) and ``nvml_call_ms`` (per NVML entry point, and the process-name
+lookups: calls, wall ms, CPU ms, costliest first), so a run on a card names the expensive call.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 sys.path.insert(0, str(SRC))
 
 from gpuprobe.tools.monitor.sampler import Sampler  # noqa: E402
+
+TOP_CALLS = 6  # NVML call kinds printed per rate (all are in the JSON)
 
 # N processes, each spinning a fixed number of iterations; prints the slowest one's seconds.
 WORK = r"""
@@ -67,7 +74,7 @@ while time.monotonic() < end:
 """
 
 
-def sampler_cost(hz: float, seconds: float, gpu_child: bool = False) -> dict[str, float]:
+def sampler_cost(hz: float, seconds: float, gpu_child: bool = False) -> dict[str, Any]:
     if gpu_child:
         child = subprocess.Popen([sys.executable, "-c", GPU_CHILD, str(seconds)])
         time.sleep(min(3.0, seconds / 3))  # the child's CUDA context exists before the watch
@@ -93,6 +100,8 @@ def sampler_cost(hz: float, seconds: float, gpu_child: bool = False) -> dict[str
         wall = s.wall_s()
         own = s.cpu_s
         missed = s.missed
+        parts = dict(s.parts_cpu_s)
+        calls = s.nvml_call_costs()
     w1 = time.monotonic()
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     proc_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -105,6 +114,8 @@ def sampler_cost(hz: float, seconds: float, gpu_child: bool = False) -> dict[str
         "process_cpu_percent_of_core": round(100 * proc_cpu / (w1 - w0), 3),
         "cpu_ms_per_sample": round(1000 * own / max(n, 1), 3),
         "gpus": len(s.gpus),
+        "parts_cpu_ms_per_sample": {k: round(1000 * v / max(n, 1), 3) for k, v in parts.items()},
+        "nvml_call_ms": calls,
     }
 
 
@@ -224,6 +235,11 @@ def main() -> None:
             f"{s['cpu_ms_per_sample']:.2f} ms CPU per sample, {s['samples']} samples, "
             f"{s['missed_ticks']} missed"
         )
+        parts = s["parts_cpu_ms_per_sample"]
+        print("    CPU ms per sample: " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
+        for name, c in list(s["nvml_call_ms"].items())[:TOP_CALLS]:
+            per = c["cpu_ms"] / max(s["samples"], 1)
+            print(f"    {name[:40]:<40} {c['calls']:>5} calls {per:7.3f} ms CPU/sample")
     if result["slowdown"]:
         print("slowdown of a CPU-bound command under `gpuprobe run --hz 2` (median of pair ratios)")
     for s in result["slowdown"]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -31,6 +32,7 @@ from gpuprobe.platform.hardware.types import (
 
 __all__ = [
     "LOST_GPU_FIX",
+    "PROCESS_NAME_CALL",
     "NvmlSession",
     "NvmlUnavailable",
     "lost_gpu_finding",
@@ -100,6 +102,19 @@ _NVML_SUCCESS = 0
 _NVML_ERROR_INSUFFICIENT_SIZE = 7
 _NOT_AVAILABLE = 2**63  # NVML's "not available" sentinel for process memory (WDDM) and above
 
+# Answers that stay true for the whole session, so a call that got one is not made again: the
+# entry point is absent from this driver or binding (nvitop remembers these the same way, in
+# libnvml's UNKNOWN_FUNCTIONS), or this card does not support the query (a property of the card
+# and its mode; MIG mode changes only with a GPU reset).
+_SESSION_ANSWERS = frozenset(
+    {"NVMLError_FunctionNotFound", "NVMLLibraryMismatchError", "NVMLError_NotSupported"}
+)
+# Arguments after the handle that name *what* to read (clock type, sensor, counter, ECC kind, a
+# struct version such as nvmlMemory_v2) fit in 32 bits and are part of what is remembered; a
+# call with a larger one (a µs timestamp) is not remembered.
+_SELECTOR_MAX = 1 << 32
+PROCESS_NAME_CALL = "psutil.Process.name"  # the per-process name lookup, tallied beside NVML
+
 
 class NvmlUnavailable(Exception):
     """NVML could not be initialised; ``status`` says why (no library, driver not loaded, ...)."""
@@ -136,6 +151,15 @@ class NvmlSession:
     def __init__(self, lib: Any) -> None:
         self.lib = lib
         self._handles: dict[int, Any] = {}
+        self._handle_index: dict[int, int] = {}  # id(handle) -> GPU index, for handles held
+        # entry point -> [calls, wall s, CPU s of the calling thread]: what each kind of call
+        # costs, for the sampler's own accounting (perf_counter and thread_time around each)
+        self._costs: dict[str, list[float]] = {}
+        self._costs_lock = threading.Lock()
+        # (entry point, GPU index, selectors) -> the error that answers it for the session;
+        # (C symbol,) -> a process-list entry point this driver lacks
+        self._settled: dict[tuple[Any, ...], str] = {}
+        self._names: dict[int, dict[int, str | None]] = {}  # GPU -> PID -> name, as last listed
         # GPU index -> pynvml error class name of the error that made it unreadable
         self.device_errors: dict[int, str] = {}
         self.lost_any = False  # some call answered NVML_ERROR_GPU_IS_LOST
@@ -154,20 +178,69 @@ class NvmlSession:
         """Call ``pynvml.<fn_name>(*args)``; on any NVML error (or a function this driver or
         binding lacks) return ``default``. A device call with no handle (the GPU could not be
         opened) returns ``default`` without calling. A lost GPU is remembered in
-        :attr:`device_errors`."""
+        :attr:`device_errors`. A call answered "no such function" or "not supported" is
+        answered ``default`` from then on without calling again (see ``_SESSION_ANSWERS``)."""
         fn: Callable[..., Any] | None = getattr(self.lib, fn_name, None)
         if fn is None or (fn_name.startswith("nvmlDevice") and args and args[0] is None):
             return default
+        key = self._settle_key(fn_name, args)
+        if key is not None and key in self._settled:
+            return default
+        w0, c0 = time.perf_counter(), time.thread_time()
         try:
             return fn(*args)
         except self._errors as exc:
-            if type(exc).__name__ == "NVMLError_GpuIsLost":
+            name = type(exc).__name__
+            if name == "NVMLError_GpuIsLost":
                 self.lost_any = True
                 if args:
                     self._mark_lost(args[0])
+            elif name in _SESSION_ANSWERS and key is not None:
+                self._settled[key] = name
             return default
         except (AttributeError, TypeError, ValueError, OSError):  # binding/driver skew
             return default
+        finally:
+            self._tally(fn_name, w0, c0)
+
+    def _settle_key(self, fn_name: str, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """What a lasting answer is remembered under: the call, the GPU index of its handle and
+        its other arguments (they pick the clock, the sensor, or the struct version and so the
+        C symbol); None (not remembered) for a handle this session does not hold for its life
+        (a MIG device's) or an argument that varies call to call (a timestamp)."""
+        if not args:
+            return (fn_name, None)
+        index = self._handle_index.get(id(args[0]))
+        if index is None or self._handles.get(index) is not args[0]:
+            return None
+        rest = args[1:]
+        if not all(isinstance(a, int) and 0 <= a < _SELECTOR_MAX for a in rest):
+            return None
+        return (fn_name, index, *rest)
+
+    def _tally(self, name: str, w0: float, c0: float) -> None:
+        wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+        with self._costs_lock:
+            cost = self._costs.get(name)
+            if cost is None:
+                self._costs[name] = [1, wall, cpu]
+            else:
+                cost[0] += 1
+                cost[1] += wall
+                cost[2] += cpu
+
+    def call_costs(self) -> dict[str, dict[str, float]]:
+        """What each kind of call has cost so far, costliest CPU first: ``{entry point:
+        {"calls": n, "wall_ms": ..., "cpu_ms": ...}}``. Calls are pynvml's (a list read through
+        pynvml is two C calls, count then fill); CPU is the calling thread's. The process lists
+        are tallied under the C symbol tried, the name lookups under :data:`PROCESS_NAME_CALL`;
+        calls answered from a lasting answer (see ``_SESSION_ANSWERS``) are not made or counted."""
+        with self._costs_lock:
+            items = [(k, list(v)) for k, v in self._costs.items()]
+        return {
+            k: {"calls": int(n), "wall_ms": round(1000 * w, 3), "cpu_ms": round(1000 * c, 3)}
+            for k, (n, w, c) in sorted(items, key=lambda kv: -kv[1][2])
+        }
 
     def _mark_lost(self, handle: Any) -> None:
         self.lost_any = True
@@ -190,6 +263,7 @@ class NvmlSession:
                 self.device_errors[index] = type(exc).__name__
                 return None
             self._handles[index] = h
+            self._handle_index[id(h)] = index
         return self._handles[index]
 
     def lost(self, index: int) -> bool:
@@ -313,14 +387,26 @@ class NvmlSession:
             ("Compute", "compute"),
             ("Graphics", "graphics"),
         )
+        known = self._names.get(index, {})
+        names: dict[int, str | None] = {}
         for fn, kind in kinds:
             for pid, used in self._running_processes(h, fn):
                 if pid in found:
                     continue
-                found[pid] = GpuProcess(
-                    pid=pid, name=_process_name(pid), used_memory=used, kind=kind
-                )
+                if pid not in names:
+                    names[pid] = known[pid] if pid in known else self._name(pid)
+                found[pid] = GpuProcess(pid=pid, name=names[pid], used_memory=used, kind=kind)
+        # a name is looked up once while its PID stays on this GPU's list (a PID that left the
+        # list and came back, perhaps reused by another process, is looked up again)
+        self._names[index] = names
         return tuple(found.values())
+
+    def _name(self, pid: int) -> str | None:
+        w0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return _process_name(pid)
+        finally:
+            self._tally(PROCESS_NAME_CALL, w0, c0)
 
     def _running_processes(self, h: Any, kind: str) -> list[tuple[int, int | None]]:
         """(pid, bytes or None) of ``nvmlDeviceGet{kind}RunningProcesses``: the ``_v3`` entry
@@ -328,16 +414,22 @@ class NvmlSession:
         nvitop does; R450–R510 drivers have no ``_v3``). Empty when NVML cannot say."""
         if h is None:
             return []
-        attempts: list[Callable[[], list[tuple[int, int | None]]]] = []
-        v3 = getattr(self.lib, f"nvmlDeviceGet{kind}RunningProcesses_v3", None)
-        if v3 is not None:
+        attempts: list[tuple[str, Callable[[], list[tuple[int, int | None]]]]] = []
+        v3_name = f"nvmlDeviceGet{kind}RunningProcesses_v3"
+        v3 = getattr(self.lib, v3_name, None)
+        if v3 is not None and (v3_name,) not in self._settled:
             attempts.append(
-                lambda: [(int(p.pid), _bytes_or_none(p.usedGpuMemory)) for p in v3(h) or []]
+                (
+                    v3_name,
+                    lambda: [(int(p.pid), _bytes_or_none(p.usedGpuMemory)) for p in v3(h) or []],
+                )
             )
         for suffix, layout in (("_v2", _ProcessInfoV2), ("", _ProcessInfoV1)):
             symbol = f"nvmlDeviceGet{kind}RunningProcesses{suffix}"
-            attempts.append(functools.partial(self._raw_processes, h, symbol, layout))
-        for attempt in attempts:
+            if (symbol,) not in self._settled:
+                attempts.append((symbol, functools.partial(self._raw_processes, h, symbol, layout)))
+        for symbol, attempt in attempts:
+            w0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return attempt()
             except self._errors as exc:
@@ -345,8 +437,11 @@ class NvmlSession:
                     self._mark_lost(h)
                 if type(exc).__name__ != "NVMLError_FunctionNotFound":
                     return []  # only a missing entry point is worth the older one
+                self._settled[(symbol,)] = "NVMLError_FunctionNotFound"  # not tried again
             except (AttributeError, TypeError, ValueError, OSError):
                 return []
+            finally:
+                self._tally(symbol, w0, c0)
         return []
 
     def _raw_processes(
@@ -429,17 +524,18 @@ class NvmlSession:
         return sample
 
     def process_utilization(self, index: int, since_us: int) -> dict[int, int]:
-        """SM utilization % per PID over samples newer than ``since_us`` (host µs timestamp),
-        from ``nvmlDeviceGetProcessUtilization``; values over 100 (an NVML bug) are dropped."""
+        """SM utilization % per PID over the samples newer than ``since_us`` (host µs
+        timestamp), from ``nvmlDeviceGetProcessUtilization``: the mean of each PID's samples
+        (the driver takes one every 1/6 s to 1 s); values over 100 (an NVML bug) are dropped."""
         lost_before = self.lost_any
         samples = self.query("nvmlDeviceGetProcessUtilization", self.handle(index), since_us)
         self._lost_during(index, lost_before)
-        out: dict[int, int] = {}
+        seen: dict[int, list[int]] = {}
         for s in samples or []:
             sm = int(getattr(s, "smUtil", 0))
             if 0 <= sm <= 100:
-                out[int(s.pid)] = max(out.get(int(s.pid), 0), sm)
-        return out
+                seen.setdefault(int(s.pid), []).append(sm)
+        return {pid: round(sum(v) / len(v)) for pid, v in seen.items()}
 
     # -- helpers --------------------------------------------------------------------------------
     def _memory(self, h: Any) -> tuple[int | None, int | None, int | None, int | None]:

@@ -2,7 +2,8 @@
 
 - :mod:`~gpuprobe.tools.monitor.records`: what one sample holds (host, process tree, each GPU).
 - :mod:`~gpuprobe.tools.monitor.sampler`: one thread, drift-free, GPU through the NVML door, host through
-  psutil; measures its own CPU cost.
+  psutil (:mod:`~gpuprobe.tools.monitor.readers`); measures its own CPU cost, per part and per
+  NVML call kind.
 - :mod:`~gpuprobe.tools.monitor.timeline`: the append-only JSON Lines file on disk, and its reader.
 - :mod:`~gpuprobe.tools.monitor.run`: ``gpuprobe run``: launch a command, forward signals, record it.
 - :mod:`~gpuprobe.tools.monitor.summary`: a recording in numbers (per GPU, for the host), computed once

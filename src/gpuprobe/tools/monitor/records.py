@@ -67,11 +67,15 @@ class TreeSample(Record):
 
 @dataclass(frozen=True)
 class GpuProcSample(Record):
-    """A process on a GPU at one instant."""
+    """A process on a GPU at one instant. The sampler reads both lazily and carries them between
+    reads (see :mod:`gpuprobe.tools.monitor.sampler`): the list and its memory when the card's used
+    memory changed (at least every ``PROCESS_LIST_MAX_AGE_S``), the SM % every
+    ``PROCESS_UTIL_PERIOD_S``."""
 
     pid: int
     used_memory: int | None = None  # bytes
-    sm_percent: int | None = None  # nvmlDeviceGetProcessUtilization smUtil over the interval
+    # mean smUtil of nvmlDeviceGetProcessUtilization's samples since the read before
+    sm_percent: int | None = None
 
 
 @dataclass(frozen=True)

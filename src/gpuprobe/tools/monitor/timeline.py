@@ -10,7 +10,10 @@ Format (``timeline.jsonl``, UTF-8, one JSON object per line, ``type`` first):
 - ``{"type": "event", "t": ..., "kind": "start" | "process" | "signal" | "exit" | ..., ...}``
   whenever something happens (a process joins the tree, a signal is forwarded);
 - last, when the recording ended cleanly, ``{"type": "end", "t": ..., "exit_code": ...,
-  "samples": ..., "missed_ticks": ..., "sampler_cpu_s": ..., "sampler_wall_s": ...}``.
+  "samples": ..., "missed_ticks": ..., "sampler_cpu_s": ..., "sampler_wall_s": ...,
+  "sampler_parts_cpu_s": {"host": ..., "tree": ..., "gpu": ...}, "nvml_call_ms": {ENTRY POINT:
+  {"calls": ..., "wall_ms": ..., "cpu_ms": ...}, ...}}`` (where the sampler's CPU went; older
+  recordings lack the last two).
 
 The writer flushes to the OS at least every :data:`FLUSH_INTERVAL_S` and ``fsync``\\ s every
 :data:`FSYNC_INTERVAL_S`, so a killed gpuprobe leaves every sample up to the last flush. The reader

@@ -3,6 +3,7 @@ too few samples to judge, and what gpuprobe's own sampler cost."""
 
 from __future__ import annotations
 
+import math
 import signal
 
 from gpuprobe.core.findings import Evidence, Finding, Status
@@ -160,10 +161,32 @@ def too_short(ctx: RunContext) -> list[Finding]:
     ]
 
 
+def _costliest_call(end: object, samples: int) -> tuple[Evidence, ...]:
+    """The NVML call kind that cost the sampler the most CPU, from the end line's
+    ``nvml_call_ms`` (recordings before it, or a damaged one, give nothing)."""
+    calls = end.get("nvml_call_ms") if isinstance(end, dict) else None
+    if not isinstance(calls, dict) or samples <= 0:
+        return ()
+    cpu: dict[str, float] = {}
+    for name, c in calls.items():
+        v = c.get("cpu_ms") if isinstance(c, dict) else None
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+            cpu[str(name)] = float(v)
+    if not cpu:
+        return ()
+    name = max(cpu, key=lambda k: cpu[k])
+    return (
+        Evidence("nvml_cpu_per_sample", round(sum(cpu.values()) / samples, 3), "ms"),
+        Evidence("costliest_nvml_call", name),
+        Evidence("its_cpu_per_sample", round(cpu[name] / samples, 3), "ms"),
+    )
+
+
 @rule("monitor-sampler-cost")
 def sampler_cost(ctx: RunContext) -> list[Finding]:
     """``monitor-sampler-cost``: the sampler's CPU as a share of one core (a warning above
-    :data:`SAMPLER_COST_WARN_PERCENT`, scaled with the rate above 2 Hz)."""
+    :data:`SAMPLER_COST_WARN_PERCENT`, scaled with the rate above 2 Hz), and which NVML call
+    kind cost it most where the recording says."""
     tl = ctx.timeline
     cost = ctx.sampler_cost
     if cost is None or not ctx.samples:
@@ -180,6 +203,7 @@ def sampler_cost(ctx: RunContext) -> list[Finding]:
                 Evidence("sampler_cost", round(cost, 3), "%"),
                 Evidence("samples", ctx.samples, ""),
                 Evidence("missed_ticks", (tl.end or {}).get("missed_ticks"), ""),
+                *_costliest_call(tl.end, ctx.samples),
             ),
             fix="",
             group=GROUP,
