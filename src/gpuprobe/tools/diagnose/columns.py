@@ -19,8 +19,8 @@ import numpy as np
 
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.intervals import merge_intervals
-from gpuprobe.tools.diagnose.lag import GPU_LAG_FRACTION, gpu_step_windows, lag_share
 from gpuprobe.tools.diagnose.kineto import RawTrace
+from gpuprobe.tools.diagnose.lag import GPU_LAG_FRACTION, gpu_step_windows, lag_share
 from gpuprobe.tools.diagnose.steps import Step, select_steps
 
 __all__ = ["KERNEL_WAIT_MAX_GAP_US", "LAUNCH_GAP_MAX_US", "TraceColumns", "column"]

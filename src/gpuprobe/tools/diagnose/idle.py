@@ -112,8 +112,9 @@ def untraced_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
     )
     windows = ctx.step_windows
     if ctx.gpu_lags:  # the GPU's idle time is judged in its own windows too
+        parts = [windows, *(ctx.gpu_step_windows(d) for d in ctx.devices)]
         windows = merge_intervals(
-            *(np.concatenate(p) for p in zip(windows, *map(ctx.gpu_step_windows, ctx.devices)))
+            np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
         )
     hs, he = subtract_intervals(windows, (s, e))
     long = (he - hs) >= UNTRACED_MIN_GAP_US
