@@ -81,7 +81,7 @@ class TraceContext(TraceColumns):
         else:
             calls = self.one_time_calls
             lost = float(self.rt_dur[calls[self.rt_step[calls] >= 0]].sum())
-        whole = float(self.step_durations.sum()) + warm
+        whole = float(self.timed_durations.sum()) + warm
         return lost + warm, ((lost + warm) / whole if whole > 0 else 0.0)
 
     @property

@@ -51,12 +51,21 @@ def step_breakdowns(
             continue
         for k, d in enumerate(ctx.devices):
             starts, ends = ctx.merged_by_device[d]
-            busy = overlap(starts, ends, st.start, st.end)
-            length = st.end - st.start
+            # the GPU's numbers in the step's GPU window (its CPU window unless the GPU lags)
+            ws, we = (float(x[i]) for x in ctx.gpu_windows[d])
+            busy = overlap(starts, ends, ws, we)
+            length = we - ws
             g = i * len(ctx.devices) + k
+            timed = {}
+            if ctx.gpu_lags:  # the step's time is the GPU's; the host's window is kept beside
+                timed = dict(
+                    start_us=ws + ctx.raw.time_base,
+                    duration_us=length,
+                    cpu_duration_us=float(dur[i]),
+                )
             out.append(
                 StepBreakdown(
-                    **common,  # type: ignore[arg-type]
+                    **{**common, **timed},  # type: ignore[arg-type]
                     device=d,
                     gpu_busy_us=busy,
                     gpu_busy_fraction=busy / length if length > 0 else None,
@@ -157,6 +166,8 @@ def trace_summary(ctx: TraceColumns, read_seconds: float, analyse_seconds: float
         events=raw.events,
         skipped_events=raw.skipped,
         steps=tuple(s.number for s in ctx.steps if s.number is not None),
+        gpu_lag_share=ctx.gpu_lag_share,
+        steps_timed_on_gpu=ctx.gpu_lags,
         devices=tuple(devices),
         has_gpu=ctx.has_gpu,
         with_stack=bool(header.get("with_stack")) or ctx.py_ts.size > 0,

@@ -20,6 +20,7 @@ import numpy as np
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import RawTrace
+from gpuprobe.tools.diagnose.lag import GPU_LAG_FRACTION, gpu_step_windows, lag_share
 from gpuprobe.tools.diagnose.steps import Step, select_steps
 
 __all__ = ["KERNEL_WAIT_MAX_GAP_US", "LAUNCH_GAP_MAX_US", "TraceColumns", "column"]
@@ -91,6 +92,12 @@ class TraceColumns:
         self.gpu_launch_end[matched] = self.rt_ts[rt] + self.rt_dur[rt]
         self.gpu_step = self.step_of(launch_ts)
         self.devices = sorted(int(d) for d in np.unique(self.gpu_dev))
+        # the GPU runs behind the CPU (no per-step sync): its per-step numbers are timed in
+        # GPU-side windows (:mod:`.lag`); the host's stay in the CPU windows
+        self.gpu_lag_share = lag_share(
+            self.step_starts, self.step_ends, self.gpu_step, self.gpu_dev, self.gpu_ts, self.gpu_end
+        )
+        self.gpu_lags = self.gpu_lag_share is not None and self.gpu_lag_share > GPU_LAG_FRACTION
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -108,6 +115,38 @@ class TraceColumns:
     def step_durations(self) -> np.ndarray:
         """Duration of each selected step (µs)."""
         return self.step_ends - self.step_starts
+
+    @cached_property
+    def gpu_windows(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Per device, each step's window for its GPU numbers (start, end arrays): the CPU
+        window, or when the GPU lags (:attr:`gpu_lags`) the GPU-side window of
+        :func:`.lag.gpu_step_windows`."""
+        out = {}
+        for d in self.devices:
+            if not self.gpu_lags:
+                out[d] = (self.step_starts, self.step_ends)
+                continue
+            m = self.gpu_dev == d
+            out[d] = gpu_step_windows(
+                self.step_starts, self.gpu_step[m], self.gpu_ts[m], self.gpu_end[m]
+            )
+        return out
+
+    def gpu_step_windows(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Device ``d``'s step windows for its GPU numbers as one sorted disjoint interval set
+        (:attr:`step_windows` unless the GPU lags)."""
+        if not self.gpu_lags:
+            return self.step_windows
+        s, e = self.gpu_windows[d]
+        return merge_intervals(s.copy(), e.copy())
+
+    @cached_property
+    def timed_durations(self) -> np.ndarray:
+        """Each step's time as the analysis judges it (µs): its CPU window, or when the GPU
+        lags (the GPU sets the pace) its longest GPU-side window over the devices."""
+        if not self.gpu_lags or not self.devices:
+            return self.step_durations
+        return np.max([e - s for s, e in self.gpu_windows.values()], axis=0)
 
     def _join_runtime(self) -> np.ndarray:
         """Index of the runtime call with each GPU activity's correlation id, or -1."""

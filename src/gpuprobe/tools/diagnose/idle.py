@@ -110,7 +110,13 @@ def untraced_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
             ]
         ),
     )
-    hs, he = subtract_intervals(ctx.step_windows, (s, e))
+    windows = ctx.step_windows
+    if ctx.gpu_lags:  # the GPU's idle time is judged in its own windows too
+        parts = [windows, *(ctx.gpu_step_windows(d) for d in ctx.devices)]
+        windows = merge_intervals(
+            np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
+        )
+    hs, he = subtract_intervals(windows, (s, e))
     long = (he - hs) >= UNTRACED_MIN_GAP_US
     return hs[long], he[long]
 
@@ -201,21 +207,22 @@ def _sync_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _edge_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """For device ``d``: per step, from its start to its first GPU activity and from its
-    last GPU activity to its end (the whole step when the GPU did nothing in it)."""
+    """For device ``d``: per step window (:attr:`~.columns.TraceColumns.gpu_windows`), from
+    its start to its first GPU activity and from its last GPU activity to its end (the whole
+    window when the GPU did nothing in it)."""
     starts, ends = ctx.merged_by_device[d]
     lo: list[float] = []
     hi: list[float] = []
-    for st in ctx.steps:
-        i0 = int(np.searchsorted(ends, st.start, side="right"))
-        i1 = int(np.searchsorted(starts, st.end, side="left"))
+    for a, b in zip(*(w.tolist() for w in ctx.gpu_windows[d]), strict=True):
+        i0 = int(np.searchsorted(ends, a, side="right"))
+        i1 = int(np.searchsorted(starts, b, side="left"))
         if i1 <= i0:
-            lo.append(st.start)
-            hi.append(st.end)
+            lo.append(a)
+            hi.append(b)
             continue
-        first, last = max(float(starts[i0]), st.start), min(float(ends[i1 - 1]), st.end)
-        lo += [st.start, last]
-        hi += [first, st.end]
+        first, last = max(float(starts[i0]), a), min(float(ends[i1 - 1]), b)
+        lo += [a, last]
+        hi += [first, b]
     return merge_intervals(np.array(lo), np.array(hi))
 
 
@@ -237,7 +244,7 @@ def idle_by_cause(
     :func:`untraced_intervals`, :func:`cpu_work_intervals`."""
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for d in ctx.devices:
-        rest = subtract_intervals(ctx.step_windows, ctx.merged_by_device[d])
+        rest = subtract_intervals(ctx.gpu_step_windows(d), ctx.merged_by_device[d])
         host_gaps, launch_gaps = _late_gaps(ctx, d, cpu_work)
         causes = {
             "startup": startup_intervals(ctx, one_time, d),
@@ -272,14 +279,16 @@ def idle_by_cause(
 def idle_cause_per_step(
     ctx: TraceColumns, by_cause: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]
 ) -> dict[int, np.ndarray]:
-    """Per device, an array (steps × causes) of idle µs, causes in :data:`IDLE_CAUSES`, from
-    ``by_cause`` (:func:`idle_by_cause`)."""
+    """Per device, an array (steps × causes) of idle µs in each step's GPU window (its CPU
+    window unless the GPU lags), causes in :data:`IDLE_CAUSES`, from ``by_cause``
+    (:func:`idle_by_cause`)."""
     out = {}
     for d, parts in by_cause.items():
         table = np.zeros((len(ctx.steps), len(IDLE_CAUSES)))
+        ws, we = ctx.gpu_windows[d]
         for j, name in enumerate(IDLE_CAUSES):
             s, e = parts[name]
-            for i, st in enumerate(ctx.steps):
-                table[i, j] = overlap(s, e, st.start, st.end)
+            for i in range(len(ctx.steps)):
+                table[i, j] = overlap(s, e, float(ws[i]), float(we[i]))
         out[d] = table
     return out

@@ -65,6 +65,12 @@ class StepBreakdown(Record):
     streams (so with several busy streams they can add up to more than ``idle_us``).
     ``idle_cause_us`` splits ``idle_us`` itself by cause, each idle instant counted once (see
     :data:`IDLE_CAUSES`): startup, input, sync, untraced, host, launch, short, other.
+
+    When the GPU runs behind the CPU (:attr:`TraceSummary.steps_timed_on_gpu`), a GPU row's
+    ``start_us`` and ``duration_us`` are the step's window on the GPU's side (from the first
+    start of the work it launched to the next step's; :mod:`~gpuprobe.tools.diagnose.lag`), its
+    GPU numbers are timed there, and ``cpu_duration_us`` is the host's step (``ProfilerStep#N``);
+    the host's counts (ops, syncs, reads, DataLoader time) are always the host step's.
     """
 
     step: int | None
@@ -87,6 +93,7 @@ class StepBreakdown(Record):
     items: int = 0
     cpu_ops: int = 0
     idle_cause_us: dict[str, float] = field(default_factory=dict)
+    cpu_duration_us: float | None = None
 
     @property
     def label(self) -> str:
@@ -118,6 +125,10 @@ class TraceSummary(Record):
     gpu_activities: int = 0
     span_us: float = 0.0
     gpu_span_us: float | None = None
+    # the median share of a step's GPU work that ran outside its host step, and whether the
+    # steps were timed on the GPU's side for it (the GPU runs behind the CPU: see the lag module)
+    gpu_lag_share: float | None = None
+    steps_timed_on_gpu: bool = False
     gpu_busy_fraction: float | None = None
     gpu_idle_fraction: float | None = None
     host_wait_fraction: float | None = None

@@ -132,8 +132,9 @@ def no_activity(ctx: TraceContext, id: str, what: str) -> list[Finding]:
 
 
 def steady_steps(ctx: TraceContext) -> np.ndarray:
-    """Each step's steady time: its duration less its one-time start-up idle (µs)."""
-    return np.maximum(ctx.step_durations - ctx.idle_of_cause("startup"), 1e-9)
+    """Each step's steady time: its duration (on the GPU's side when the GPU lags the CPU)
+    less its one-time start-up idle (µs)."""
+    return np.maximum(ctx.timed_durations - ctx.idle_of_cause("startup"), 1e-9)
 
 
 def steady_total(ctx: TraceContext) -> float:

@@ -82,6 +82,12 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     )
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
+    if s.steps_timed_on_gpu:
+        con.print(
+            f"The GPU runs behind the CPU (steps timed on the GPU's side): "
+            f"{100 * (s.gpu_lag_share or 0.0):.0f} % of a step's GPU work ran after its host "
+            "step (median); the host's counts stay in its own steps"
+        )
     head = d.headline
     if head is not None and head.id == "one-time-start":
         con.print(Text.assemble(("Cold start: ", "bold"), head.title))
@@ -171,7 +177,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         if r.step in seen:  # one row per step, not per device
             continue
         seen.add(r.step)
-        cells = [r.label, ms(r.duration_us), ms(r.dataloader_us), str(r.syncs), str(r.items)]
+        t = r.duration_us if r.cpu_duration_us is None else r.cpu_duration_us  # the host's
+        cells = [r.label, ms(t), ms(r.dataloader_us), str(r.syncs), str(r.items)]
         cells.append(str(r.cpu_ops))
         if has_gpu:
             same = [x for x in d.steps if x.step == r.step]
