@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -51,9 +52,16 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
-    result = run_api(
-        cmd, args.out, hz=args.hz, pcie_throughput=args.pcie, report=not args.no_report
-    )
+    # with --json, stdout is the JSON alone: the command's own stdout goes to stderr meanwhile
+    json_fd = _stdout_aside() if args.json else None
+    try:
+        result = run_api(
+            cmd, args.out, hz=args.hz, pcie_throughput=args.pcie, report=not args.no_report
+        )
+    finally:
+        if json_fd is not None:
+            os.dup2(json_fd, 1)
+            os.close(json_fd)
     summary = result.summary
     if summary is None:  # the timeline could not be read back
         for note in result.notes:
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             from rich.console import Console
 
-            Console(stderr=True, highlight=False, soft_wrap=True).print(
+            Console(stderr=True, highlight=False).print(
                 render.renderable(summary, paths=paths, notes=notes)
             )
     except BrokenPipeError:
@@ -81,3 +89,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the terminal hung up (EIO): the files and the exit code still stand
         say(f"gpuprobe: cannot print the summary: {exc.strerror or exc}")
     return result.exit_code
+
+
+def _stdout_aside() -> int:
+    """Point file descriptor 1 at stderr (the command inherits it) and return a descriptor of
+    the real stdout, for the JSON."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return saved

@@ -34,9 +34,9 @@ def test_run_json_and_files(tmp_path: Path) -> None:
         BUSY + "print('hello from CMD')",
     )
     assert r.returncode == 0, r.stderr
-    head, _, rest = r.stdout.partition("\n")
-    assert head == "hello from CMD"  # the command's own output comes first, untouched
-    doc = json.loads(rest)
+    # stdout is the JSON alone; the command's own output went to stderr, untouched
+    assert r.stderr.splitlines()[0] == "hello from CMD"
+    doc = json.loads(r.stdout)
     assert doc["exit_code"] == 0 and doc["complete"] is True and doc["samples"] >= 5
     assert {Path(f).name for f in doc["files"]} == {
         TIMELINE_NAME,

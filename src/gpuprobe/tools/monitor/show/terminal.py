@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.text import Text
 
 from gpuprobe.core import render
@@ -27,6 +28,11 @@ def _gib(b: int | None) -> str:
     return gib(b, 1, unit=False)
 
 
+def _indented(text: str, indent: int, style: str = "") -> Padding:
+    """A line that wraps at the console's width under its own indent."""
+    return Padding(Text(text, style=style), (0, 0, 0, indent), expand=False)
+
+
 def render_summary(
     s: RunSummary, *, paths: Sequence[Path] = (), notes: Sequence[str] = ()
 ) -> RenderableType:
@@ -42,14 +48,15 @@ def render_summary(
     ]
     for g in s.gpus:
         lines.append(
-            Text(
-                f"  GPU {g.index} ({g.name or 'n/a'}): "
+            _indented(
+                f"GPU {g.index} ({g.name or 'n/a'}): "
                 + ("" if g.used_by_command else "not used by the command; ")
                 + f"busy {g.util_mean if g.util_mean is not None else 'n/a'} % mean "
                 f"(p90 {g.util_p90 if g.util_p90 is not None else 'n/a'} %), memory peak "
                 f"{_gib(g.memory_peak)}/{_gib(g.memory_total)} GiB, power max "
                 f"{g.power_max_w if g.power_max_w is not None else 'n/a'} W, temp max "
-                f"{g.temperature_max_c if g.temperature_max_c is not None else 'n/a'} °C"
+                f"{g.temperature_max_c if g.temperature_max_c is not None else 'n/a'} °C",
+                2,
             )
         )
     h = s.host
@@ -59,10 +66,11 @@ def render_summary(
         else f"{100 * h.main_thread_pegged_fraction:.0f} %"
     )
     lines.append(
-        Text(
-            f"  host: {h.cores} cores, {_na(h.cpu_mean_percent)} % busy mean; command "
+        _indented(
+            f"host: {h.cores} cores, {_na(h.cpu_mean_percent)} % busy mean; command "
             f"{_na(h.command_cores_mean)} cores mean (peak {_na(h.command_cores_peak)}),"
-            f" main thread pegged in {pegged} of samples, RSS peak {size(h.rss_peak)}"
+            f" main thread pegged in {pegged} of samples, RSS peak {size(h.rss_peak)}",
+            2,
         )
     )
     lines.append(Text("Findings", style="bold"))
@@ -71,9 +79,11 @@ def render_summary(
             Text.assemble((f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status]), f.title)
         )
         if f.evidence:
-            lines.append(Text("          " + ", ".join(str(e) for e in f.evidence), style="dim"))
+            lines.append(_indented(", ".join(str(e) for e in f.evidence), 10, "dim"))
         if f.fix:
-            lines.append(Text.assemble(("          fix: ", "green"), f.fix))
+            lines.append(
+                Padding(Text.assemble(("fix: ", "green"), f.fix), (0, 0, 0, 10), expand=False)
+            )
     for note in notes:
         lines.append(Text(note, style="yellow"))
     if paths:

@@ -10,6 +10,7 @@ the functions here. The sweep's charts are in :mod:`gpuprobe.tools.scale.show.pl
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Sequence
 
 from gpuprobe.core import render
@@ -258,8 +259,21 @@ def scale_text(result: ScaleResult, width: int | None = None) -> str:
     body = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in tab]
     note = left_out_note(scale_table(result)[0], keep)
     notes = [f"[{f.status.value}] {f.title}" for f in result.findings]
+
+    def wrap(lines: list[str]) -> list[str]:  # prose wraps at the width; the table does not
+        if width is None:
+            return lines
+        return [
+            w
+            for line in lines
+            for w in textwrap.wrap(
+                line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+            or [""]
+        ]
+
     return "\n".join(
-        [*scale_header(result), "", *body, *([note] if note else []), "", *notes]
+        [*wrap(scale_header(result)), "", *body, *wrap([note] if note else []), "", *wrap(notes)]
     ).rstrip()
 
 
