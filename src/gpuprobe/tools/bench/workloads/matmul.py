@@ -51,6 +51,7 @@ __all__ = [
     "SIZES",
     "WORKLOAD",
     "below_peak",
+    "fp64_tensor_peak",
     "precision",
     "run",
 ]
@@ -78,7 +79,8 @@ REL_ERROR_LIMIT: dict[str, float] = {
 MATMUL_PEAK_WARN_FRACTION = 0.5  # of the spec's dense peak at n ≥ 4096; cuBLAS reaches 70-90 %
 # (GH200 FP32 63.0 of 66.9 TFLOPS measured in the public mredenti/PowerCapping results)
 MATMUL_PEAK_MIN_N = 4096
-# Which peak each dtype is held against (hardware.types.Peaks fields).
+# Which peak each dtype is held against (hardware.types.Peaks fields; float64 is held against the
+# FP64 tensor cores where the card has them: fp64_tensor_peak).
 PEAK_FIELD: dict[str, str] = {
     "float64": "fp64",
     "float32": "fp32",
@@ -322,9 +324,26 @@ def precision(ctx: BenchContext) -> list[Finding]:
     return out
 
 
+def fp64_tensor_peak(g: Gpu) -> float | None:
+    """The FP64 tensor-core peak (TFLOP/s) of the card's product, when the spec table has one
+    (A100, H100, H200, B200: cuBLAS runs a float64 GEMM on those tensor cores, at up to twice the
+    CUDA-core rate that ``Peaks.fp64`` holds)."""
+    from gpuprobe.platform.hardware import specs
+
+    product = g.peaks.product if g.peaks is not None else None
+    spec = next((p for p in specs.PRODUCTS if p.product == product), None) if product else None
+    return spec.fp64_tensor if spec is not None else None
+
+
 def _peak(r: BenchResult, g: Gpu) -> float | None:
-    """The spec's dense peak of the result's dtype (TFLOP/s)."""
-    return getattr(g.peaks, PEAK_FIELD.get(r.case, ""), None) if g.peaks is not None else None
+    """The spec's dense peak of the result's dtype (TFLOP/s): for float64, the tensor cores'
+    where the card has them (an H200 ran 62.8 TFLOP/s, 185 % of its 34 TFLOP/s CUDA-core
+    figure and 94 % of its 67 TFLOP/s FP64 tensor figure)."""
+    if g.peaks is None:
+        return None
+    if r.case == "float64" and (tensor := fp64_tensor_peak(g)) is not None:
+        return tensor
+    return getattr(g.peaks, PEAK_FIELD.get(r.case, ""), None)
 
 
 WORKLOAD = Workload(

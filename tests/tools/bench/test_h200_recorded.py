@@ -1,0 +1,72 @@
+"""What a real H200 measured (tests/data/bench/README.md), judged and drawn again by this
+checkout: no figure above its card's peak, rates in plain units, findings that name the right
+framework and the right cause, tables within 80 columns."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuprobe.platform.inventory import Inventory, load
+from gpuprobe.tools.bench.model import BenchReport, BenchResult
+from gpuprobe.tools.bench.rules import judge
+from gpuprobe.tools.bench.runner import add_peaks
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "bench"
+WIDTH = 80
+
+
+@pytest.fixture(scope="module")
+def inv() -> Inventory:
+    return load(DATA / "h200-info.json")
+
+
+def _recorded(fw: str) -> BenchReport:
+    return BenchReport.from_dict(json.loads((DATA / f"h200-{fw}.json").read_text()))
+
+
+def _again(fw: str, inv: Inventory) -> BenchReport:
+    """The recorded results with their peaks and findings made again by this checkout."""
+    rep = _recorded(fw)
+    bare = [
+        dataclasses.replace(
+            r, values={k: v for k, v in r.values.items() if k not in ("peak", "pct_peak")}
+        )
+        for r in rep.results
+    ]
+    envs = {(w.framework, w.device): w.environment for w in rep.workers}
+    results = add_peaks(bare, inv, envs)
+    return dataclasses.replace(
+        rep, results=tuple(results), findings=tuple(judge(results, rep.workers, inv))
+    )
+
+
+def _one(rep: BenchReport, workload: str, case: str, size: int) -> BenchResult:
+    return next(
+        r
+        for r in rep.results
+        if (r.workload, r.case, r.size) == (workload, case, size) and r.device != "cpu"
+    )
+
+
+@pytest.mark.parametrize("fw", ["torch", "cupy"])
+def test_no_figure_above_its_peak(fw: str, inv: Inventory) -> None:
+    # the run itself held float64 GEMMs against the 34 TFLOP/s CUDA-core figure: 145-185 %
+    recorded = _recorded(fw)
+    assert max(r.values.get("pct_peak") or 0 for r in recorded.results) > 180
+    rep = _again(fw, inv)
+    pct = {(r.workload, r.case, r.size): r.values.get("pct_peak") for r in rep.results}
+    assert all(p is None or 0 < p <= 100 for p in pct.values()), pct
+    f64 = _one(rep, "matmul", "float64", 8192)
+    assert f64.values["peak"] == 67  # the H200 SXM's FP64 tensor cores (cuBLAS DGEMM uses them)
+    assert f64.values["pct_peak"] == pytest.approx(100 * f64.values["tflops"] / 67)
+    assert 90 < f64.values["pct_peak"] < 95
+    # the rest as the run had them: bf16 against 989.5, d2d against 4800 GB/s
+    assert _one(rep, "transfer", "d2d", 2**30).values["peak"] == 4800
+    if fw == "torch":
+        assert _one(rep, "matmul", "bfloat16", 8192).values["peak"] == 989.5
+        pcie = _one(rep, "transfer", "h2d-pinned", 2**30).values["peak"]
+        assert pcie == pytest.approx(63.0, abs=0.01)  # PCIe gen 5 x16
