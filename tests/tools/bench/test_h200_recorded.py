@@ -70,3 +70,19 @@ def test_no_figure_above_its_peak(fw: str, inv: Inventory) -> None:
         assert _one(rep, "matmul", "bfloat16", 8192).values["peak"] == 989.5
         pcie = _one(rep, "transfer", "h2d-pinned", 2**30).values["peak"]
         assert pcie == pytest.approx(63.0, abs=0.01)  # PCIe gen 5 x16
+
+
+@pytest.mark.parametrize(
+    ("fw", "how", "naive_us", "device_us"),
+    [("torch", "torch.cuda.Event", 11.3, 97.5), ("cupy", "cupy.cuda.Event", 12.4, 239.1)],
+)
+def test_e8_fix_is_in_the_framework_that_made_the_mistake(
+    fw: str, how: str, naive_us: float, device_us: float, inv: Inventory
+) -> None:
+    # the card's CuPy run was told to use torch.cuda.Event
+    (f,) = [f for f in _again(fw, inv).findings if f.id == "bench-naive-timing-misleading"]
+    ev = {e.name: e.value for e in f.evidence}
+    assert ev["naive"] == pytest.approx(naive_us * 1e-6, abs=0.05e-6)
+    assert ev["device"] == pytest.approx(device_us * 1e-6, abs=0.05e-6)
+    assert f.fix is not None and how in f.fix
+    assert ("torch" in f.fix) == (fw == "torch")
