@@ -86,3 +86,21 @@ def test_e8_fix_is_in_the_framework_that_made_the_mistake(
     assert ev["device"] == pytest.approx(device_us * 1e-6, abs=0.05e-6)
     assert f.fix is not None and how in f.fix
     assert ("torch" in f.fix) == (fw == "torch")
+
+
+def test_int8_far_below_peak_at_a_steady_clock_points_at_the_kernel(inv: Inventory) -> None:
+    # the H200 ran torch int8 (torch._int_mm) at 131 TOP/s, 7 % of 1979, with its SM clock at
+    # 1980 MHz throughout and no clock-event reason: the run's finding sent the user to look for
+    # throttling and power caps
+    (f,) = [f for f in _again("torch", inv).findings if f.id == "bench-matmul-below-peak"]
+    assert "int8" in f.title and "7 %" in f.title and "1979" in f.title
+    assert f.fix is not None and "torch._int_mm" in f.fix and "1980-1980 MHz" in f.fix
+    assert "throttling" not in f.fix and "power cap" not in f.fix
+    # a card that NVML saw held back is still sent to look at the card
+    r = _one(_again("torch", inv), "matmul", "int8", 16384)
+    assert r.conditions is not None
+    capped = dataclasses.replace(
+        r, conditions=dataclasses.replace(r.conditions, clock_event_reasons=("hw_slowdown",))
+    )
+    (g,) = [f for f in judge([capped], [], inv) if f.id == "bench-matmul-below-peak"]
+    assert g.fix is not None and "throttling" in g.fix
