@@ -5,7 +5,9 @@ framework and the right cause, tables within 80 columns."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,33 @@ def test_int8_far_below_peak_at_a_steady_clock_points_at_the_kernel(inv: Invento
     )
     (g,) = [f for f in judge([capped], [], inv) if f.id == "bench-matmul-below-peak"]
     assert g.fix is not None and "throttling" in g.fix
+
+
+def _text(rep: BenchReport, width: int = WIDTH) -> str:
+    from rich.console import Console
+
+    from gpuprobe.tools.bench.show.table import render_bench
+
+    con = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
+    render_bench(rep, con)
+    out = con.file.getvalue()
+    assert isinstance(out, str)
+    return out
+
+
+@pytest.mark.parametrize("fw", ["torch", "cupy"])
+def test_tables_fit_80_columns_with_rates_in_plain_numbers(fw: str, inv: Inventory) -> None:
+    text = _text(_again(fw, inv))
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= WIDTH
+    # the run printed 4.26e+03 GB/s (d2d), (3.53e+04 GB/s?) (E8's host clock) and
+    # 5.14e+04 GFLOP/s (crossover): rates read with three digits and no exponent
+    assert not re.search(r"\de\+\d", text), [x for x in lines if re.search(r"\de\+\d", x)]
+    assert "4260 GB/s" in text
+    pct = [int(m) for m in re.findall(r"│\s+(\d+) % │", text)]
+    assert pct and max(pct) <= 100
+    if fw == "torch":
+        assert "(35300 GB/s?)" in text and "51.4 TFLOP/s" in text
+        # int8 in TOP/s, in the table and in the finding (which said "131 TFLOP/s")
+        assert "131 TOP/s" in text and "TFLOP/s, 7 %" not in text
+        assert "evidence: tflops=131.4 TOP/s" in text

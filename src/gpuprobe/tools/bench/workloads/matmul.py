@@ -270,11 +270,12 @@ def below_peak(ctx: BenchContext) -> list[Finding]:
                 finding(
                     "bench-matmul-below-peak",
                     Status.WARN,
-                    f"{fw} {dev}: {r.case} matmul reaches {r.values['tflops']:.3g} TFLOP/s, "
+                    f"{fw} {dev}: {r.case} matmul reaches {r.values['tflops']:.3g} "
+                    f"{r.tflops_unit}, "
                     f"{r.values['pct_peak']:.0f} % of the {r.values['peak']:g} peak",
                     [
-                        Evidence("tflops", r.values["tflops"], "TFLOP/s"),
-                        Evidence("peak", r.values["peak"], "TFLOP/s"),
+                        Evidence("tflops", r.values["tflops"], r.tflops_unit),
+                        Evidence("peak", r.values["peak"], r.tflops_unit),
                         Evidence("n", r.size),
                         Evidence(
                             "sm_clock_min",
@@ -373,7 +374,7 @@ def _peak(r: BenchResult, g: Gpu) -> float | None:
 
 WORKLOAD = Workload(
     name="matmul",
-    title="matmul: TFLOP/s = 2n³ / time (TOP/s for int8); error ‖C−C64‖/‖C64‖ "
+    title="matmul: TFLOP/s = 2n³ / median time (TOP/s for int8); error ‖C−C64‖/‖C64‖ "
     "(E4, docs/experiments.md#e4)",
     run=run,
     rate="tflops",
