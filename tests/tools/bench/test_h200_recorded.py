@@ -136,3 +136,12 @@ def test_tables_fit_80_columns_with_rates_in_plain_numbers(fw: str, inv: Invento
         # int8 in TOP/s, in the table and in the finding (which said "131 TFLOP/s")
         assert "131 TOP/s" in text and "TFLOP/s, 7 %" not in text
         assert "evidence: tflops=131.4 TOP/s" in text
+
+
+def test_an_exact_product_reads_err_0(inv: Inventory) -> None:
+    # the H200's float64 products up to n = 256 matched NumPy's exactly: "err 0.0e+00" then
+    rep = _again("torch", inv)
+    r = _one(rep, "matmul", "float64", 1024)
+    exact = dataclasses.replace(r, values={**r.values, "rel_error": 0.0})
+    text = _text(dataclasses.replace(rep, results=(exact,), findings=()))
+    assert "err 0;" in text and "e+00" not in text

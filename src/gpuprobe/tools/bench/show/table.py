@@ -87,7 +87,8 @@ def _notes(r: BenchResult) -> str:
     v = r.values
     parts = []
     if v.get("rel_error") is not None:
-        parts.append(f"err {v['rel_error']:.1e}")
+        err = v["rel_error"]
+        parts.append(f"err {err:.1e}" if err else "err 0")  # float64's small products: exact
     if v.get("note_s") is not None:
         parts.append(f"note: {seconds(v['note_s'])}")
     if v.get("speedup") is not None:
