@@ -145,3 +145,32 @@ def test_an_exact_product_reads_err_0(inv: Inventory) -> None:
     exact = dataclasses.replace(r, values={**r.values, "rel_error": 0.0})
     text = _text(dataclasses.replace(rep, results=(exact,), findings=()))
     assert "err 0;" in text and "e+00" not in text
+
+
+@pytest.mark.parametrize(("fw", "best"), [("torch", "bfloat16"), ("cupy", "float16")])
+def test_a_spread_the_power_cap_explains_is_not_sent_to_an_idle_machine(
+    fw: str, best: str, inv: Inventory
+) -> None:
+    # at 16384³ the H200's half-precision times fell as it reached its 700 W cap (bf16 730 → 662
+    # TFLOP/s over 21 repetitions; NVML: sw_power_cap), an interquartile range over 10 % of the
+    # median: the run's advice said to re-run on an idle machine, which the card already was
+    rep = _again(fw, inv)
+    r = _one(rep, "matmul", best, 16384)
+    assert r.measurement is not None and r.measurement.too_spread
+    assert r.conditions is not None and r.conditions.clock_event_reasons == ("sw_power_cap",)
+    (f,) = [
+        f for f in rep.findings if f.id == "bench-precision-tradeoff" and f.subject.endswith("0")
+    ]
+    assert f.fix is not None and "idle machine" not in f.fix
+    assert f.fix.startswith(f"{best} ran 1") and "power cap" in f.fix
+    # a spread with no reason from NVML is still doubted
+    other = dataclasses.replace(
+        r, conditions=dataclasses.replace(r.conditions, clock_event_reasons=())
+    )
+    again = [other if x is r else x for x in rep.results]
+    (g,) = [
+        f
+        for f in judge(again, rep.workers, inv)
+        if f.id == "bench-precision-tradeoff" and f.subject.endswith("0")
+    ]
+    assert g.fix is not None and "re-run on an idle machine" in g.fix

@@ -47,12 +47,14 @@ __all__ = [
     "MATMUL_PEAK_MIN_N",
     "MATMUL_PEAK_WARN_FRACTION",
     "PEAK_FIELD",
+    "POWER_CAP_REASONS",
     "PRECISION_FASTER_RATIO",
     "REL_ERROR_LIMIT",
     "SIZES",
     "WORKLOAD",
     "below_peak",
     "fp64_tensor_peak",
+    "power_capped",
     "precision",
     "run",
 ]
@@ -61,6 +63,10 @@ SIZES = ((16, 64, 256, 1024, 4096, 8192, 16384), (16, 64, 256, 512))  # n (full,
 ERROR_CHECK_MAX_N = 1024  # above this, the float64 reference on the host costs too much
 CACHE_RESIDENT_BYTES = 256 * 2**20  # operands below this may sit in L2 (H200: 60 MB): flush
 INT8_LEVELS = 127.0  # symmetric int8 quantization range
+# NVML clock-event reasons that mean the card settled at its power limit: a matmul's times fall
+# as it does (an H200's bf16 16384³: 730 → 662 TFLOP/s over 21 repetitions at an idle host), so
+# their spread is the card's, and an idle machine would show the same.
+POWER_CAP_REASONS = frozenset({"sw_power_cap"})
 # A precision below float32 is recommended only when it ran at least this much faster than
 # float32 on the same device: gpuprobe's choice, above the run-to-run spread of a CPU matmul.
 PRECISION_FASTER_RATIO = 1.2
@@ -186,11 +192,24 @@ _LOWER_HOWTO: dict[str, dict[str, str]] = {
 }
 
 
+def power_capped(r: BenchResult) -> bool:
+    """True when NVML saw only the power cap slow the card while ``r`` ran: its times then fall
+    as the card settles at its power limit, and the median is the rate it sustains."""
+    c = r.conditions
+    reasons = set(c.clock_event_reasons) if c is not None else set()
+    return bool(reasons) and reasons <= POWER_CAP_REASONS
+
+
 def _precision_fix(
-    fw: str, dev: str, speeds: dict[str, float | None], spread: frozenset[str] = frozenset()
+    fw: str,
+    dev: str,
+    speeds: dict[str, float | None],
+    spread: frozenset[str] = frozenset(),
+    capped: frozenset[str] = frozenset(),
 ) -> str:
     """Recommend only a precision that was measured faster than float32 here, and only as a
-    thing to confirm when its time or float32's varied too much to trust (``spread``)."""
+    thing to confirm when its time or float32's varied too much to trust (``spread``); a spread
+    that the card's power cap explains (``capped``) is said, not doubted."""
     lower = {
         d: v
         for d, v in speeds.items()
@@ -217,9 +236,16 @@ def _precision_fix(
             f"{SPREAD_WARN_FRACTION:.0%} of the median): re-run on an idle machine before "
             f"switching to {how}"
         )
+    settled = sorted(capped & {best, "float32"})
     return (
-        f"{best} ran {lower[best]:.2g}× float32's speed here; if your model tolerates its error: "
-        f"{how}"
+        f"{best} ran {lower[best]:.2g}× float32's speed here"
+        + (
+            f" ({' and '.join(settled)}: times fell as the card reached its power cap; the "
+            "median is the rate it sustains)"
+            if settled
+            else ""
+        )
+        + f"; if your model tolerates its error: {how}"
     )
 
 
@@ -328,6 +354,11 @@ def precision(ctx: BenchContext) -> list[Finding]:
             )
             ev.append(Evidence(f"{dtype} error", err))
             parts.append(f"{dtype} {speed:.2g}×" + (f" (err {err:.1e})" if err is not None else ""))
+        spread = [
+            d
+            for d, sizes in by_dtype.items()
+            if (m := sizes[n].measurement) is not None and m.too_spread
+        ]
         out.append(
             finding(
                 "bench-precision-tradeoff",
@@ -338,11 +369,8 @@ def precision(ctx: BenchContext) -> list[Finding]:
                     fw,
                     dev,
                     speeds,
-                    frozenset(
-                        d
-                        for d, sizes in by_dtype.items()
-                        if (m := sizes[n].measurement) is not None and m.too_spread
-                    ),
+                    frozenset(d for d in spread if not power_capped(by_dtype[d][n])),
+                    frozenset(d for d in spread if power_capped(by_dtype[d][n])),
                 ),
                 subject=f"{fw} {dev}",
             )
