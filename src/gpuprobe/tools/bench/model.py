@@ -82,11 +82,16 @@ class BenchResult(Record):
         """The median time in seconds."""
         return self.measurement.median if self.measurement else None
 
+    @property
+    def tflops_unit(self) -> str:
+        """The unit of ``values["tflops"]``: ``TOP/s`` for integer products, else ``TFLOP/s``."""
+        return "TOP/s" if self.case == "int8" else "TFLOP/s"
+
     def headline(self) -> tuple[str, float, str, bool] | None:
         """(metric, value, unit, higher is better): TFLOP/s, else GB/s, else the median time."""
         if not self.ok or self.measurement is None:
             return None
-        for name, unit in (("tflops", "TFLOP/s"), ("gbs", "GB/s")):
+        for name, unit in (("tflops", self.tflops_unit), ("gbs", "GB/s")):
             v = self.values.get(name)
             if v is not None:
                 return name, float(v), unit, True

@@ -4,6 +4,7 @@ docs/experiments.md."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from gpuprobe.core import render
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # rich is imported when a table is drawn, not with the tool
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["bench_html", "bench_text", "format_size", "render_bench"]
+__all__ = ["bench_html", "bench_text", "figure", "format_size", "render_bench"]
 
 
 def format_size(r: BenchResult) -> str:
@@ -53,22 +54,32 @@ def _title(workload: str, results: list[BenchResult]) -> str:
     return title
 
 
+def figure(x: float) -> str:
+    """Three significant digits, never as an exponent: ``4260``, ``35300``, ``0.0524``, ``6.51``
+    (rich shows ``4.26e+03 GB/s`` for :func:`format` ``.3g``, which a person reads as 4.26)."""
+    r = float(f"{x:.3g}")
+    return f"{r:.0f}" if math.isfinite(r) and abs(r) >= 1000 else f"{r:.3g}"
+
+
+def _flops(tera: float, unit: str) -> str:
+    """A compute rate in ``T`` + ``unit`` (``FLOP/s``, ``OP/s``), in G below 1 T."""
+    return f"{figure(tera)} T{unit}" if tera >= 1 else f"{figure(tera * 1e3)} G{unit}"
+
+
 def _rate(r: BenchResult) -> str:
     v = r.values
-    if v.get("tflops") is not None:
-        t = v["tflops"] or 0.0
-        unit = "TOP/s" if r.case == "int8" else "TFLOP/s"
-        return f"{t:.3g} {unit}" if t >= 0.01 else f"{t * 1e3:.3g} G{unit[1:]}"
-    if v.get("gbs") is not None:
-        return f"{v['gbs']:.3g} GB/s"
-    if v.get("apparent_gbs") is not None:
-        return f"({v['apparent_gbs']:.3g} GB/s?)"
-    if v.get("us") is not None:
-        return f"{v['us']:.3g} µs/op"
-    if v.get("us_per_step") is not None:
-        return f"{v['us_per_step']:.3g} µs/step"
-    if v.get("gflops") is not None:
-        return f"{v['gflops']:.3g} GFLOP/s"
+    if (t := v.get("tflops")) is not None:
+        return _flops(t, r.tflops_unit[1:])
+    if (x := v.get("gbs")) is not None:
+        return f"{figure(x)} GB/s"
+    if (x := v.get("apparent_gbs")) is not None:
+        return f"({figure(x)} GB/s?)"
+    if (x := v.get("us")) is not None:
+        return f"{figure(x)} µs/op"
+    if (x := v.get("us_per_step")) is not None:
+        return f"{figure(x)} µs/step"
+    if (x := v.get("gflops")) is not None:
+        return _flops(x / 1e3, "FLOP/s")
     return ""
 
 
@@ -76,7 +87,8 @@ def _notes(r: BenchResult) -> str:
     v = r.values
     parts = []
     if v.get("rel_error") is not None:
-        parts.append(f"err {v['rel_error']:.1e}")
+        err = v["rel_error"]
+        parts.append(f"err {err:.1e}" if err else "err 0")  # float64's small products: exact
     if v.get("note_s") is not None:
         parts.append(f"note: {seconds(v['note_s'])}")
     if v.get("speedup") is not None:

@@ -95,7 +95,7 @@ def _error_limit(case: str) -> float | None:
 WORKLOAD = Workload(
     name="expression",
     title="expression: E1 (docs/experiments.md#e1), (sin(x)**2 / cos(x)**2).sum() on n×n; "
-    "GB/s = input bytes / time",
+    "GB/s = input bytes / median time",
     run=run,
     peak=_peak,
     error_limit=_error_limit,

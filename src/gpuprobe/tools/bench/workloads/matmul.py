@@ -42,15 +42,19 @@ from gpuprobe.tools.bench.workloads.base import (
 )
 
 __all__ = [
+    "BELOW_PEAK_CARD_FIX",
     "ERROR_CHECK_MAX_N",
     "MATMUL_PEAK_MIN_N",
     "MATMUL_PEAK_WARN_FRACTION",
     "PEAK_FIELD",
+    "POWER_CAP_REASONS",
     "PRECISION_FASTER_RATIO",
     "REL_ERROR_LIMIT",
     "SIZES",
     "WORKLOAD",
     "below_peak",
+    "fp64_tensor_peak",
+    "power_capped",
     "precision",
     "run",
 ]
@@ -59,6 +63,10 @@ SIZES = ((16, 64, 256, 1024, 4096, 8192, 16384), (16, 64, 256, 512))  # n (full,
 ERROR_CHECK_MAX_N = 1024  # above this, the float64 reference on the host costs too much
 CACHE_RESIDENT_BYTES = 256 * 2**20  # operands below this may sit in L2 (H200: 60 MB): flush
 INT8_LEVELS = 127.0  # symmetric int8 quantization range
+# NVML clock-event reasons that mean the card settled at its power limit: a matmul's times fall
+# as it does (an H200's bf16 16384³: 730 → 662 TFLOP/s over 21 repetitions at an idle host), so
+# their spread is the card's, and an idle machine would show the same.
+POWER_CAP_REASONS = frozenset({"sw_power_cap"})
 # A precision below float32 is recommended only when it ran at least this much faster than
 # float32 on the same device: gpuprobe's choice, above the run-to-run spread of a CPU matmul.
 PRECISION_FASTER_RATIO = 1.2
@@ -78,7 +86,8 @@ REL_ERROR_LIMIT: dict[str, float] = {
 MATMUL_PEAK_WARN_FRACTION = 0.5  # of the spec's dense peak at n ≥ 4096; cuBLAS reaches 70-90 %
 # (GH200 FP32 63.0 of 66.9 TFLOPS measured in the public mredenti/PowerCapping results)
 MATMUL_PEAK_MIN_N = 4096
-# Which peak each dtype is held against (hardware.types.Peaks fields).
+# Which peak each dtype is held against (hardware.types.Peaks fields; float64 is held against the
+# FP64 tensor cores where the card has them: fp64_tensor_peak).
 PEAK_FIELD: dict[str, str] = {
     "float64": "fp64",
     "float32": "fp32",
@@ -183,11 +192,24 @@ _LOWER_HOWTO: dict[str, dict[str, str]] = {
 }
 
 
+def power_capped(r: BenchResult) -> bool:
+    """True when NVML saw only the power cap slow the card while ``r`` ran: its times then fall
+    as the card settles at its power limit, and the median is the rate it sustains."""
+    c = r.conditions
+    reasons = set(c.clock_event_reasons) if c is not None else set()
+    return bool(reasons) and reasons <= POWER_CAP_REASONS
+
+
 def _precision_fix(
-    fw: str, dev: str, speeds: dict[str, float | None], spread: frozenset[str] = frozenset()
+    fw: str,
+    dev: str,
+    speeds: dict[str, float | None],
+    spread: frozenset[str] = frozenset(),
+    capped: frozenset[str] = frozenset(),
 ) -> str:
     """Recommend only a precision that was measured faster than float32 here, and only as a
-    thing to confirm when its time or float32's varied too much to trust (``spread``)."""
+    thing to confirm when its time or float32's varied too much to trust (``spread``); a spread
+    that the card's power cap explains (``capped``) is said, not doubted."""
     lower = {
         d: v
         for d, v in speeds.items()
@@ -214,9 +236,41 @@ def _precision_fix(
             f"{SPREAD_WARN_FRACTION:.0%} of the median): re-run on an idle machine before "
             f"switching to {how}"
         )
+    settled = sorted(capped & {best, "float32"})
     return (
-        f"{best} ran {lower[best]:.2g}× float32's speed here; if your model tolerates its error: "
-        f"{how}"
+        f"{best} ran {lower[best]:.2g}× float32's speed here"
+        + (
+            f" ({' and '.join(settled)}: times fell as the card reached its power cap; the "
+            "median is the rate it sustains)"
+            if settled
+            else ""
+        )
+        + f"; if your model tolerates its error: {how}"
+    )
+
+
+# The kernel a framework runs for a dtype, where it is not the framework's plain a @ b.
+_KERNEL: dict[tuple[str, str], str] = {("torch", "int8"): "torch._int_mm"}
+BELOW_PEAK_CARD_FIX = (
+    "look for throttling ('gpuprobe doctor'), another process on the card ('nvidia-smi'), or a "
+    "power cap ('nvidia-smi -q -d POWER')"
+)
+
+
+def _below_peak_fix(r: BenchResult) -> str:
+    """Where to look for a matmul far below its peak: at the card when NVML saw it held back (a
+    clock-event reason) or could not tell; at the framework's kernel when the card ran free (the
+    H200's torch int8: 131 TOP/s, 7 % of 1979, at a steady 1980 MHz and 355 W of 700)."""
+    c = r.conditions
+    if c is None or not c.samples or c.clock_event_reasons or c.sm_clock_mhz_min is None:
+        return BELOW_PEAK_CARD_FIX
+    kernel = _KERNEL.get((r.framework, r.case))
+    power = f", {c.power_w_max:.0f} W" if c.power_w_max is not None else ""
+    return (
+        f"the card was not held back (SM clock {c.sm_clock_mhz_min}-{c.sm_clock_mhz_max} MHz"
+        f"{power}, no clock-event reason from NVML): {r.framework}'s {r.case} kernel"
+        + (f" ({kernel})" if kernel else "")
+        + f" is the limit; try a newer {r.framework} or another framework for {r.case} products"
     )
 
 
@@ -242,11 +296,12 @@ def below_peak(ctx: BenchContext) -> list[Finding]:
                 finding(
                     "bench-matmul-below-peak",
                     Status.WARN,
-                    f"{fw} {dev}: {r.case} matmul reaches {r.values['tflops']:.3g} TFLOP/s, "
+                    f"{fw} {dev}: {r.case} matmul reaches {r.values['tflops']:.3g} "
+                    f"{r.tflops_unit}, "
                     f"{r.values['pct_peak']:.0f} % of the {r.values['peak']:g} peak",
                     [
-                        Evidence("tflops", r.values["tflops"], "TFLOP/s"),
-                        Evidence("peak", r.values["peak"], "TFLOP/s"),
+                        Evidence("tflops", r.values["tflops"], r.tflops_unit),
+                        Evidence("peak", r.values["peak"], r.tflops_unit),
                         Evidence("n", r.size),
                         Evidence(
                             "sm_clock_min",
@@ -254,8 +309,7 @@ def below_peak(ctx: BenchContext) -> list[Finding]:
                             "MHz",
                         ),
                     ],
-                    fix="look for throttling ('gpuprobe doctor'), another process on the card "
-                    "('nvidia-smi'), or a power cap ('nvidia-smi -q -d POWER')",
+                    fix=_below_peak_fix(r),
                     subject=f"{fw} {dev}",
                 )
             )
@@ -300,6 +354,11 @@ def precision(ctx: BenchContext) -> list[Finding]:
             )
             ev.append(Evidence(f"{dtype} error", err))
             parts.append(f"{dtype} {speed:.2g}×" + (f" (err {err:.1e})" if err is not None else ""))
+        spread = [
+            d
+            for d, sizes in by_dtype.items()
+            if (m := sizes[n].measurement) is not None and m.too_spread
+        ]
         out.append(
             finding(
                 "bench-precision-tradeoff",
@@ -310,11 +369,8 @@ def precision(ctx: BenchContext) -> list[Finding]:
                     fw,
                     dev,
                     speeds,
-                    frozenset(
-                        d
-                        for d, sizes in by_dtype.items()
-                        if (m := sizes[n].measurement) is not None and m.too_spread
-                    ),
+                    frozenset(d for d in spread if not power_capped(by_dtype[d][n])),
+                    frozenset(d for d in spread if power_capped(by_dtype[d][n])),
                 ),
                 subject=f"{fw} {dev}",
             )
@@ -322,14 +378,31 @@ def precision(ctx: BenchContext) -> list[Finding]:
     return out
 
 
+def fp64_tensor_peak(g: Gpu) -> float | None:
+    """The FP64 tensor-core peak (TFLOP/s) of the card's product, when the spec table has one
+    (A100, H100, H200, B200: cuBLAS runs a float64 GEMM on those tensor cores, at up to twice the
+    CUDA-core rate that ``Peaks.fp64`` holds)."""
+    from gpuprobe.platform.hardware import specs
+
+    product = g.peaks.product if g.peaks is not None else None
+    spec = next((p for p in specs.PRODUCTS if p.product == product), None) if product else None
+    return spec.fp64_tensor if spec is not None else None
+
+
 def _peak(r: BenchResult, g: Gpu) -> float | None:
-    """The spec's dense peak of the result's dtype (TFLOP/s)."""
-    return getattr(g.peaks, PEAK_FIELD.get(r.case, ""), None) if g.peaks is not None else None
+    """The spec's dense peak of the result's dtype (TFLOP/s): for float64, the tensor cores'
+    where the card has them (an H200 ran 62.8 TFLOP/s, 185 % of its 34 TFLOP/s CUDA-core
+    figure and 94 % of its 67 TFLOP/s FP64 tensor figure)."""
+    if g.peaks is None:
+        return None
+    if r.case == "float64" and (tensor := fp64_tensor_peak(g)) is not None:
+        return tensor
+    return getattr(g.peaks, PEAK_FIELD.get(r.case, ""), None)
 
 
 WORKLOAD = Workload(
     name="matmul",
-    title="matmul: TFLOP/s = 2n³ / time (TOP/s for int8); error ‖C−C64‖/‖C64‖ "
+    title="matmul: TFLOP/s = 2n³ / median time (TOP/s for int8); error ‖C−C64‖/‖C64‖ "
     "(E4, docs/experiments.md#e4)",
     run=run,
     rate="tflops",

@@ -28,7 +28,17 @@ from gpuprobe.tools.bench.workloads.base import (
     finding,
 )
 
-__all__ = ["NAIVE_MISLEADING_RATIO", "NAIVE_REPS", "NOTE_S", "SIZES", "WORKLOAD", "naive", "run"]
+__all__ = [
+    "NAIVE_MISLEADING_RATIO",
+    "NAIVE_REPS",
+    "NOTE_S",
+    "SIZES",
+    "TIMING_HOWTO",
+    "TIMING_HOWTO_ANY",
+    "WORKLOAD",
+    "naive",
+    "run",
+]
 
 SIZES = ((50_000_000,), (5_000_000,))  # elements (full, quick); E8 used 50,000,000
 NAIVE_REPS = 5  # E8 timed a handful of calls
@@ -36,6 +46,15 @@ CHECK_ELEMENTS = 1_000  # elements compared with 2·x on the host
 NAIVE_MISLEADING_RATIO = 2.0  # E8's host clock this many times below the device's: misleading
 # E8's figures (docs/experiments.md#e8), by device kind; the GPU one is wrong.
 NOTE_S: dict[str, float] = {"cpu": 0.0336, "cuda": 0.0009}
+# How to time GPU work right in each framework: E8's fix, in the framework that made the mistake.
+TIMING_HOWTO: dict[str, str] = {
+    "torch": "time GPU work with events (torch.cuda.Event(enable_timing=True)) or call "
+    "torch.cuda.synchronize() before reading the clock",
+    "cupy": "time GPU work with events (cupy.cuda.Event(), cupy.cuda.get_elapsed_time) or "
+    "cupyx.profiler.benchmark, or call cupy.cuda.Device().synchronize() before reading the clock",
+    "jax": "call .block_until_ready() on the result before reading the clock",
+}
+TIMING_HOWTO_ANY = "wait for the device (the framework's synchronize) before reading the clock"
 
 
 def _pair(b: Backend, s: Settings, n: int) -> list[BenchResult]:
@@ -109,8 +128,7 @@ def naive(ctx: BenchContext) -> list[Finding]:
                     f"the device took {seconds(right.seconds)} ({ratio:.0f}× more): "
                     "E8's mistake (docs/experiments.md#e8)",
                     [Evidence("naive", wrong.seconds, "s"), Evidence("device", right.seconds, "s")],
-                    fix="time GPU work with events (torch.cuda.Event(enable_timing=True)) or call "
-                    "torch.cuda.synchronize() before reading the clock",
+                    fix=TIMING_HOWTO.get(fw, TIMING_HOWTO_ANY),
                     subject=f"{fw} {dev}",
                 )
             )

@@ -196,7 +196,7 @@ def _peak(r: BenchResult, g: Gpu) -> float | None:
 
 WORKLOAD = Workload(
     name="transfer",
-    title="transfer: GB/s = bytes / time; d2d and host copies count read + write (2 × size)",
+    title="transfer: GB/s = bytes / median time; d2d and host copies count read + write (2 × size)",
     run=run,
     peak=_peak,
     checks=(copies,),
