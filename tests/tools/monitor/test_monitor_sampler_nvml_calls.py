@@ -67,10 +67,11 @@ PER_TICK_CALLS = {
 
 
 def _snapshot(*pids: int) -> dict[str, Any]:
-    """h200.json (no driver reserve: nvmlDeviceGetMemoryInfo_v2 is not supported) with compute
-    processes of 1 GiB each."""
+    """h200.json with compute processes of 1 GiB each, on a driver without the reserve split
+    (nvmlDeviceGetMemoryInfo_v2 not supported; the H200's own driver had it)."""
     snap = snapshot_dict("h200.json")
     g = snap["gpus"][0]
+    g["memory_reserved"] = None
     g["processes"] = [
         {"pid": pid, "name": None, "used_memory": GIB, "kind": "compute"} for pid in pids
     ]
