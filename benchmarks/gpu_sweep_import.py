@@ -222,7 +222,8 @@ def figures(d: Path) -> dict[str, Any]:
         ),
     }
     # judged against the fp64 (CUDA-core) peak: benchmarks/gpu_sweep_lstsq.py's judge() says why
-    frac = (fp64.get("goal") or {}).get("fraction")
+    goal = fp64.get("goal")  # a record from gpu_sweep_lstsq.py; a sentence in older sweeps
+    frac = goal.get("fraction") if isinstance(goal, dict) else None
     if frac is None:
         frac = (fp64.get("fractions") or {}).get("useful_vs_fp64")
     out["lstsq_fp64"] = {
