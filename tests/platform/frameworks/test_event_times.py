@@ -160,3 +160,20 @@ def test_torch_backend_names_the_current_cuda_device_by_index(
     assert b.device == "cuda:1" and b.is_gpu and chosen == [torch.device("cuda", 1)]
     assert TorchBackend("cuda:0").device == "cuda:0"
     assert TorchBackend("cpu").device == "cpu" and chosen[-1] == torch.device("cuda", 0)
+
+
+def test_int8_right_operand_is_made_column_major_once() -> None:
+    """torch._int_mm's fast int8 kernels take the right operand column-major; the copy is made
+    once per operand, outside what a benchmark repeats, and again when the operand changes."""
+    torch = pytest.importorskip("torch")
+    from gpuprobe.platform.frameworks.torch import TorchBackend
+
+    b = TorchBackend("cpu")
+    c = torch.arange(12, dtype=torch.int8).reshape(3, 4)
+    cm = b._column_major(c)
+    assert torch.equal(cm, c) and cm.stride() == (1, 3)
+    assert b._column_major(c) is cm  # the same operand: the same copy
+    c.add_(1)
+    again = b._column_major(c)
+    assert again is not cm and torch.equal(again, c)
+    assert b._column_major(cm) is cm  # already column-major: as it is

@@ -303,7 +303,21 @@ class TorchBackend(Backend):
             raise NotImplementedError(
                 f"torch._int_mm on CUDA needs m > 16 and k, n multiples of 8 (got {m}x{k}x{n})"
             )
+        if self.is_gpu:
+            b = self._column_major(b)
         return self._torch._int_mm(a, b)
+
+    def _column_major(self, b: Any) -> Any:
+        """``b`` laid out column-major, made once per operand: int8 tensor cores multiply row- by
+        column-major, and torch._int_mm falls back to a far slower kernel for a row-major right
+        operand (pytorch/pytorch#165230; the H200 ran bench's row-major int8 at 7 % of peak)."""
+        if b.stride(0) == 1:
+            return b
+        kept = getattr(self, "_int8_rhs", None)
+        if kept is None or kept[0] is not b or kept[1] != b._version:
+            kept = (b, b._version, b.t().contiguous().t())
+            self._int8_rhs = kept
+        return kept[2]
 
     def free_memory(self) -> int | None:
         if not self.is_gpu:
