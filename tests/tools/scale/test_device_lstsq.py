@@ -10,7 +10,6 @@ numpy.linalg.lstsq's answers. The gpu-marked tests at the end run the same calls
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from typing import Any
 
@@ -336,15 +335,7 @@ def test_host_data_copied_once_or_sent_to_workers_when_it_does_not_fit(monkeypat
 # -- on a card: the same calls through cuBLAS --------------------------------------------------
 
 
-def _gpu() -> bool:
-    if importlib.util.find_spec("cupy") is None:
-        return False
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+from test_parallel_lstsq import _gpu  # noqa: E402 (the same check as the Dask GPU tests)
 
 
 @pytest.mark.gpu

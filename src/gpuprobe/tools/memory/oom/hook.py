@@ -20,10 +20,16 @@ _previous_hook: Callable[..., Any] | None = None
 
 
 def _hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-    from gpuprobe.tools.memory.oom.explain import explain_oom
-
     previous = _previous_hook or sys.__excepthook__
     previous(exc_type, exc, tb)
+    _explain_after(exc)
+
+
+def _explain_after(exc: BaseException) -> None:
+    """Below the user's traceback: the explanation of an out-of-memory error (nothing for
+    another error); a failure to explain is one line, never hiding the user's own error."""
+    from gpuprobe.tools.memory.oom.explain import explain_oom
+
     if classify_oom(exc) is None:
         return
     try:
@@ -35,17 +41,8 @@ def _hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType |
 
 
 def _ipython_handler(shell: Any, etype: Any, evalue: Any, tb: Any, tb_offset: Any = None) -> Any:
-    from gpuprobe.tools.memory.oom.explain import explain_oom
-
     shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
-    if classify_oom(evalue) is None:
-        return
-    try:
-        report = explain_oom(evalue)
-    except Exception as inner:  # the report must never hide the user's own error
-        print(f"gpuprobe: could not explain the out-of-memory error: {inner!r}", file=sys.stderr)
-        return
-    print(str(report), file=sys.stderr)
+    _explain_after(evalue)
 
 
 def install_oom_hook() -> None:
