@@ -292,7 +292,7 @@ def cluster_reason(
     if devices is not None and devices != "cpu":
         return f"devices={devices!r}: one Dask worker per GPU"
     if method == "local-sgd":
-        return "local-sgd is E6's sharded SGD on Dask workers"
+        return "local-sgd is E6's sharded SGD on Dask workers (docs/experiments.md#e6)"
     if type(A).__module__.split(".")[0] == "dask":
         return "A is a dask array: solved on a Dask cluster, block by block"
     if not is_path(A) and on_gpu_input(A):
