@@ -5,7 +5,7 @@ Measured on a 2-core CPU (AMD EPYC, torch 2.13, no GPU; the model trains on the 
 input-bound, the DataLoader takes 50-60 % of each profiled step (about 180 of 350 ms).
 On an H200 (an estimate from the kernel times it recorded for a narrower model; a card must
 confirm it): a batch of 128 images costs about 70 ms of CPU (0.5 ms each, about 100 ms while
-profiled) against 15-25 ms of GPU work, so the GPU idles most of each step.
+profiled) against 13-20 ms of GPU work, so the GPU idles most of each step.
 
 Fixed twin: loader_workers.py. Run: python examples/loader_single_process.py [TRACE.json.gz [STEPS]]
 """
@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, Dataset
 
 GPU = torch.cuda.is_available()
 # Sizes per device, so that the step shows the loader and little else. A GPU gets a model wide
-# enough that its step (15-25 ms on an H200, an estimate) outlasts launching it (about 3 ms of
+# enough that its step (13-20 ms on an H200, an estimate) outlasts launching it (about 3 ms of
 # CPU) and a worker decoding the next batch (about 3 ms). One CPU core gets a narrow model, on
 # batches big enough that a step (about 0.25 s) outlasts taking a batch from a worker process
 # (1-10 ms: its tensors come through shared memory, their file descriptors through sockets, and

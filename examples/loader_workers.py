@@ -3,7 +3,7 @@
 asynchronous, and the augmentation runs on the device, on whole batches (E9, E10).
 
 Workers alone are not enough for a fast GPU: the augmentation costs about 0.5 ms of CPU per
-image, so one worker makes a batch of 128 in about 70 ms while an H200 trains on it in 15-25 ms;
+image, so one worker makes a batch of 128 in about 70 ms while an H200 trains on it in 13-20 ms;
 it would take 3 to 5 workers, each on a free core, just to keep up. On the GPU the same
 augmentation is a dozen small kernels per batch.
 
@@ -11,7 +11,7 @@ Measured on a 2-core CPU (AMD EPYC, torch 2.13, no GPU): not input-bound, the Da
 about 1 % of each profiled step (at most 2.4 % with 3 busy processes beside it), in steps 9..11,
 past the batches the workers made ahead at start-up. On an H200 (an estimate; a card must
 confirm it): a worker decodes a batch in about 3 ms, the CPU launches a step in about 3 ms and
-the GPU runs it in 15-25 ms: neither input- nor launch-bound.
+the GPU runs it in 13-20 ms: neither input- nor launch-bound.
 
 Run: python examples/loader_workers.py [TRACE.json.gz [STEPS]]
 """
