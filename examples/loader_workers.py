@@ -4,7 +4,7 @@ asynchronous, and the augmentation runs on the device, on whole batches (E9, E10
 
 Workers alone are not enough for a fast GPU: the augmentation costs about 0.5 ms of CPU per
 image, so one worker makes a batch of 128 in about 70 ms while an H200 trains on it in 13-20 ms;
-it would take 3 to 5 workers, each on a free core, just to keep up. On the GPU the same
+it would take 4 to 6 workers, each on a free core, just to keep up. On the GPU the same
 augmentation is a dozen small kernels per batch.
 
 Measured on a 2-core CPU (AMD EPYC, torch 2.13, no GPU): not input-bound, the DataLoader takes
