@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import gpuprobe.tools.diagnose.kineto as kineto
+import gpuprobe.tools.diagnose.jsonstream as jsonstream
 from gpuprobe.core.errors import InputError
 from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.tools.diagnose.kineto import read_trace
@@ -52,7 +52,7 @@ def test_tiny_chunks_cross_every_boundary(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_text(SMALL)
     whole = read_trace(path)
-    monkeypatch.setattr(kineto, "CHUNK_CHARS", 7)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 7)
     chunked = read_trace(path)
     assert chunked.events == whole.events
     assert list(chunked.gpu_ts) == list(whole.gpu_ts)
@@ -173,11 +173,30 @@ def test_fuzz_damaged_traces_never_traceback(tmp_path, ops, gz):
         json.dumps(d.to_dict())
 
 
+def test_a_chunk_that_ends_inside_true_false_or_null_reads_on(tmp_path, monkeypatch):
+    """A chunk cut inside a literal ("fa|lse") is read on, not refused: the C scanner rejects
+    the literal's first character, which once made a valid 61 MB trace 'not valid JSON'."""
+    ev = (
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": %d, '
+        '"dur": 1, "args": {"a": true, "b": false, "c": null, "d": [true, false, null]}}'
+    )
+    text = '{"traceEvents": [' + ", ".join(ev % i for i in range(5)) + '], "x": false}'
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    whole = read_trace(path)
+    assert whole.events == 5 and whole.header["x"] is False
+    for size in range(1, 40):  # every cut, inside each literal too
+        monkeypatch.setattr(jsonstream, "CHUNK_CHARS", size)
+        chunked = read_trace(path)
+        assert chunked.events == 5 and list(chunked.op_ts) == list(whole.op_ts), size
+        assert chunked.header == whole.header
+
+
 def test_progress_reports_bytes_read(tmp_path, monkeypatch):
     path = tmp_path / "t.json.gz"
     with gzip.open(path, "wt") as fh:
         fh.write(SMALL)
-    monkeypatch.setattr(kineto, "CHUNK_CHARS", 1000)
+    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 1000)
     seen: list[tuple[int, int]] = []
     read_trace(path, progress=lambda done, total: seen.append((done, total)))
     assert len(seen) > 3
