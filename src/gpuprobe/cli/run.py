@@ -1,7 +1,7 @@
 """``gpuprobe run [--hz N] [--out DIR] -- CMD ARGS...``: record a command, then judge the run.
 
 The summary goes to stderr (the command's own stdout stays clean for pipes); ``--json`` prints
-the summary as JSON on stdout. DIR gets ``timeline.jsonl``, ``report.html``, ``report.png`` and
+the summary as JSON on stdout, alone: the command's own stdout goes to stderr meanwhile. DIR gets ``timeline.jsonl``, ``report.html``, ``report.png`` and
 ``summary.json``. The exit code is the command's.
 """
 
@@ -33,7 +33,11 @@ def register(sub: Any) -> None:
         help="also read PCIe rx/tx throughput (each reading takes 20 ms per GPU)",
     )
     p.add_argument("--no-report", action="store_true", help="write the timeline only")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary as JSON on stdout (the command's own stdout goes to stderr)",
+    )
     p.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
     )
