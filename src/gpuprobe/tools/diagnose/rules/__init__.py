@@ -8,9 +8,7 @@ rather than staying silent.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from gpuprobe.core.findings import Finding, Status
+from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import Rule, apply_rules
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.rules import (
@@ -25,6 +23,7 @@ from gpuprobe.tools.diagnose.rules import (
     startup,
     sync,
 )
+from gpuprobe.tools.diagnose.rules._common import as_information
 
 __all__ = ["MIN_WARN_GAIN", "RULES", "run_rules"]
 
@@ -55,28 +54,15 @@ def run_rules(ctx: TraceContext) -> list[Finding]:
     """Every rule's findings, in rule order (sort with ``worst_first`` to show). On a cold
     first pass the steady-state warnings become information: what remains after the one-time
     start-up is still a first pass (first calls of every op, TorchScript and compiled code)."""
-    out = [
-        replace(
-            f,
-            status=Status.INFO,
-            details=(
-                f"fixing it would gain under {100 * MIN_WARN_GAIN:.0f} % of the time",
-                *f.details,
-            ),
-        )
-        if f.status is Status.WARN and f.gain is not None and f.gain < MIN_WARN_GAIN
-        else f
-        for f in apply_rules(RULES, ctx)
-    ]
+    out = as_information(
+        apply_rules(RULES, ctx),
+        f"fixing it would gain under {100 * MIN_WARN_GAIN:.0f} % of the time",
+        lambda f: f.gain is not None and f.gain < MIN_WARN_GAIN,
+    )
     if not ctx.cold:
         return out
     note = (
         "this profile is a cold first pass (see one-time-start): judged on what remains after "
         "the one-time calls, but the steady state may differ; profile after warm-up to be sure"
     )
-    return [
-        replace(f, status=Status.INFO, details=(note, *f.details))
-        if f.id in STEADY_STATE and f.status is Status.WARN
-        else f
-        for f in out
-    ]
+    return as_information(out, note, lambda f: f.id in STEADY_STATE)

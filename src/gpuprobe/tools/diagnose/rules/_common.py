@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from gpuprobe.tools.diagnose.model import StepBreakdown
 __all__ = [
     "CAPTURE_SKIP_FRACTION",
     "GROUP",
+    "as_information",
     "capture_skip",
     "cause_share",
     "median",
@@ -151,3 +153,16 @@ def cause_share(rows: Sequence[StepBreakdown], cause: str) -> float:
     """The median over ``rows`` of a cause's idle time as a share of the row's steady time
     (:func:`steady_us`): the share and the gain the rules state for it."""
     return median([r.idle_cause_us.get(cause, 0.0) / max(steady_us(r), 1e-9) for r in rows])
+
+
+def as_information(
+    findings: Sequence[Finding], note: str, which: Callable[[Finding], bool]
+) -> list[Finding]:
+    """``findings`` with each warning that ``which`` picks made information, ``note`` (why)
+    first among its details; the others as they are."""
+    return [
+        replace(f, status=Status.INFO, details=(note, *f.details))
+        if f.status is Status.WARN and which(f)
+        else f
+        for f in findings
+    ]

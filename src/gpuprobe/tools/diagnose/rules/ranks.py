@@ -6,13 +6,14 @@ compute. Each rule judges a :class:`RanksContext`; the judge is ``apply_rules(RU
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, rule
 from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, RankRow
+from gpuprobe.tools.diagnose.rules._common import as_information
 from gpuprobe.tools.diagnose.rules.startup import ONE_TIME_WARN_FRACTION
 
 __all__ = [
@@ -272,12 +273,7 @@ def cold_ranks_apart(findings: list[Finding], rows: list[RankRow]) -> list[Findi
         "a rank's trace is a first pass (see cold-ranks): this judges its start-up; "
         "profile after warm-up to judge the job"
     )
-    return [
-        replace(f, status=Status.INFO, details=(note, *f.details))
-        if f.id in ("straggler", "exposed-communication") and f.status is Status.WARN
-        else f
-        for f in findings
-    ]
+    return as_information(findings, note, lambda f: f.id in ("straggler", "exposed-communication"))
 
 
 RULES_RANKS: tuple[Rule, ...] = (straggler, exposed_communication, cold_ranks)

@@ -31,22 +31,6 @@ def _span_s(d: CycleDiagnosis) -> float | None:
     return None if first is None or last is None else (last - first) / 1e6
 
 
-def _table(title: str) -> Any:
-    """The house's table (a rule under the header, no frame) with two spaces between columns
-    instead of three: eleven columns fit 80."""
-    from rich import box
-    from rich.table import Table
-
-    return Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-    )
-
-
 def headline(d: CycleDiagnosis) -> str:
     """``"2 profiler cycles of one process (pid 25738) over 470 s, not ranks"``."""
     span = _span_s(d)
@@ -86,7 +70,12 @@ def print_cycles(
         )
     )
     con.print()
-    t = _table("Cycles: each cycle's steps; GPU busy and idle by cause, % of their GPU time")
+    from gpuprobe.tools.diagnose.show.text import plain_table
+
+    # two spaces between columns instead of three: eleven columns fit 80
+    t = plain_table(
+        "Cycles: each cycle's steps; GPU busy and idle by cause, % of their GPU time", (0, 1, 0, 0)
+    )
     # the causes some cycle has idle time in, and the steps column when some cycle has steps:
     # all-zero or all-n/a columns only squeeze the others at 80 columns
     causes = [c for c in IDLE_CAUSES if any((r.idle_share(c) or 0.0) >= 0.0005 for r in d.cycles)]
