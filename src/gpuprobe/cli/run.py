@@ -1,8 +1,9 @@
 """``gpuprobe run [--hz N] [--out DIR] -- CMD ARGS...``: record a command, then judge the run.
 
 The summary goes to stderr (the command's own stdout stays clean for pipes); ``--json`` prints
-the summary as JSON on stdout, alone: the command's own stdout goes to stderr meanwhile. DIR gets ``timeline.jsonl``, ``report.html``, ``report.png`` and
-``summary.json``. The exit code is the command's.
+the summary as JSON on stdout, alone: the command's own stdout goes to stderr meanwhile. DIR
+gets ``timeline.jsonl``, ``report.html``, ``report.png`` and ``summary.json``. The exit code is
+the command's.
 """
 
 from __future__ import annotations

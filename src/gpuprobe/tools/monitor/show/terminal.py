@@ -28,9 +28,10 @@ def _gib(b: int | None) -> str:
     return gib(b, 1, unit=False)
 
 
-def _indented(text: str, indent: int, style: str = "") -> Padding:
+def _indented(text: str | Text, indent: int, style: str = "") -> Padding:
     """A line that wraps at the console's width under its own indent."""
-    return Padding(Text(text, style=style), (0, 0, 0, indent), expand=False)
+    line = text if isinstance(text, Text) else Text(text, style=style)
+    return Padding(line, (0, 0, 0, indent), expand=False)
 
 
 def render_summary(
@@ -81,9 +82,7 @@ def render_summary(
         if f.evidence:
             lines.append(_indented(", ".join(str(e) for e in f.evidence), 10, "dim"))
         if f.fix:
-            lines.append(
-                Padding(Text.assemble(("fix: ", "green"), f.fix), (0, 0, 0, 10), expand=False)
-            )
+            lines.append(_indented(Text.assemble(("fix: ", "green"), f.fix), 10))
     for note in notes:
         lines.append(Text(note, style="yellow"))
     if paths:
