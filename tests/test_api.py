@@ -58,6 +58,8 @@ COMPOSED = {
     "demo_models",
     "plot_timeline",
     "precision_dtypes",
+    "profile_command",
+    "profile_now",
     "run",
 }
 
@@ -75,6 +77,22 @@ def _params(f: object) -> list[tuple[str, object, object]]:
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
 def test_api_signature_is_the_implementations(name: str) -> None:
     assert _params(getattr(api, name)) == _params(_impl(name))
+
+
+def test_profile_command_has_the_hooks_and_the_ondemand_defaults() -> None:
+    from gpuprobe.tools.profile.hook import HookSettings
+    from gpuprobe.tools.profile.ondemand import request_now
+
+    ours = {n: d for n, _, d in _params(api.profile_command)}
+    hook = HookSettings()
+    for name in ("skip", "warmup", "active", "seconds", "delay", "with_stack", "memory"):
+        assert ours[name] == getattr(hook, name), name
+    assert ours["record_shapes"] is hook.record_shapes and ours["later"] is False
+    now = {n: d for n, _, d in _params(api.profile_now)}
+    theirs = {n: d for n, _, d in _params(request_now)}
+    assert {k: now[k] for k in ("steps", "warmup", "seconds", "timeout")} == {
+        k: theirs[k] for k in ("steps", "warmup", "seconds", "timeout")
+    }
 
 
 def test_run_has_the_recorders_options() -> None:
@@ -166,6 +184,11 @@ def test_import_is_cheap() -> None:
         "gpuprobe",
         "gpuprobe._version",
         "gpuprobe.api",
+        "gpuprobe.api.jobs",
+        "gpuprobe.api.machine",
+        "gpuprobe.api.memory",
+        "gpuprobe.api.scale",
+        "gpuprobe.api.traces",
         "gpuprobe.core",
         "gpuprobe.core.errors",
     }
@@ -193,7 +216,11 @@ def test_run_without_report_writes_the_timeline_only(tmp_path: Path) -> None:
     result = gpuprobe.run([sys.executable, "-c", "pass"], tmp_path / "r", report=False)
     assert result.exit_code == 0 and result.summary is not None
     assert [p.name for p in result.files] == ["timeline.jsonl"]
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["timeline.jsonl"]
+    # and the hidden folder through which `gpuprobe profile --now` reaches its PyTorch processes
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
+        ".gpuprobe-profile",
+        "timeline.jsonl",
+    ]
 
 
 def test_run_refuses_a_missing_command(tmp_path: Path) -> None:
@@ -209,6 +236,8 @@ REVEALED = {
     "load_inventory('s.json')": "gpuprobe.platform.inventory.Inventory",
     "bench()": "gpuprobe.tools.bench.model.BenchReport",
     "run(['true'])": "gpuprobe.tools.monitor.run.RunResult",
+    "profile_command(['true'])": "gpuprobe.tools.profile.model.ProfileReport",
+    "profile_now('dir')": "gpuprobe.tools.profile.model.ProfileReport",
     "record()": "contextlib.AbstractContextManager[gpuprobe.tools.monitor.record.Recording",
     "diagnose('t.json')": "gpuprobe.tools.diagnose.model.Diagnosis",
     "compare('a.json', 'b.json')": "gpuprobe.tools.diagnose.model.TraceComparison",

@@ -22,7 +22,10 @@ LAYERS: tuple[str, ...] = ("cli", "api", "tools", "ui", "platform", "core")
 
 # The edges between tools, each with why (docs/architecture.md lists them too). Any other import
 # from one tool into another is a violation.
-TOOL_EDGES: dict[tuple[str, str], str] = {}
+TOOL_EDGES: dict[tuple[str, str], str] = {
+    ("profile", "monitor"): "profile runs the command with the monitor's recorder (run_command)",
+    ("profile", "diagnose"): "profile diagnoses the traces it had written, with diagnose's engine",
+}
 
 # What the CLI may import besides itself: the API, ui/ (progress, the console) and core/ (errors,
 # the render hooks).

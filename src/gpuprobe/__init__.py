@@ -70,6 +70,7 @@ _TYPES: dict[str, str] = {
     "PackLevel": "gpuprobe.tools.monitor.pack_model:PackLevel",
     "PackReport": "gpuprobe.tools.monitor.pack_model:PackReport",
     "PrecisionReport": "gpuprobe.tools.memory.model:PrecisionReport",
+    "ProfileReport": "gpuprobe.tools.profile.model:ProfileReport",
     "Recording": "gpuprobe.tools.monitor.record:Recording",
     "RunResult": "gpuprobe.tools.monitor.run:RunResult",
     "RunSummary": "gpuprobe.tools.monitor.summary:RunSummary",

@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "info",
     "doctor",
     "bench",
+    "profile",
     "run",
     "top",
     "plot",

@@ -49,3 +49,18 @@ def say(line: str) -> None:
     """One line on stderr, if stderr is still there."""
     with contextlib.suppress(OSError, ValueError):
         print(line, file=sys.stderr, flush=True)
+
+
+def stdout_aside() -> int:
+    """Point file descriptor 1 at stderr (a command started now inherits it) and return a
+    descriptor of the real stdout, for the JSON; give it back with :func:`stdout_back`."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return saved
+
+
+def stdout_back(saved: int) -> None:
+    """Undo :func:`stdout_aside`."""
+    os.dup2(saved, 1)
+    os.close(saved)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -48,7 +47,13 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Record the command; return its exit code (whatever happens to the report)."""
     from gpuprobe.api import run as run_api
-    from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
+    from gpuprobe.cli._common import (
+        EXIT_BROKEN_PIPE,
+        say,
+        stdout_aside,
+        stdout_back,
+        stdout_gone,
+    )
     from gpuprobe.core import render
     from gpuprobe.core.errors import UsageError
 
@@ -58,15 +63,14 @@ def run(args: argparse.Namespace) -> int:
     if not cmd:
         raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
     # with --json, stdout is the JSON alone: the command's own stdout goes to stderr meanwhile
-    json_fd = _stdout_aside() if args.json else None
+    json_fd = stdout_aside() if args.json else None
     try:
         result = run_api(
             cmd, args.out, hz=args.hz, pcie_throughput=args.pcie, report=not args.no_report
         )
     finally:
         if json_fd is not None:
-            os.dup2(json_fd, 1)
-            os.close(json_fd)
+            stdout_back(json_fd)
     summary = result.summary
     if summary is None:  # the timeline could not be read back
         for note in result.notes:
@@ -94,12 +98,3 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the terminal hung up (EIO): the files and the exit code still stand
         say(f"gpuprobe: cannot print the summary: {exc.strerror or exc}")
     return result.exit_code
-
-
-def _stdout_aside() -> int:
-    """Point file descriptor 1 at stderr (the command inherits it) and return a descriptor of
-    the real stdout, for the JSON."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    return saved

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -192,8 +192,10 @@ def run_command(
     pcie_throughput: bool = False,
     nvml: NvmlFactory | None = None,
     on_started: Callable[[int], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RunResult:
-    """Record ``cmd`` until it exits; return its exit code and where the timeline is.
+    """Record ``cmd`` until it exits; return its exit code and where the timeline is. ``env``:
+    the command's environment (default: gpuprobe's own).
 
     Refuses an unwritable ``out_dir`` (:class:`~gpuprobe.core.errors.InputError`, exit 2) and a
     command that is not found or not executable (exit 127) before anything starts.
@@ -230,7 +232,7 @@ def run_command(
             for sig in FORWARDED_SIGNALS:  # a signal before the mask is in place is not lost
                 old_handlers[sig] = signal.signal(sig, lambda s, f: pending.append(s))
         try:
-            proc = subprocess.Popen(cmd, executable=executable, **group_kwargs)
+            proc = subprocess.Popen(cmd, executable=executable, env=env, **group_kwargs)
         except OSError as exc:
             writer.close()  # nothing was recorded: leave no headerless file behind
             with contextlib.suppress(OSError):

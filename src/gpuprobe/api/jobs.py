@@ -1,0 +1,284 @@
+"""Running and watching jobs: run, profile, record, pack, top, the exporter, timelines. Part of :mod:`gpuprobe.api`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the types only; at run time each function imports what it calls
+    import os
+    from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from gpuprobe.tools.monitor.exporter import GpuprobeCollector, MetricsServer
+    from gpuprobe.tools.monitor.live import TopView
+    from gpuprobe.tools.monitor.pack_model import PackLevel, PackReport
+    from gpuprobe.tools.monitor.record import Recording
+    from gpuprobe.tools.monitor.records import Sample
+    from gpuprobe.tools.monitor.run import RunResult
+    from gpuprobe.tools.monitor.sampler import NvmlFactory, Sampler
+    from gpuprobe.tools.monitor.summary import RunSummary
+    from gpuprobe.tools.monitor.timeline import Timeline
+    from gpuprobe.tools.profile.model import ProfileReport
+
+if TYPE_CHECKING:
+    PathLike = str | os.PathLike[str]
+
+__all__ = [
+    "pack",
+    "parse_counts",
+    "plot_timeline",
+    "profile_command",
+    "profile_now",
+    "read_timeline",
+    "record",
+    "run",
+    "serve_metrics",
+    "summarize",
+    "top",
+    "write_run_report",
+]
+
+
+def run(
+    cmd: Sequence[str],
+    out: PathLike | None = None,
+    *,
+    hz: float = 2.0,
+    pcie_throughput: bool = False,
+    report: bool = True,
+    hook: bool = True,
+) -> RunResult:
+    """Run ``cmd`` (an argument list, never a shell string), record every GPU, the host and the
+    command's process tree until it exits, then judge the run. ``out`` (default
+    ``./gpuprobe-run-DATE``) gets ``timeline.jsonl`` and, with ``report``, ``summary.json``,
+    ``report.html`` and ``report.png``. The result carries the command's exit code, the summary
+    (``None`` when no timeline could be read), the files written and notes on what could not be.
+    A report that cannot be written is a note, never an exception: the exit code survives.
+    With ``hook``, its PyTorch processes can be profiled while it runs: :func:`profile_now`."""
+    import time
+    from pathlib import Path
+
+    from gpuprobe.tools.monitor.run import finish_run, resolve_command, run_command
+    from gpuprobe.tools.profile.hook import HookSettings, hook_env, prepare_out
+
+    out = Path(out) if out is not None else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
+    env = None
+    if hook:
+        resolve_command(cmd)  # 127 before the folder is made
+        prepare_out(out)
+        env = hook_env(out, HookSettings(mode="later"))
+    result = run_command(cmd, out, hz=hz, pcie_throughput=pcie_throughput, env=env)
+    if not report:
+        return finish_run(result, None)
+    from gpuprobe.tools.monitor.show.files import write_run_files
+
+    return finish_run(result, write_run_files)
+
+
+def profile_command(
+    cmd: Sequence[str],
+    out: PathLike | None = None,
+    *,
+    skip: int = 10,
+    warmup: int = 2,
+    active: int = 5,
+    seconds: float | None = None,
+    delay: float = 5.0,
+    later: bool = False,
+    with_stack: bool = False,
+    memory: bool = False,
+    record_shapes: bool = False,
+    hz: float = 2.0,
+) -> ProfileReport:
+    """Run ``cmd`` unchanged, profile a window of steady-state steps in each of its PyTorch
+    processes (``skip`` steps, ``warmup``, then ``active`` recorded; or ``seconds`` of time after
+    ``delay``), record its timeline like :func:`run`, and diagnose the traces. ``out`` (default
+    ``./gpuprobe-profile-DATE``) gets ``traces/``, ``diagnosis.html`` and the run's files. With
+    ``later``, no window until :func:`profile_now` asks for one."""
+    import time
+    from pathlib import Path
+
+    from gpuprobe.tools.monitor.show.files import write_run_files
+    from gpuprobe.tools.profile.engine import profile_command as _profile
+    from gpuprobe.tools.profile.hook import HookSettings
+    from gpuprobe.tools.profile.show import write_verdict_page
+
+    settings = HookSettings(
+        mode="later" if later else "auto",
+        skip=skip,
+        warmup=warmup,
+        active=active,
+        seconds=seconds,
+        delay=delay,
+        with_stack=with_stack,
+        memory=memory,
+        record_shapes=record_shapes,
+    )
+    out = Path(out) if out is not None else Path(time.strftime("gpuprobe-profile-%Y%m%d-%H%M%S"))
+    return _profile(
+        cmd, out, settings, hz=hz, write_run=write_run_files, write_verdict=write_verdict_page
+    )
+
+
+def profile_now(
+    job: PathLike | int,
+    *,
+    steps: int = 5,
+    warmup: int = 1,
+    seconds: float | None = None,
+    timeout: float = 120.0,
+) -> ProfileReport:
+    """Profile the next ``steps`` steps (or ``seconds``) of a job running under :func:`run` or
+    ``profile_command(later=True)`` (``job``: its output folder or a PID), while it keeps
+    running; waits up to ``timeout`` seconds and diagnoses the traces."""
+    import os
+
+    from gpuprobe.tools.profile.ondemand import request_now
+    from gpuprobe.tools.profile.show import write_verdict_page
+
+    target = str(job) if isinstance(job, int) else os.fspath(job)
+    return request_now(
+        target,
+        steps=steps,
+        warmup=warmup,
+        seconds=seconds,
+        timeout=timeout,
+        write_verdict=write_verdict_page,
+    )
+
+
+def record(
+    out: PathLike | None = None,
+    *,
+    hz: float = 2.0,
+    pid: int | None = None,
+    pcie_throughput: bool = False,
+    nvml: NvmlFactory | None = None,
+) -> AbstractContextManager[Recording]:
+    """``with gpuprobe.record() as rec:`` records every GPU, the host and process ``pid``
+    (default: this one) with its children while the block runs; ``rec.findings``, ``rec.plot()``
+    and ``rec.report()`` afterwards. ``out`` is a new or empty directory (default: a temporary
+    one)."""
+    from pathlib import Path
+
+    from gpuprobe.tools.monitor.record import record as _record
+
+    return _record(
+        None if out is None else Path(out),
+        hz=hz,
+        pid=pid,
+        pcie_throughput=pcie_throughput,
+        nvml=nvml,
+    )
+
+
+def pack(
+    cmd: Sequence[str],
+    counts: Sequence[int] | str = (1, 2, 3, 4),
+    *,
+    rate: str | None = None,
+    hz: float = 2.0,
+    nvml: NvmlFactory | None = None,
+    on_level: Callable[[PackLevel], None] | None = None,
+) -> PackReport:
+    """Run 1, 2, 3… copies of ``cmd`` side by side on one GPU and find how many to pack: the
+    total throughput (read from the job's output with the ``rate`` pattern), memory and
+    utilization at each count."""
+    from gpuprobe.tools.monitor.pack import pack as _pack
+
+    return _pack(cmd, counts, rate=rate, hz=hz, nvml=nvml, on_level=on_level)
+
+
+def top(
+    *,
+    interval: float = 1.0,
+    iterations: int | None = None,
+    console: Console | None = None,
+    nvml: NvmlFactory | None = None,
+    sink: Callable[[Sample], None] | None = None,
+    pcie_throughput: bool = False,
+) -> TopView:
+    """The live view of every GPU, its processes and the host's cores, redrawn every
+    ``interval`` seconds, ``iterations`` times (until ``q`` or Ctrl-C when None); each sample
+    also goes to ``sink``. Returns the view."""
+    from gpuprobe.tools.monitor.show.top import run_top
+
+    return run_top(
+        interval=interval,
+        iterations=iterations,
+        console=console,
+        nvml=nvml,
+        sink=sink,
+        pcie_throughput=pcie_throughput,
+    )
+
+
+def serve_metrics(
+    host: str = "127.0.0.1",
+    port: int = 19400,
+    *,
+    hz: float = 1.0,
+    pcie_throughput: bool = False,
+    nvml: NvmlFactory | None = None,
+) -> tuple[MetricsServer, Sampler, GpuprobeCollector]:
+    """Serve ``/metrics`` for Prometheus (dcgm-exporter's metric names, and the host's): start
+    the sampler and the HTTP server; returns (server, sampler, collector). ``port=0`` picks a
+    free port. Stop with ``server.shutdown(); server.server_close(); sampler.close()``."""
+    from gpuprobe.tools.monitor.exporter import serve
+
+    server, sampler, collector = serve(
+        host, port, hz=hz, pcie_throughput=pcie_throughput, nvml=nvml
+    )
+    return server, sampler, collector
+
+
+def read_timeline(path: str | Path) -> Timeline:
+    """Read a recording's timeline (a ``timeline.jsonl`` or the run directory holding it); a
+    damaged file is read up to its last whole line (the timeline says what was dropped)."""
+    from gpuprobe.tools.monitor.timeline import read_timeline as _read
+
+    return _read(path)
+
+
+def summarize(tl: Timeline) -> RunSummary:
+    """Judge a recording read by :func:`read_timeline`: the numbers per GPU and for the host,
+    and the findings, worst first."""
+    from gpuprobe.tools.monitor.judge import summarize as _summarize
+
+    return _summarize(tl)
+
+
+def write_run_report(
+    tl: Timeline,
+    summary: RunSummary,
+    *,
+    html_path: str | Path | None = None,
+    png_path: str | Path | None = None,
+) -> list[Path]:
+    """Write the report of a recording and its :func:`summarize` summary: the HTML page to
+    ``html_path`` and/or the one-figure PNG to ``png_path``; returns the files written."""
+    from gpuprobe.tools.monitor.show.html import write_run_report as _write
+
+    return _write(tl, summary, html_path=html_path, png_path=png_path)
+
+
+def plot_timeline(tl: Timeline, path: PathLike) -> None:
+    """Draw a recording's charts (GPU panels when GPUs were recorded, then the CPU) into one
+    figure titled with its command, written to ``path`` (``.png``, ``.svg`` or ``.pdf``); a file
+    that cannot be written raises :class:`OSError`."""
+    from gpuprobe.tools.monitor.show.plots import timeline_figure
+    from gpuprobe.tools.monitor.summary import command_text
+
+    fig = timeline_figure(tl, title=f"gpuprobe run: {command_text(tl.header.command)}")
+    fig.savefig(path, dpi=100)
+
+
+def parse_counts(text: str) -> list[int]:
+    """The copy counts of :func:`pack` from text: ``"1,2,3,4"`` or ``"1-4"``; a clear
+    :class:`~gpuprobe.core.errors.UsageError` for zero, negatives, non-integers and too many."""
+    from gpuprobe.tools.monitor.pack import parse_counts as _parse
+
+    return _parse(text)

@@ -1,0 +1,135 @@
+"""Profiler traces: diagnose one, compare two, a job's ranks, kernels, the HTML page. Part of :mod:`gpuprobe.api`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the types only; at run time each function imports what it calls
+    import os
+    from collections.abc import Iterable, Sequence
+
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis
+    from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
+    from gpuprobe.tools.diagnose.kernels import KernelBreakdown
+    from gpuprobe.tools.diagnose.kineto import ProgressCallback
+    from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
+    from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+
+if TYPE_CHECKING:
+    PathLike = str | os.PathLike[str]
+
+__all__ = [
+    "compare",
+    "diagnose",
+    "diagnose_folder",
+    "diagnose_ranks",
+    "diagnose_with_context",
+    "find_trace_files",
+    "kernel_breakdown",
+    "kernel_diff",
+    "write_diagnosis_html",
+]
+
+
+def diagnose(
+    path: PathLike,
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> Diagnosis:
+    """Read a PyTorch profiler (Kineto) trace (``.json`` or ``.json.gz``) and say why the GPU
+    waits, step by step, with the evidence and the fix. ``steps``: only these profiled steps, as
+    ``"N..M"`` or an inclusive ``(N, M)``. A file that is not a readable trace raises
+    :class:`~gpuprobe.core.errors.InputError`."""
+    from gpuprobe.tools.diagnose.engine import diagnose as _diagnose
+
+    return _diagnose(path, steps=steps, progress=progress)
+
+
+def compare(
+    before: PathLike | Diagnosis,
+    after: PathLike | Diagnosis,
+    *,
+    steps: str | tuple[int, int] | None = None,
+    contexts: tuple[TraceContext, TraceContext] | None = None,
+) -> TraceComparison:
+    """What changed between two traces (step time and why, shares of GPU time, kernels, findings);
+    for two :class:`Diagnosis`, ``contexts`` from :func:`diagnose_with_context` add the shares."""
+    from gpuprobe.tools.diagnose.engine import compare as _compare
+
+    return _compare(before, after, steps=steps, contexts=contexts)
+
+
+def diagnose_ranks(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> MultiRankDiagnosis:
+    """The ranks of one job (a folder or several files, read one at a time): per-rank busy,
+    communication and overlap, the straggler; traces not of one job's ranks are refused."""
+    from gpuprobe.tools.diagnose.ranks import diagnose_ranks as _diagnose_ranks
+
+    return _diagnose_ranks(paths, steps=steps, progress=progress)
+
+
+def diagnose_folder(
+    paths: PathLike | Sequence[PathLike],
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> MultiRankDiagnosis | CycleDiagnosis:
+    """``gpuprobe diagnose DIR``: a job's ranks or one process's profiler cycles (a mix: error)."""
+    from gpuprobe.tools.diagnose.cycles import diagnose_folder as _diagnose_folder
+
+    return _diagnose_folder(paths, steps=steps, progress=progress)
+
+
+def diagnose_with_context(
+    path: PathLike,
+    *,
+    steps: str | tuple[int, int] | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[Diagnosis, TraceContext]:
+    """Like :func:`diagnose`, also returning the trace read into memory (its
+    :class:`~gpuprobe.tools.diagnose.analysis.TraceContext`), for :func:`kernel_breakdown`,
+    :func:`kernel_diff` and :func:`write_diagnosis_html`."""
+    from gpuprobe.tools.diagnose.engine import diagnose_with_context as _diagnose
+
+    return _diagnose(path, steps=steps, progress=progress)
+
+
+def kernel_breakdown(
+    ctx: TraceContext, *, top: int = 10, rank: int | None = None, launches: bool = True
+) -> KernelBreakdown:
+    """GPU time by kernel family, the ``top`` kernels and the launch statistics of a trace's
+    selected steps (``ctx`` from :func:`diagnose_with_context`); microseconds."""
+    from gpuprobe.tools.diagnose.kernels import kernel_breakdown as _breakdown
+
+    return _breakdown(ctx, top=top, rank=rank, launches=launches)
+
+
+def kernel_diff(ctx_before: TraceContext, ctx_after: TraceContext, *, rows: int = 50) -> KernelDiff:
+    """Which kernels appeared, went, got faster or slower between two traces (each from
+    :func:`diagnose_with_context`); the ``rows`` largest changes are kept."""
+    from gpuprobe.tools.diagnose.kernel_diff import compare_kernels
+
+    return compare_kernels(ctx_before, ctx_after, rows=rows)
+
+
+def write_diagnosis_html(
+    path: str, d: Diagnosis, ctx: TraceContext, step: int | None = None
+) -> str:
+    """Write the page of diagnosis ``d`` to ``path`` with the timeline of one ``step`` of its
+    trace ``ctx`` (default: the median-length step); returns the path."""
+    from gpuprobe.tools.diagnose.show.html import write_html
+
+    return write_html(path, d, ctx, step)
+
+
+def find_trace_files(paths: PathLike | Iterable[PathLike]) -> list[str]:
+    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the files given."""
+    from gpuprobe.tools.diagnose.ranks import find_trace_files as _find
+
+    return _find(paths)

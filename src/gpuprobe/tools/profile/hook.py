@@ -1,0 +1,181 @@
+"""The parent's side of the start-up hook: its settings, the environment that arms it, and what
+each profiled process wrote back.
+
+``startup/`` (shipped with the package, imported by no gpuprobe module) holds the code that runs
+inside the command's Python processes: ``sitecustomize.py`` arms ``_gpuprobe_profile.py`` when
+``GPUPROBE_PROFILE`` is set. The names of the files both sides share are kept here and there;
+``tests/tools/profile/test_hook.py`` checks that they agree.
+
+Times are seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuprobe.core.errors import InputError, UsageError
+from gpuprobe.tools.monitor.timeline import TIMELINE_NAME
+from gpuprobe.tools.profile.model import ProfiledProcess, ProfiledWindow
+
+__all__ = [
+    "CONTROL",
+    "ENV",
+    "HOOK_DIR",
+    "REQUEST",
+    "TRACES",
+    "HookSettings",
+    "control_dir",
+    "hook_env",
+    "prepare_out",
+    "read_processes",
+]
+
+HOOK_DIR = Path(__file__).resolve().parent / "startup"  # put first on the command's PYTHONPATH
+ENV = "GPUPROBE_PROFILE"  # the settings, JSON
+CONTROL = ".gpuprobe-profile"  # under the output folder: one status per process, the requests
+REQUEST = "request.json"
+TRACES = "traces"
+
+# defaults: torch.profiler's own advice (skip the first iterations: lazy init, cudnn autotuning,
+# compilation; warm up so the first recorded step carries no profiler start-up)
+DEFAULT_SKIP = 10  # steps
+DEFAULT_WARMUP = 2  # steps
+DEFAULT_ACTIVE = 5  # steps
+DEFAULT_DELAY_S = 5.0  # s after torch is imported, before a --seconds window opens
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """What the hook does in each process: ``auto`` profiles one window by itself (steps, or
+    ``seconds`` of time after ``delay``); ``later`` waits for ``gpuprobe profile --now``."""
+
+    mode: Literal["auto", "later"] = "auto"
+    skip: int = DEFAULT_SKIP
+    warmup: int = DEFAULT_WARMUP
+    active: int = DEFAULT_ACTIVE
+    seconds: float | None = None
+    delay: float = DEFAULT_DELAY_S
+    with_stack: bool = False
+    memory: bool = False
+    record_shapes: bool = False
+
+    def __post_init__(self) -> None:
+        if self.skip < 0 or self.warmup < 0 or self.active < 1:
+            raise UsageError("profile: need --skip >= 0, --warmup >= 0 and --active >= 1 steps")
+        if self.seconds is not None and self.seconds <= 0:
+            raise UsageError(f"profile: --seconds must be above 0, not {self.seconds:g}")
+        if self.delay < 0:
+            raise UsageError(f"profile: --delay must be 0 or more, not {self.delay:g}")
+
+    def describe(self) -> str:
+        """The window in words, for the report."""
+        if self.mode == "later":
+            return "no window until asked (gpuprobe profile --now)"
+        if self.seconds is not None:
+            return f"{self.seconds:g} s, {self.delay:g} s after torch was imported"
+        return f"skip {self.skip} steps, warm up {self.warmup}, record {self.active}"
+
+
+def hook_env(
+    out_dir: Path, settings: HookSettings, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The command's environment: ``base`` (default: this process's), the hook's folder first on
+    ``PYTHONPATH`` and its settings in ``GPUPROBE_PROFILE``."""
+    env = dict(os.environ if base is None else base)
+    old = env.get("PYTHONPATH", "")
+    parts = [p for p in old.split(os.pathsep) if p and Path(p).resolve() != HOOK_DIR]
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), *parts])
+    cfg = {
+        "dir": str(Path(out_dir).resolve()),
+        "mode": settings.mode,
+        "skip": settings.skip,
+        "warmup": settings.warmup,
+        "active": settings.active,
+        "seconds": settings.seconds,
+        "delay": settings.delay,
+        "with_stack": settings.with_stack,
+        "memory": settings.memory,
+        "record_shapes": settings.record_shapes,
+    }
+    env[ENV] = json.dumps(cfg)
+    return env
+
+
+def control_dir(out_dir: Path) -> Path:
+    """Where the processes of a run under ``out_dir`` write their statuses."""
+    return Path(out_dir) / CONTROL
+
+
+def prepare_out(out: Path) -> None:
+    """Make ``out`` and its status folder, or refuse in one line before anything starts: a file,
+    an unwritable place, or a folder that already holds a recording."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a directory; give a directory")
+    if (out / TIMELINE_NAME).exists():
+        raise InputError(f"{out / TIMELINE_NAME} already holds a recording; give another --out")
+    try:
+        control_dir(out).mkdir(parents=True, exist_ok=True)
+        probe = control_dir(out) / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"cannot create --out {out}: {exc.strerror or exc}; give a writable directory"
+        ) from None
+    for stale in (*control_dir(out).glob("proc-*.json"), control_dir(out) / REQUEST):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
+def read_processes(out_dir: Path) -> list[ProfiledProcess]:
+    """Every status the command's Python processes wrote, by pid; a torn or foreign file is
+    left out (a process killed while writing leaves only its ``.tmp``)."""
+    out: list[ProfiledProcess] = []
+    folder = control_dir(out_dir)
+    for path in sorted(folder.glob("proc-*.json")) if folder.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            out.append(_process(doc, Path(out_dir)))
+    return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid))
+
+
+def _process(doc: dict[str, Any], out_dir: Path) -> ProfiledProcess:
+    windows = [_window(w) for w in doc.get("windows") or ()]
+    requests = {str(k): str(v.get("state")) for k, v in (doc.get("requests") or {}).items()}
+    return ProfiledProcess(
+        pid=int(doc["pid"]),
+        ppid=doc.get("ppid"),
+        host=str(doc.get("host") or ""),
+        argv=tuple(str(a) for a in doc.get("argv") or ()),
+        rank=doc.get("rank"),
+        world_size=doc.get("world_size"),
+        torch=doc.get("torch"),
+        mode=doc.get("mode"),
+        steps=int(doc.get("steps") or 0),
+        windows=tuple(windows),
+        requests=requests,
+        aside=doc.get("aside"),
+        notes=tuple(str(n) for n in doc.get("notes") or ()),
+        exited=bool(doc.get("exited")),
+        open_window=doc.get("open_window") is not None,
+    )
+
+
+def _window(w: dict[str, Any]) -> ProfiledWindow:
+    return ProfiledWindow(
+        request=None if w.get("request") is None else str(w["request"]),
+        first_step=int(w.get("first_step") or 0),
+        recorded_from=int(w.get("recorded_from") or 0),
+        last_step=int(w.get("last_step") or 0),
+        seconds=w.get("seconds"),
+        cuda=bool(w.get("cuda")),
+        state=str(w.get("state") or ""),
+        trace=w.get("trace"),
+        error=w.get("error"),
+    )

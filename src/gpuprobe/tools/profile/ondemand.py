@@ -1,0 +1,182 @@
+"""``gpuprobe profile --now DIR|PID``: profile the next steps of a job that is running under
+``gpuprobe run`` or ``gpuprobe profile --later``, from another terminal, while it keeps running.
+
+The request is a file, ``DIR/.gpuprobe-profile/request.json`` (written whole, then renamed); the
+hook in each of the job's processes polls it twice a second, opens a window at its next step
+boundary and writes ``DIR/now-ID/``. This side waits until every process that was alive has
+answered (or exited, or the time is up), then diagnoses what they wrote. A second request while
+one is being answered is refused in one line. Times are seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from gpuprobe.core.errors import GpuprobeError, InputError, UsageError
+from gpuprobe.tools.profile.engine import WriteVerdict, diagnose_traces
+from gpuprobe.tools.profile.hook import ENV, REQUEST, control_dir, read_processes
+from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
+
+__all__ = ["DEFAULT_TIMEOUT_S", "find_job", "request_now"]
+
+DEFAULT_TIMEOUT_S = 120.0  # s to wait for the steps asked for
+WAIT_POLL_S = 0.2  # s between looks at the statuses
+PICKUP_S = 3.0  # s a process has to take a request before it counts as not answering
+
+
+def find_job(target: str) -> Path:
+    """The output folder of the job ``target`` names: that folder itself, or the PID of one of
+    its processes (gpuprobe's own, or one of the command's)."""
+    path = Path(target)
+    if path.is_dir():
+        if control_dir(path).is_dir():
+            return path
+        if path.name == control_dir(path).name and path.is_dir():
+            return path.parent
+        raise InputError(
+            f"{target} is not the --out folder of a job run under gpuprobe run or gpuprobe "
+            "profile --later (it has no .gpuprobe-profile folder)"
+        )
+    if not target.isdigit():
+        raise InputError(f"{target}: no such folder; give the job's --out folder or its PID")
+    pid = int(target)
+    try:
+        proc = psutil.Process(pid)
+        candidates = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        raise InputError(f"no process {pid}; give the job's --out folder or a live PID") from None
+    except psutil.AccessDenied:
+        raise InputError(f"process {pid} belongs to another user; run as that user") from None
+    for p in candidates:
+        with contextlib.suppress(psutil.Error, ValueError, KeyError, TypeError):
+            cfg = json.loads(p.environ()[ENV])
+            return Path(cfg["dir"])
+    raise InputError(
+        f"process {pid} was not started under gpuprobe run or gpuprobe profile --later (no "
+        "profiling hook in it or its children); start it so: gpuprobe profile --later -- CMD"
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _answered(p: ProfiledProcess, rid: str) -> bool:
+    state = p.requests.get(rid)
+    return state is not None and state != "pending"
+
+
+def request_now(
+    target: str,
+    *,
+    steps: int = 5,
+    warmup: int = 1,
+    seconds: float | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    write_verdict: WriteVerdict | None = None,
+    on_wait: Callable[[float], None] | None = None,
+) -> ProfileReport:
+    """Ask the job ``target`` (its folder or a PID) to profile its next ``steps`` steps (after
+    ``warmup``), or ``seconds`` of time; wait up to ``timeout`` and diagnose the traces."""
+    if steps < 1 or warmup < 0:
+        raise UsageError("profile --now: need --active >= 1 and --warmup >= 0 steps")
+    if seconds is not None and seconds <= 0:
+        raise UsageError(f"profile --now: --seconds must be above 0, not {seconds:g}")
+    if timeout <= 0:
+        raise UsageError(f"profile --now: --timeout must be above 0, not {timeout:g}")
+    out = find_job(target)
+    live = [p for p in read_processes(out) if not p.exited and _alive(p.pid)]
+    if not live:
+        raise InputError(
+            f"no live process of the job in {out} has imported torch yet (or the job has "
+            "ended); nothing to profile"
+        )
+    _refuse_if_busy(out, live)
+    rid = time.strftime("%Y%m%d-%H%M%S")
+    request = {"id": rid, "steps": steps, "warmup": warmup, "seconds": seconds, "t": time.time()}
+    path = control_dir(out) / REQUEST
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps(request), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write the request in {path.parent}: {exc.strerror}") from None
+    waiting = {p.pid for p in live}
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    processes: list[ProfiledProcess] = []
+    while True:
+        processes = read_processes(out)
+        by_pid = {p.pid: p for p in processes}
+        waiting = {
+            pid
+            for pid in waiting
+            if _alive(pid) and not (pid in by_pid and _answered(by_pid[pid], rid))
+        }
+        if not waiting or time.monotonic() > deadline:
+            break
+        if on_wait is not None:
+            on_wait(time.monotonic() - t0)
+        time.sleep(WAIT_POLL_S)
+    notes = [_late(by_pid.get(pid), pid, rid, timeout) for pid in sorted(waiting)]
+    for p in processes:
+        state = p.requests.get(rid, "")
+        if state.startswith("not taken"):
+            notes.append(f"gpuprobe: {p.name}: {state}")
+    traces = [t for p in processes for w in p.windows if w.request == rid and (t := w.trace)]
+    what = f"{seconds:g} s" if seconds else f"the next {steps} steps after {warmup} of warm-up"
+    report = ProfileReport(
+        command=(),
+        out_dir=str(out),
+        window=what,
+        processes=tuple(p for p in processes if rid in p.requests),
+        notes=tuple(notes),
+        request=rid,
+    )
+    if not traces:
+        return report
+    return diagnose_traces(report, traces, processes, out / f"now-{rid}", write_verdict)
+
+
+def _refuse_if_busy(out: Path, live: list[ProfiledProcess]) -> None:
+    """A request that a live process is still answering (or has not picked up yet) refuses a
+    second one."""
+    path = control_dir(out) / REQUEST
+    try:
+        last = json.loads(path.read_text(encoding="utf-8"))
+        rid = str(last["id"])
+        age = time.time() - float(last.get("t", 0))
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    busy = [p for p in live if p.requests.get(rid) == "pending" or p.open_window]
+    unseen = [p for p in live if rid not in p.requests] if age < PICKUP_S else []
+    if busy or unseen:
+        who = ", ".join(p.name for p in (busy or unseen)[:3])
+        raise GpuprobeError(
+            f"a profile of this job is being taken already (request {rid}, {age:.0f} s ago, "
+            f"{who}); wait for it to finish, then ask again",
+            2,
+        )
+
+
+def _late(p: ProfiledProcess | None, pid: int, rid: str, timeout: float) -> str:
+    name = p.name if p is not None else f"pid {pid}"
+    if p is not None and p.requests.get(rid) == "pending":
+        return (
+            f"gpuprobe: {name}: took the request but did not finish its steps within "
+            f"{timeout:g} s (a step slower than that, or the loop is stuck); raise --timeout"
+        )
+    return (
+        f"gpuprobe: {name}: did not take the request within {timeout:g} s (no step boundary: "
+        "use --seconds S for a time window)"
+    )

@@ -1,0 +1,149 @@
+"""How a :class:`~gpuprobe.tools.profile.model.ProfileReport` shows itself: what was profiled in
+which process, then the verdict (diagnose's own view of the trace or the ranks), the run's
+problems in a line each, and the files. Registered with core's render hooks."""
+
+from __future__ import annotations
+
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+from gpuprobe.core import render
+from gpuprobe.core.findings import Status, status_counts
+from gpuprobe.core.units import seconds
+from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
+
+__all__ = ["print_profile", "write_verdict_page"]
+
+TEXT_WIDTH = 80  # columns of str(report)
+
+
+def _console(console: object | None) -> Any:
+    from rich.console import Console
+
+    return console if isinstance(console, Console) else Console(highlight=False)
+
+
+def _process_line(p: ProfiledProcess, report: ProfileReport) -> str:
+    unit = {"optimizer": "optimizer steps", "dataloader": "DataLoader steps"}.get(
+        p.mode or "", "steps (none seen)"
+    )
+    head = f"{p.name}: {p.steps} {unit}"
+    parts = []
+    for w in p.windows:
+        if report.request is not None and w.request != report.request:
+            continue
+        if w.trace is None:
+            parts.append(f"no trace ({w.state})")
+            continue
+        if w.seconds is not None:
+            what = f"{w.seconds:g} s"
+        else:
+            n = w.recorded_steps
+            span = (
+                f"step {w.recorded_from}" if n == 1 else f"steps {w.recorded_from}..{w.last_step}"
+            )
+            what = span + ("" if w.state == "done" else f" ({w.state})")
+        parts.append(f"recorded {what}{' with CUDA' if w.cuda else ''}")
+    if p.aside:
+        parts.append(f"stood aside: {p.aside}")
+    return head + ("; " + "; ".join(parts) if parts else "")
+
+
+def print_profile(report: ProfileReport, console: object | None = None, **options: Any) -> None:
+    """The report on a rich console (stdout by default): the header and processes, the verdict,
+    the run's warnings, the files and notes."""
+    from rich.markup import escape
+
+    con = _console(console)
+    cmd = " ".join(report.command)
+    if report.request is not None:
+        con.print(
+            escape(
+                f"gpuprobe profile --now: request {report.request} to {report.out_dir}: "
+                f"{report.window}"
+            )
+        )
+    else:
+        ended = "" if report.exit_code is None else f" → exit code {report.exit_code}"
+        took = f", {seconds(report.run.duration_s)}" if report.run is not None else ""
+        con.print(escape(f"gpuprobe profile: {cmd}{ended}{took}; window: {report.window}"))
+    for p in report.processes:
+        con.print("  " + escape(_process_line(p, report)))
+    if report.diagnosis is not None or report.ranks is not None or report.verdicts:
+        con.print()
+    if report.diagnosis is not None:
+        render.terminal(report.diagnosis, con, verbose=bool(options.get("verbose")))
+    elif report.ranks is not None:
+        render.terminal(report.ranks, con)
+    for v in report.verdicts:
+        con.print(escape(f"── pid {v.pid}: {v.trace}"))
+        render.terminal(v.diagnosis, con, verbose=bool(options.get("verbose")))
+    run = report.run
+    if run is not None and report.request is None:
+        problems = [f for f in run.findings if f.status in (Status.WARN, Status.FAIL)]
+        counts = status_counts(run.findings)
+        con.print()
+        con.print(escape(f"the run's timeline: {counts}"))
+        for f in problems[:4]:
+            con.print(escape(f"  {f.status.value.upper()} {f.id}: {f.title}"))
+    if report.files:
+        con.print(escape("files: " + ", ".join(_short(f, report) for f in report.files)))
+    for note in report.notes:
+        con.print(escape(note))
+    if report.traces:
+        again = report.traces[0] if len(report.traces) == 1 else str(Path(report.traces[0]).parent)
+        con.print(escape(f"see it again: gpuprobe diagnose {again}"))
+
+
+def _short(path: str, report: ProfileReport) -> str:
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
+def render_text(report: ProfileReport) -> str:
+    from rich.console import Console
+
+    buf = io.StringIO()
+    print_profile(report, Console(file=buf, width=TEXT_WIDTH, color_system=None, highlight=False))
+    return buf.getvalue()
+
+
+def render_repr(report: ProfileReport) -> str:
+    """One line: what ran, what was profiled, the headline."""
+    cmd = " ".join(report.command)[:50] or f"request {report.request}"
+    head = "no verdict"
+    if report.diagnosis is not None and report.diagnosis.headline is not None:
+        head = f"headline {report.diagnosis.headline.id}"
+    elif report.findings:
+        head = f"findings: {status_counts(report.findings)}"
+    code = "" if report.exit_code is None else f"exit code {report.exit_code}, "
+    return f"<ProfileReport {cmd}: {code}{len(report.traces)} trace(s), {head}>"[:200]
+
+
+def render_html(report: ProfileReport) -> str:
+    body = html.escape(render_text(report))
+    return f"<pre>{body}</pre>"
+
+
+def write_verdict_page(verdict: Any, ctx: Any, out: Path) -> Path:
+    """``out/diagnosis.html``: the one trace's page with its timeline, or the ranks' page."""
+    path = out / "diagnosis.html"
+    out.mkdir(parents=True, exist_ok=True)
+    if ctx is not None:
+        from gpuprobe.tools.diagnose.show.html import write_html
+
+        write_html(str(path), verdict, ctx, None)
+    else:
+        page = f"<!doctype html><meta charset='utf-8'><title>gpuprobe profile</title>{render.html(verdict)}"
+        path.write_text(page, encoding="utf-8")
+    return path
+
+
+render.text.register(ProfileReport, render_text)
+render.terminal.register(ProfileReport, print_profile)
+render.repr_.register(ProfileReport, render_repr)
+render.html.register(ProfileReport, render_html)
