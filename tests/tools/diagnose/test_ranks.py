@@ -264,6 +264,30 @@ def _as_rank_of_dlrm(src, dst):
         json.dump(data, f)
 
 
+def _gloo_union_in_steps(data):
+    """The union (µs) of the ``gloo:*`` spans that start inside a ProfilerStep, by hand."""
+    xs = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    steps = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in xs
+        if e["name"].startswith("ProfilerStep#")
+    ]
+    spans = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in xs
+        if e["name"].startswith("gloo:") and any(a <= float(e["ts"]) < b for a, b in steps)
+    )
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
 def test_a_cpu_only_rank_beside_a_gpu_rank(tmp_path, capsys):
     with pytest.raises(gpuprobe.InputError, match="ranks of different jobs"):
         diagnose_ranks([CPU_ONLY, DLRM_FILES[0]])
@@ -275,7 +299,10 @@ def test_a_cpu_only_rank_beside_a_gpu_rank(tmp_path, capsys):
         (34, "distributedInfo"),
     ]
     cpu = d.rank(34)
-    assert cpu.gpu_busy_fraction is None and cpu.comm_us == 0 and cpu.families == ()
+    # a CPU rank's collectives are gloo's host spans: their union within its profiled steps
+    assert cpu.gpu_busy_fraction is None and cpu.families == ()
+    assert cpu.comm_us == pytest.approx(_gloo_union_in_steps(load(CPU_ONLY)), rel=1e-6)
+    assert cpu.comm_us > 0
     assert d.matched_collectives == 0
     assert d.finding("straggler").status is Status.INFO
     assert d.finding("exposed-communication").status is Status.OK

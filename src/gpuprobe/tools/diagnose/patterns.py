@@ -518,3 +518,10 @@ COMPILE_WORK = NamePattern(
 )
 
 __all__ += ["COMPILED_CALL", "COMPILED_REGION", "COMPILE_WORK", "DYNAMO_CACHE_LOOKUP"]
+
+# Collectives run on the host by a CPU backend, as torch.distributed's gloo records them
+# (record_function "gloo:all_reduce", "gloo:broadcast", ... on its work thread, spanning the
+# wait for the other ranks): the ranks' collectives when their traces have no GPU.
+CPU_COLLECTIVE = NamePattern(re.compile(r"^gloo:\w+$"), "CPU collective")
+
+__all__ += ["CPU_COLLECTIVE"]

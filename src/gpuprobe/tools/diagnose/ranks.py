@@ -41,6 +41,7 @@ import numpy as np
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.findings import worst_first
 from gpuprobe.core.rules import apply_rules
+from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.intervals import merge_intervals, overlaps
 from gpuprobe.tools.diagnose.kernels import (
     FAMILY_COMM,
@@ -183,11 +184,18 @@ def _read_rank(
     # collectives in order of GPU start, keyed by (step number, short name, occurrence in step)
     ci = np.nonzero(comm_m)[0]
     ci = ci[np.argsort(ctx.gpu_ts[ci], kind="stable")]
+    c_step, c_name, c_dur = ctx.gpu_step[ci], ctx.gpu_name[ci], ctx.gpu_dur[ci]
+    if not ctx.has_gpu:  # a CPU job (gloo): its collectives are host spans
+        ci = np.nonzero(P.CPU_COLLECTIVE.mask(ctx.ann_name, ctx.names) & (ctx.ann_step >= 0))[0]
+        ci = ci[np.argsort(ctx.ann_ts[ci], kind="stable")]
+        c_step, c_name, c_dur = ctx.ann_step[ci], ctx.ann_name[ci], ctx.ann_dur[ci]
+        comm = merge_intervals(ctx.ann_ts[ci], ctx.ann_ts[ci] + c_dur)
+        comm_us = float(np.sum(comm[1] - comm[0]))
     seen: dict[tuple[int | None, str], int] = {}
     keys: list[_Key] = []
-    for j in ci.tolist():
-        step = ctx.steps[int(ctx.gpu_step[j])].number
-        name = _short(ctx.names[int(ctx.gpu_name[j])])
+    for st, nm in zip(c_step.tolist(), c_name.tolist(), strict=True):
+        step = ctx.steps[int(st)].number
+        name = _short(ctx.names[int(nm)])
         k = seen.get((step, name), 0)
         seen[(step, name)] = k + 1
         keys.append((step, name, k))
@@ -222,7 +230,7 @@ def _read_rank(
     return TracePart(
         row=row,
         coll_key=keys,
-        coll_dur=ctx.gpu_dur[ci].copy(),
+        coll_dur=np.array(c_dur, dtype=float),
         first_rank_from_name=rank_from_name(path),
         device_rank=dev_rank,
         identity=identify(ctx),

@@ -94,6 +94,10 @@ def _straggler_finding(
         "compute": s.per_step(s.compute_us) - med["compute"],
         "host": s.per_step(s.gpu_idle_in_steps_us) - med["host"],
     }
+    cpu_job = all(r.gpu_span_us is None for r in rows)
+    if cpu_job:  # no GPU (gloo): the host's own work is the step outside its collectives
+        own = _median([r.per_step(r.step_total_us - r.comm_us) for r in others])
+        delta["host"] = s.per_step(s.step_total_us - s.comm_us) - own
     starts = [r.first_step_start_us for r in others if r.first_step_start_us is not None]
     late_start = (
         s.first_step_start_us - _median(starts)
@@ -106,12 +110,17 @@ def _straggler_finding(
     if late_start is not None and late_start > 0:
         candidates["late start"] = late_start
     part = max(candidates, key=lambda k: candidates[k]) if candidates else "none"
+    if cpu_job and part == "host":
+        part = "own work"
     fixes = {
         "compute": f"rank {straggler} runs more GPU compute per step than the others: balance "
         "the work (sharding plan, uneven batches or sequence lengths, embedding tables per rank)",
         "host": f"rank {straggler}'s GPU idles longer per step: profile its host side "
         "(DataLoader workers, CPU contention, pinned memory, syncs) with gpuprobe diagnose "
         "on its trace",
+        "own work": f"rank {straggler} works longer per step outside the collectives: look at "
+        "its input pipeline (DataLoader workers), uneven batches and CPU contention with "
+        "gpuprobe diagnose on its trace",
         "late start": f"rank {straggler} starts its steps late, so the delay is before the "
         "profiled step (data loading or the previous step): profile more steps "
         "(schedule active≥3) and diagnose its trace",
@@ -141,6 +150,8 @@ def _straggler_finding(
     part_text = {
         "compute": f"its GPU compute is {delta['compute']:,.0f} µs/step longer",
         "host": f"its GPU idles {delta['host']:,.0f} µs/step longer (host side)",
+        "own work": f"its own work outside the collectives is {delta['host']:,.0f} µs/step "
+        "longer (no GPU in the traces)",
         "late start": f"it starts the step {late_start or 0:,.0f} µs after the median rank",
         "none": "no part of its step is longer than the median rank's",
     }[part]
@@ -153,8 +164,10 @@ def _straggler_finding(
         fix=fixes[part],
         group=group,
         subject=f"rank {straggler}",
-        # the others' wait is what they would get back if the straggler kept up
-        gain=wait_per_step / step_med if step_med > 0 else None,
+        # the others' wait is what they would get back if the straggler kept up (on the CPU,
+        # a collective's span on gloo's thread runs on into the next step: at most the
+        # straggler's extra work comes back)
+        gain=_gain(wait_per_step, delta["host"] if cpu_job else None, step_med),
     )
 
 
@@ -167,12 +180,17 @@ def exposed_communication(ctx: RanksContext) -> list[Finding]:
 
 def _exposed_finding(rows: list[RankRow]) -> Finding:
     fid, group = "exposed-communication", GROUP
-    with_comm = [r for r in rows if r.comm_us > 0]
+    # overlap with compute is a GPU measure: a CPU rank's gloo spans have no compute to hide in
+    with_comm = [r for r in rows if r.comm_us > 0 and r.gpu_span_us is not None]
     if not with_comm:
+        cpu = any(r.comm_us > 0 for r in rows)
         return Finding(
             fid,
             Status.SKIPPED,
-            "skipped: no NCCL/RCCL communication kernels in the traces",
+            "skipped: no GPU in the traces; the ranks' gloo collectives are timed (the comm "
+            "column) and their waits name the straggler"
+            if cpu
+            else "skipped: no NCCL/RCCL communication kernels in the traces",
             group=group,
         )
     step_med = _median([r.step_median_us for r in rows if r.step_median_us is not None])
@@ -277,3 +295,12 @@ def cold_ranks_apart(findings: list[Finding], rows: list[RankRow]) -> list[Findi
 
 
 RULES_RANKS: tuple[Rule, ...] = (straggler, exposed_communication, cold_ranks)
+
+
+def _gain(wait_per_step: float, extra_work: float | None, step_med: float) -> float | None:
+    """The share of the step the others would get back if the straggler kept up."""
+    if step_med <= 0:
+        return None
+    if extra_work is not None:
+        return min(wait_per_step, max(extra_work, 0.0), step_med) / step_med
+    return wait_per_step / step_med

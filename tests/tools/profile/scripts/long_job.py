@@ -1,0 +1,24 @@
+"""A job that trains until STOP_FILE appears (at most 120 s): profiled on demand."""
+
+import os
+import time
+
+import torch
+from _common import Batches, model_and_optimizer
+from torch.utils.data import DataLoader
+
+stop = os.environ["STOP_FILE"]
+model, opt = model_and_optimizer()
+loader = DataLoader(Batches(delay=0.0002), batch_size=32)
+end = time.monotonic() + 120
+steps = 0
+while not os.path.exists(stop) and time.monotonic() < end:
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        steps += 1
+        if os.path.exists(stop) or time.monotonic() > end:
+            break
+print("steps", steps)
