@@ -178,6 +178,7 @@ def _why_no_trace(
         elif p.steps < need:
             out.append(
                 f"gpuprobe: {p.name}: no trace: it ran {p.steps} {unit} steps and the window "
-                f"records from step {need} on; lower --skip (e.g. --skip {max(0, p.steps // 3)})"
+                f"records from step {need - 1} on (counting from 0); lower --skip (e.g. "
+                f"--skip {max(0, p.steps // 3)})"
             )
     return out or ["gpuprobe: no trace was written, and the processes did not say why"]

@@ -4,7 +4,6 @@ traces, their verdict and the run's timeline. Records only (no views: ``show`` d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst
@@ -12,9 +11,6 @@ from gpuprobe.core.records import Record
 from gpuprobe.tools.diagnose.model import Diagnosis
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.tools.monitor.summary import RunSummary
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["ProcessVerdict", "ProfileReport", "ProfiledProcess", "ProfiledWindow"]
 

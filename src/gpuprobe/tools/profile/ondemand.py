@@ -102,7 +102,7 @@ def request_now(
             "ended); nothing to profile"
         )
     _refuse_if_busy(out, live)
-    rid = time.strftime("%Y%m%d-%H%M%S")
+    rid = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
     request = {"id": rid, "steps": steps, "warmup": warmup, "seconds": seconds, "t": time.time()}
     path = control_dir(out) / REQUEST
     tmp = path.with_suffix(".tmp")

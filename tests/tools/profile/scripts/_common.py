@@ -29,7 +29,5 @@ class Batches(Dataset):
 
 def model_and_optimizer():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)
-    )
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     return model, torch.optim.SGD(model.parameters(), lr=0.01)

@@ -1,6 +1,5 @@
 """Two ranks (torchrun, gloo) training a DDP model; rank 1 is slowed by its input."""
 
-import os
 import time
 
 import torch
@@ -12,7 +11,7 @@ rank = dist.get_rank()
 model, _ = model_and_optimizer()
 ddp = torch.nn.parallel.DistributedDataParallel(model)
 opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-for i in range(STEPS):
+for _ in range(STEPS):
     if rank == 1:
         time.sleep(0.01)  # a slower input pipeline on rank 1: the straggler
     x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))

@@ -190,9 +190,9 @@ class _Hook:
         original_next = base.__next__
 
         def __next__(it):
-            if hook.mode != "optimizer":
-                if hook.mode is None:
-                    hook.mode = "dataloader"
+            if hook.mode is None:
+                hook.mode = "dataloader"  # the first batch begins step 0; each next one ends one
+            elif hook.mode == "dataloader":
                 hook.boundary()
             return original_next(it)
 

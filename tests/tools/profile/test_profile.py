@@ -1,0 +1,337 @@
+"""``gpuprobe profile -- CMD``: real scripts (tests/tools/profile/scripts, none of which knows
+gpuprobe) run unchanged under the CPU build of torch, with the real torch.profiler; each test
+checks the steps profiled (the warm-up skipped), the trace's contents and the verdict."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpuprobe
+from gpuprobe.core.errors import GpuprobeError, InputError
+from gpuprobe.core.findings import Status
+
+pytest.importorskip("torch")
+
+SCRIPTS = Path(__file__).parent / "scripts"
+PY = sys.executable
+
+
+def _script(name: str, *args: str) -> list[str]:
+    return [PY, str(SCRIPTS / name), *args]
+
+
+def _events(trace: str) -> list[dict]:
+    with gzip.open(trace, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _ev(finding, name: str):
+    return next(e.value for e in finding.evidence if e.name == name)
+
+
+def _steps_in(trace: str) -> list[int]:
+    return sorted(
+        int(e["name"].split("#")[1])
+        for e in _events(trace)
+        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")
+    )
+
+
+@pytest.fixture(autouse=True)
+def _steps(monkeypatch):
+    monkeypatch.setenv("STEPS", "20")
+    monkeypatch.chdir(SCRIPTS)  # the scripts import their _common module from beside them
+
+
+def test_a_starved_loop_is_profiled_after_its_warm_up_and_named_input_bound(tmp_path, capfd):
+    report = gpuprobe.profile_command(_script("starved.py"), tmp_path / "p", hz=5)
+    assert report.exit_code == 0 and "trained 20 steps" in capfd.readouterr().out
+    (proc,) = report.processes
+    assert proc.mode == "optimizer" and proc.steps == 20 and proc.exited
+    (window,) = proc.windows
+    # defaults: skip 10 steps, warm up 2, record 5 (0-based step numbers, as the process counted)
+    assert (window.first_step, window.recorded_from, window.last_step) == (10, 12, 16)
+    assert window.state == "done" and window.recorded_steps == 5 and not window.cuda
+    (trace,) = report.traces
+    assert Path(trace).parent == tmp_path / "p" / "traces"
+    assert _steps_in(trace) == [12, 13, 14, 15, 16]
+    names = {e.get("name") for e in _events(trace)}
+    assert "Optimizer.step#SGD.step" in names and "aten::linear" in names
+    d = report.diagnosis
+    assert d is not None and d.headline is not None and d.headline.id == "input-bound"
+    assert d.summary.steps == (12, 13, 14, 15, 16)
+    share = _ev(d.finding("input-bound"), "dataloader_share_median")
+    assert share is not None and share >= 50  # 32 samples x 3 ms of loading vs a small MLP
+    files = {Path(f).name for f in report.files}
+    assert {"diagnosis.html", "timeline.jsonl", "report.html"} <= files
+    assert report.run is not None and report.run.exit_code == 0
+
+
+def test_dataloader_workers_are_never_profiled(tmp_path):
+    report = gpuprobe.profile_command(
+        _script("starved.py", "2"), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    assert report.exit_code == 0
+    # the two worker processes imported torch too, but left no status and no trace
+    assert [p.steps for p in report.processes] == [20]
+    assert len(report.traces) == 1 and _steps_in(report.traces[0]) == [4, 5, 6]
+
+
+def test_an_item_every_step_is_counted_per_step(tmp_path):
+    report = gpuprobe.profile_command(
+        _script("item_loop.py"), tmp_path / "p", skip=3, warmup=1, active=4
+    )
+    assert report.exit_code == 0
+    assert _steps_in(report.traces[0]) == [4, 5, 6, 7]
+    items = [e for e in _events(report.traces[0]) if e.get("name") == "aten::item"]
+    assert len(items) == 2 * 4  # loss.item() and accuracy.item(), per recorded step
+    sync = report.diagnosis.finding("sync")
+    assert sync.status is Status.INFO and _ev(sync, "scalar_reads_per_step_median") == 2
+    assert [b.items for b in report.diagnosis.steps] == [2, 2, 2, 2]
+
+
+def test_inference_without_an_optimizer_steps_by_dataloader_batches(tmp_path):
+    report = gpuprobe.profile_command(
+        _script("inference.py"), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    (proc,) = report.processes
+    # 20 batches: each next() after the first ends a step, and the StopIteration call the 20th
+    assert proc.mode == "dataloader" and proc.steps == 20
+    assert _steps_in(report.traces[0]) == [4, 5, 6]
+    names = {e.get("name") for e in _events(report.traces[0])}
+    assert "aten::linear" in names and not any(n.startswith("Optimizer") for n in names if n)
+    assert report.diagnosis.finding("host-work") is not None
+
+
+def test_a_script_with_its_own_profiler_runs_as_if_gpuprobe_were_not_there(tmp_path, capfd):
+    own = tmp_path / "own.json"
+    report = gpuprobe.profile_command(
+        _script("own_profiler.py", str(own)), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    assert report.exit_code == 0 and "own trace written" in capfd.readouterr().out
+    (proc,) = report.processes
+    assert proc.aside == "the script runs its own torch.profiler" and proc.windows == ()
+    assert report.traces == () and report.diagnosis is None
+    assert any("stood aside" in n for n in report.notes)
+    # the script's own profiler recorded its own schedule (wait 1, warm up 1, active 2)
+    steps = [
+        e["name"]
+        for e in json.loads(own.read_text())["traceEvents"]
+        if e.get("name", "").startswith("ProfilerStep#")
+    ]
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+
+
+def test_a_crash_mid_window_keeps_the_steps_recorded_and_the_exit_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRASH_AT", "7")
+    report = gpuprobe.profile_command(
+        _script("crash.py"), tmp_path / "p", skip=3, warmup=1, active=10
+    )
+    assert report.exit_code == 1
+    (window,) = report.processes[0].windows
+    assert window.state == "cut short: the process exited"
+    # steps 4, 5, 6 whole, and step 7 up to the bad batch
+    assert (window.recorded_from, window.last_step) == (4, 7)
+    assert _steps_in(report.traces[0]) == [4, 5, 6, 7]
+    assert report.diagnosis is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_two_torchrun_ranks_write_a_trace_each_and_are_diagnosed_as_ranks(tmp_path):
+    torchrun = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    cmd = [*torchrun, "--master-port", str(_free_port()), str(SCRIPTS / "ddp.py")]
+    report = gpuprobe.profile_command(cmd, tmp_path / "p", skip=5, warmup=1, active=3)
+    assert report.exit_code == 0
+    ranks = [p for p in report.processes if p.rank is not None]
+    assert [(p.rank, p.steps) for p in ranks] == [(0, 20), (1, 20)]
+    launcher = [p for p in report.processes if p.rank is None]
+    assert [p.steps for p in launcher] == [0]  # torchrun itself imports torch, makes no step
+    names = sorted(Path(t).name for t in report.traces)
+    assert [n.split("-")[0] for n in names] == ["rank0", "rank1"]
+    for t in report.traces:
+        with gzip.open(t, "rt") as f:
+            info = json.load(f)["distributedInfo"]
+        assert info["backend"] == "gloo" and info["world_size"] == 2
+        assert _steps_in(t) == [6, 7, 8]
+    d = report.ranks
+    assert d is not None and [r.rank for r in d.ranks] == [0, 1]
+    # rank 1 sleeps 10 ms per step before its forward: rank 0 waits for it in gloo:all_reduce
+    assert d.straggler == 1 and d.matched_collectives >= 3
+    f = d.finding("straggler")
+    assert f.status is Status.WARN and "outside the collectives" in f.title
+    assert _ev(f, "gpu_idle_vs_median") > 5000  # µs/step: most of the 10 ms sleep
+
+
+def test_a_non_python_command_gives_the_timeline_only(tmp_path):
+    report = gpuprobe.profile_command(["sh", "-c", "sleep 0.3; exit 3"], tmp_path / "p")
+    assert report.exit_code == 3 and report.processes == () and report.traces == ()
+    assert report.run is not None and report.run.exit_code == 3
+    assert any("no Python process" in n for n in report.notes)
+    assert (tmp_path / "p" / "timeline.jsonl").is_file()
+
+
+def test_python_that_never_imports_torch_is_said_so(tmp_path):
+    cmd = [PY, "-c", "import sys, time; time.sleep(1.5); print('torch' in sys.modules)"]
+    report = gpuprobe.profile_command(cmd, tmp_path / "p", hz=10)
+    assert report.exit_code == 0 and report.processes == ()
+    assert any("none imported torch" in n for n in report.notes), report.notes
+
+
+def test_too_few_steps_says_how_to_lower_skip(tmp_path, monkeypatch):
+    monkeypatch.setenv("STEPS", "6")
+    report = gpuprobe.profile_command(_script("starved.py"), tmp_path / "p")
+    assert report.exit_code == 0 and report.traces == ()
+    (note,) = report.notes
+    assert "ran 6 optimizer steps" in note and "records from step 12" in note
+    assert "--skip 2" in note
+
+
+def test_a_time_window_profiles_a_loop_without_steps(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUN_S", "3")
+    report = gpuprobe.profile_command(
+        _script("plain_loop.py"), tmp_path / "p", seconds=1.0, delay=0.5
+    )
+    (proc,) = report.processes
+    (window,) = proc.windows
+    assert proc.mode is None and window.seconds == 1.0 and window.state == "done"
+    ops = [e for e in _events(report.traces[0]) if e.get("name") == "aten::linear"]
+    assert len(ops) >= 2 and not _steps_in(report.traces[0])
+    assert report.diagnosis is not None
+
+
+def test_the_hook_never_imports_torch_before_the_script(tmp_path):
+    code = "import sys; print('before', 'torch' in sys.modules); import torch; print('after')"
+    out = tmp_path / "p"
+    from gpuprobe.tools.profile.hook import HookSettings, hook_env
+
+    env = hook_env(out, HookSettings())
+    done = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["before", "False", "after"]
+    (status,) = (out / ".gpuprobe-profile").glob("proc-*.json")
+    doc = json.loads(status.read_text())
+    assert doc["steps"] == 0 and doc["exited"] and doc["torch"].startswith("2.")
+
+
+def test_an_existing_sitecustomize_still_runs(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text(
+        "import os\nopen(os.environ['MARK'], 'w').write('ran')\n"
+    )
+    from gpuprobe.tools.profile.hook import HookSettings, hook_env
+
+    env = hook_env(tmp_path / "p", HookSettings(), {**os.environ, "PYTHONPATH": str(theirs)})
+    env["MARK"] = str(tmp_path / "mark")
+    assert env["PYTHONPATH"].split(os.pathsep)[1] == str(theirs)
+    subprocess.run([PY, "-c", "import torch"], env=env, check=True)
+    assert (tmp_path / "mark").read_text() == "ran"
+    assert list((tmp_path / "p" / ".gpuprobe-profile").glob("proc-*.json"))
+
+
+def test_the_command_line_json_is_alone_on_stdout(tmp_path):
+    cmd = [PY, "-m", "gpuprobe", "profile", "--json", "--skip", "3", "--warmup", "1"]
+    cmd += ["--active", "3", "--out", str(tmp_path / "p"), "--", *_script("starved.py")]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "STEPS": "8"})
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)  # one document, nothing else
+    assert doc["exit_code"] == 0 and doc["diagnosis"]["headline"] == "input-bound"
+    assert doc["processes"][0]["windows"][0]["recorded_from"] == 4
+    assert "trained 8 steps" in done.stderr  # the script's stdout went to stderr
+
+
+def test_bad_input_is_one_line_before_the_command_starts(tmp_path):
+    marker = tmp_path / "started"
+    run = [PY, "-c", f"open({str(marker)!r}, 'w')"]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="is a file, not a directory"):
+        gpuprobe.profile_command(run, blocker)
+    assert not marker.exists()
+    with pytest.raises(GpuprobeError, match="not found") as err:
+        gpuprobe.profile_command(["no-such-command-here"], tmp_path / "p")
+    assert err.value.exit_code == 127 and not (tmp_path / "p").exists()
+    cli = [PY, "-m", "gpuprobe", "profile", "--out", str(tmp_path / "q"), "--", "no-such-x"]
+    done = subprocess.run(cli, capture_output=True, text=True)
+    assert done.returncode == 127 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "no-such-x: command not found" in done.stderr
+    with pytest.raises(ValueError, match="--active >= 1"):
+        gpuprobe.profile_command(run, tmp_path / "r", active=0)
+
+
+def test_the_report_reads_in_80_columns_and_round_trips(tmp_path):
+    report = gpuprobe.profile_command(
+        _script("starved.py"), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    text = str(report)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert re.search(r"pid \d+ \(starved\.py\): 20 optimizer steps; recorded steps 4\.\.6", text)
+    assert "input-bound" in text and "see it again: gpuprobe diagnose" in text
+    r = repr(report)
+    assert "\n" not in r and len(r) <= 200 and "headline input-bound" in r
+    back = type(report).from_dict(json.loads(json.dumps(report.to_dict())))
+    assert back.processes == report.processes and back.diagnosis == report.diagnosis
+    assert "<pre>" in report._repr_html_()
+
+
+def _wait_for_status(out: Path, timeout: float = 60.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not list((out / ".gpuprobe-profile").glob("proc-*.json")):
+        assert time.monotonic() < end, "the job never imported torch"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_job_under_run_is_profiled_on_demand_and_a_second_request_waits(tmp_path):
+    import threading
+    import time
+
+    out, stop = tmp_path / "job", tmp_path / "stop"
+    env = {**os.environ, "STOP_FILE": str(stop)}
+    cmd = [PY, "-m", "gpuprobe", "run", "--out", str(out), "--", *_script("long_job.py")]
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for_status(out)
+        with pytest.raises(InputError, match="not the --out folder"):
+            gpuprobe.profile_now(tmp_path)
+        first: list[object] = []
+        asked = threading.Thread(target=lambda: first.append(gpuprobe.profile_now(out, steps=3)))
+        asked.start()
+        while not (out / ".gpuprobe-profile" / "request.json").exists():
+            time.sleep(0.01)
+        with pytest.raises(GpuprobeError, match="being taken already") as busy:
+            gpuprobe.profile_now(job.pid, steps=3)  # gpuprobe's own pid finds the job too
+        assert busy.value.exit_code == 2
+        asked.join(timeout=120)
+        (report,) = first
+        assert report.exit_code is None and report.request is not None
+        (trace,) = report.traces
+        assert Path(trace).parent == out / f"now-{report.request}"
+        steps = _steps_in(trace)
+        assert len(steps) == 3 and steps == list(range(steps[0], steps[0] + 3))
+        (proc,) = report.processes
+        assert proc.requests[report.request] == "done" and proc.mode == "optimizer"
+        assert report.diagnosis is not None and report.diagnosis.summary.steps == tuple(steps)
+        # the job kept running: a second request now is taken
+        again = gpuprobe.profile_now(out, steps=2)
+        assert len(again.traces) == 1 and _steps_in(again.traces[0])[0] > steps[-1]
+    finally:
+        stop.write_text("")
+        _out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
