@@ -5,6 +5,7 @@ go through, one builder per type in ``gpuprobe._TYPES``."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import tempfile
 from collections.abc import Callable
@@ -45,7 +46,7 @@ def _doctor() -> Any:
 def _bench() -> Any:
     from gpuprobe.tools.bench.model import BenchReport
 
-    return BenchReport.from_json((DATA / "bench" / "h200-torch.json").read_text())
+    return BenchReport.from_dict(json.loads((DATA / "bench" / "h200-torch.json").read_text()))
 
 
 @functools.cache
@@ -86,7 +87,9 @@ def _pack() -> Any:
     from gpuprobe.tools.monitor.rules.pack import judge
 
     def level(n: int, copy_s: float) -> PackLevel:
-        copies = tuple(PackCopy(index=i, wall_s=copy_s, exit_code=0, cpu_s=copy_s) for i in range(n))
+        copies = tuple(
+            PackCopy(index=i, wall_s=copy_s, exit_code=0, cpu_s=copy_s) for i in range(n)
+        )
         return PackLevel(
             n=n,
             copies=copies,
@@ -133,6 +136,12 @@ def _run() -> Any:
     return gpuprobe.run([sys.executable, "-c", "print(sum(range(10**6)))"], out, hz=20.0)
 
 
+def _scale() -> Any:
+    import gpuprobe
+
+    return gpuprobe.scale_lstsq(400, 4, workers=(1,), methods=("normal",), chunk_rows=200)
+
+
 # type name in gpuprobe._TYPES -> a builder; the types that are not results (a sampler, a server,
 # settings, a status, a live view, a function) are left out on purpose, named in NOT_RESULTS
 BUILDERS: dict[str, Callable[[], Any]] = {
@@ -156,6 +165,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "PrecisionReport": _precision,
     "Recording": _recording,
     "RunResult": _run,
+    "ScaleResult": _scale,
     "RunSummary": lambda: __import__("gpuprobe").summarize(_timeline()),
     "Timeline": _timeline,
     "TraceComparison": lambda: __import__("gpuprobe").compare(

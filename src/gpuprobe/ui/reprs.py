@@ -21,27 +21,14 @@ from gpuprobe.platform.measurement import Measurement
 from gpuprobe.ui.style import STATUS_COLORS
 
 __all__ = [
-    "MAX_REPR_CHARS",
     "capture",
     "capture_html",
     "code_html",
     "fix_html",
     "measurement_html",
-    "one_line",
 ]
 
 TEXT_WIDTH = 100  # columns of str(result): wider than a terminal's 80, narrower than a notebook
-MAX_REPR_CHARS = 200  # a repr is one short line (issue 27: a Diagnosis repr was 4.6k characters)
-
-
-def one_line(type_name: str, text: str) -> str:
-    """``<TypeName text>`` on one line of at most :data:`MAX_REPR_CHARS` characters: runs of
-    white space become one space, and a text too long is cut with an ellipsis."""
-    body = " ".join(text.split())
-    room = MAX_REPR_CHARS - len(type_name) - 3
-    if len(body) > room:
-        body = body[: room - 1].rstrip() + "…"
-    return f"<{type_name} {body}>"
 
 
 def _console(width: int) -> Any:

@@ -9,14 +9,22 @@ from pathlib import Path
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import status_counts
+from gpuprobe.core.render import one_line
 from gpuprobe.core.units import seconds
+from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import KernelBreakdown
 from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
-from gpuprobe.ui.reprs import one_line
 
-__all__ = ["comparison_repr", "diagnosis_repr", "kernel_diff_repr", "kernels_repr", "ranks_repr"]
+__all__ = [
+    "comparison_repr",
+    "context_repr",
+    "diagnosis_repr",
+    "kernel_diff_repr",
+    "kernels_repr",
+    "ranks_repr",
+]
 
 
 def _us(us: float | None) -> str:
@@ -81,6 +89,17 @@ def kernel_diff_repr(k: KernelDiff) -> str:
     )
 
 
+def context_repr(ctx: TraceContext) -> str:
+    """``<TraceContext trace.json: 6 steps analysed (2 warm-up left out), 1.2 MB read>``."""
+    warm = f" ({len(ctx.warmup)} warm-up left out)" if ctx.warmup else ""
+    return one_line(
+        "TraceContext",
+        f"{Path(ctx.raw.path).name}: {len(ctx.breakdowns)} steps analysed{warm}, "
+        f"{ctx.raw.size_bytes / 1e6:.1f} MB read",
+    )
+
+
+render.repr_.register(TraceContext, context_repr)
 render.repr_.register(Diagnosis, diagnosis_repr)
 render.repr_.register(TraceComparison, comparison_repr)
 render.repr_.register(MultiRankDiagnosis, ranks_repr)
