@@ -56,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe.core.units import parse_size
 
     device = args.device or api.demo_device()
-    if device.partition(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
     on_gpu = device.startswith("cuda")
     limit = args.memory_limit
     if limit is None and not on_gpu:

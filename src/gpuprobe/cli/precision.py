@@ -64,11 +64,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep on the demo encoder."""
     from gpuprobe import api
     from gpuprobe.cli._common import print_json, progress
-    from gpuprobe.core.errors import GpuprobeError, UsageError
+    from gpuprobe.core.errors import GpuprobeError
 
     device = args.device or api.demo_device()
-    if device.partition(":")[0] not in ("cpu", "cuda"):
-        raise UsageError(f"--device {device!r}: use cpu, cuda or cuda:N")
     try:
         with progress(not args.json, "gpuprobe precision"):
             model, x = api.demo_encoder(args.batch, device)

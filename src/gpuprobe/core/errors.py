@@ -1,7 +1,10 @@
 """The errors gpuprobe raises on purpose: each carries a message for people and an exit code.
 
 The command line prints ``gpuprobe: <message>`` on one line and exits with the code; a traceback
-means a bug in gpuprobe, never bad input.
+means a bug in gpuprobe, never bad input. From Python, :class:`UsageError` (a wrong argument)
+and :class:`InputError` (bad data) are both also a :class:`ValueError`, so ``except ValueError``
+catches them as it would a wrong argument or bad data anywhere; ``except GpuprobeError``
+catches every error gpuprobe raises on purpose.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ class UsageError(GpuprobeError, ValueError):
     exit_code = EXIT_USAGE
 
 
-class InputError(GpuprobeError):
-    """Bad input data: a file that is not what it should be, a value out of range."""
+class InputError(GpuprobeError, ValueError):
+    """Bad input data: a file that is not what it should be, a value out of range. Also a
+    :class:`ValueError` (as ``json.JSONDecodeError`` and ``numpy``'s shape errors are), so
+    ``except ValueError`` catches bad data given to a function as it would anywhere."""
 
     exit_code = EXIT_USAGE

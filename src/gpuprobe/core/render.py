@@ -21,9 +21,11 @@ from html import escape
 from typing import Any
 
 __all__ = [
+    "MAX_REPR_CHARS",
     "View",
     "header",
     "html",
+    "one_line",
     "plot",
     "renderable",
     "report",
@@ -68,6 +70,20 @@ class View:
 
     def __repr__(self) -> str:
         return f"<View {self.name}>"
+
+
+MAX_REPR_CHARS = 200  # a repr is one short line (issue 27: a Diagnosis repr was 4.6k characters)
+
+
+def one_line(type_name: str, text: str) -> str:
+    """``<TypeName text>`` on one line of at most :data:`MAX_REPR_CHARS` characters: runs of
+    white space become one space, and a text too long is cut with an ellipsis. What every
+    registered ``repr_`` view returns."""
+    body = " ".join(text.split())
+    room = MAX_REPR_CHARS - len(type_name) - 3
+    if len(body) > room:
+        body = body[: room - 1].rstrip() + "…"
+    return f"<{type_name} {body}>"
 
 
 def _plain_repr(obj: Any) -> str:

@@ -82,9 +82,10 @@ class Inventory(Record):
             f"{f.name} {f.version or ''}".strip() for f in self.frameworks if f.installed
         )
         origin = "" if self.origin == "live" else f", from {self.origin}"
-        return (
-            f"<Inventory {h.hostname or 'host'}: {h.cpu_model or 'unknown CPU'}{cores}{mem}; "
-            f"{gpus}; frameworks: {fws or 'none'}{origin}>"
+        return render.one_line(
+            "Inventory",
+            f"{h.hostname or 'host'}: {h.cpu_model or 'unknown CPU'}{cores}{mem}; "
+            f"{gpus}; frameworks: {fws or 'none'}{origin}",
         )
 
     def __str__(self) -> str:

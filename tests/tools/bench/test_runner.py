@@ -8,6 +8,7 @@ import pytest
 
 from _support import DATA
 from gpuprobe.core.errors import UsageError
+from gpuprobe.platform.hardware.types import Driver
 from gpuprobe.platform.inventory import Inventory, load
 from gpuprobe.platform.measurement import Measurement
 from gpuprobe.tools.bench.model import BenchReport, BenchResult, WorkerRun
@@ -37,11 +38,11 @@ def test_plan_every_usable_pair_on_a_gpu_machine(h200: Inventory) -> None:
     ("backends", "devices", "message"),
     [
         (["tensorflow"], None, "unknown backend 'tensorflow'; choose from numpy, torch, cupy, jax"),
-        (None, ["gpu0"], "unknown device 'gpu0'; use cpu or cuda:N"),
+        (None, ["gpu0"], "device 'gpu0': gpuprobe runs on cpu, cuda or cuda:N"),
         (
             None,
             ["cuda:3"],
-            "device 'cuda:3' is not on this machine (no installed framework sees it)",
+            "device 'cuda:3' is not on this machine; devices here: cpu, cuda:0",
         ),
         (["numpy"], ["cuda:0"], "none of the backends numpy runs on cuda:0"),
     ],
@@ -57,8 +58,10 @@ def test_plan_refuses_what_is_not_here(
 def test_plan_without_a_gpu(h200: Inventory) -> None:
     inv = _cpu_only(h200)
     assert plan(inv, None, None) == [("numpy", "cpu")]
-    with pytest.raises(UsageError, match=r"\(no NVIDIA GPU here\); devices here: cpu"):
-        plan(inv, None, ["cuda:0"])
+    with pytest.raises(UsageError, match=r"^cuda:0: no NVIDIA GPU here; use cpu \(with a GPU: pip"):
+        plan(dataclasses.replace(inv, pci_nvidia=()), None, ["cuda:0"])
+    with pytest.raises(UsageError, match=r"^cuda: the NVIDIA GPU here has no working driver"):
+        plan(dataclasses.replace(inv, driver=Driver(status="no-library")), None, ["cuda"])
     with pytest.raises(UsageError, match="not usable here"):
         plan(inv, ["cupy"], None)
     with pytest.raises(UsageError, match="unknown workload 'gemm'"):

@@ -21,7 +21,7 @@ BUSY = [sys.executable, "-c", "x = 0\nfor i in range(300_000): x += i"]
         (["pack", "-n", "1", "--", "gpuprobe-no-such-cmd"], 127, "command not found"),
         (["pack", "--rate", "([", "--", sys.executable, "-c", "0"], 2, "not a regular expression"),
         (["fit", "--memory-limit", "lots"], 2, "not a size"),
-        (["fit", "--device", "tpu"], 2, "use cpu, cuda"),
+        (["fit", "--device", "tpu"], 2, "runs on cpu, cuda or cuda:N"),
         (["fit", "--min", "10", "--max", "5"], 2, "below --min"),
         (["precision", "--dtypes", "fp8"], 2, "dtypes are"),
     ],

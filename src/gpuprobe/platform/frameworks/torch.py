@@ -34,6 +34,7 @@ from gpuprobe.platform.frameworks.base import (
 
 __all__ = [
     "TorchBackend",
+    "check_device",
     "loaded",
     "preload_modules",
     "profiler_modules",
@@ -438,6 +439,36 @@ def require(feature: str) -> Any:
             f"{feature} needs PyTorch ({exc}); install it: pip install torch"
         ) from None
     return torch
+
+
+def check_device(device: str) -> str:
+    """``device`` when torch can run on it here; else a :class:`UsageError` in one line: a name
+    that is not cpu, cuda or cuda:N, or a CUDA device on a CPU-only build, a machine with no GPU
+    or no GPU N, saying why and what to install (:mod:`~gpuprobe.platform.frameworks.devices`)."""
+    from gpuprobe.core.errors import UsageError
+    from gpuprobe.platform.frameworks.devices import CudaHere, cuda_refusal, parse
+
+    kind, index = parse(device)
+    if kind != "cuda":
+        return device
+    torch = require(f"device {device!r}")
+    sees = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if sees and (index is None or index < sees):
+        return device
+    # refused: read the machine (its driver and cards) for the why and the install command
+    from gpuprobe.platform.hardware.nvml import read_driver
+    from gpuprobe.platform.hardware.pci import nvidia_devices
+
+    driver, gpus = read_driver()
+    here = CudaHere(
+        gpus=len(gpus) or len(nvidia_devices()),
+        driver_cuda=driver.cuda_driver_version,
+        ccs=tuple(cc for g in gpus if (cc := g.cc) is not None),
+        torch_version=torch.__version__,
+        torch_cuda=torch.version.cuda,
+        torch_sees=sees,
+    )
+    raise UsageError(cuda_refusal(device, here) or f"{device}: torch cannot use it here")
 
 
 def preload_modules() -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
 import subprocess
 import tempfile
 import threading
@@ -21,6 +20,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpuprobe.core.errors import UsageError
+from gpuprobe.platform.frameworks.devices import CudaHere, cuda_refusal
+from gpuprobe.platform.frameworks.devices import parse as parse_device
 from gpuprobe.platform.hardware.load import HostLoad
 from gpuprobe.platform.hardware.types import Gpu
 from gpuprobe.platform.inventory import Inventory
@@ -40,7 +41,6 @@ __all__ = [
 
 ALL_BACKENDS: tuple[str, ...] = ("numpy", "torch", "cupy", "jax")
 WORKER_TIMEOUT_S = (3600.0, 300.0)  # a child process is stopped after this (full, quick)
-DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 Progress = Callable[[str, int, int], None]  # (what runs now, steps done, steps in all)
 _CHOICES = {
@@ -85,6 +85,19 @@ def _framework_devices(inv: Inventory) -> dict[str, list[str]]:
     return out
 
 
+def _cuda_here(inv: Inventory) -> CudaHere:
+    """What the inventory says about CUDA here, for the line that refuses a ``cuda`` device."""
+    torch = inv.framework("torch")
+    installed = torch is not None and torch.installed
+    return CudaHere(
+        gpus=len(inv.gpus) or len(inv.pci_nvidia),
+        driver_cuda=inv.driver.cuda_driver_version,
+        ccs=tuple(cc for g in inv.gpus if (cc := g.cc) is not None),
+        torch_version=torch.version if torch is not None and installed else None,
+        torch_cuda=None if torch is None or torch.cpu_only_build else torch.cuda_version,
+    )
+
+
 def plan(
     inv: Inventory, backends: Iterable[str] | None, devices: Iterable[str] | None
 ) -> list[tuple[str, str]]:
@@ -102,21 +115,17 @@ def plan(
                 f"on); backends here: {', '.join(usable)}"
             )
     asked_d = _split(devices, "--device")
+    gpus = [x for x in here if x.startswith("cuda:")]
     expanded: list[str] = []
     for d in asked_d:
-        if not DEVICE_RE.match(d):
-            raise UsageError(
-                f"unknown device {d!r}; use cpu or cuda:N (devices here: {', '.join(here)})"
-            )
+        parse_device(d)  # cpu, cuda or cuda:N, else one line naming them
+        if d.startswith("cuda") and not gpus:
+            raise UsageError(cuda_refusal(d, _cuda_here(inv)) or f"{d}: no framework sees it")
         if d == "cuda":
-            gpus = [x for x in here if x.startswith("cuda:")]
-            if not gpus:
-                raise UsageError(f"no CUDA device on this machine; devices here: {', '.join(here)}")
             expanded.extend(gpus)
         elif d not in here:
-            why = "no NVIDIA GPU here" if not inv.has_gpu else "no installed framework sees it"
             raise UsageError(
-                f"device {d!r} is not on this machine ({why}); devices here: {', '.join(here)}"
+                f"device {d!r} is not on this machine; devices here: {', '.join(here)}"
             )
         else:
             expanded.append(d)

@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from gpuprobe.core import render
 from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime
 from gpuprobe.tools.diagnose.columns import TraceColumns, column
 from gpuprobe.tools.diagnose.kineto import RawTrace
@@ -42,6 +43,9 @@ class TraceContext(TraceColumns):
                 self.warmup = warm
         causes = self.idle_cause_per_step if self.has_gpu else {}
         self.breakdowns: list[StepBreakdown] = breakdown.step_breakdowns(self, causes)
+
+    def __repr__(self) -> str:
+        return render.repr_(self)
 
     # -- why the GPU was idle -----------------------------------------------------------------
 

@@ -92,5 +92,8 @@ class KernelDiff(Record):
         """The change of the kernel called ``name`` (among the rows kept), or None."""
         return next((c for c in self.changes if c.name == name), None)
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
     def __str__(self) -> str:
         return render.text(self)

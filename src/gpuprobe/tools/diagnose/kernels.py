@@ -284,6 +284,9 @@ class KernelBreakdown(Record):
         None when no kernel has it."""
         return next((p for p in self.provenances if p.provenance == name), None)
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
     def __str__(self) -> str:
         return render.text(self)
 

@@ -182,6 +182,9 @@ class Diagnosis(Record):
         out["headline"] = None if self.headline is None else self.headline.id
         return out
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
     def __str__(self) -> str:
         return render.text(self)
 
@@ -327,6 +330,9 @@ class TraceComparison(Record):
     def report(self, path: str) -> str:
         """Write the comparison as an HTML page to ``path``; returns the path."""
         return str(render.report(self, path))
+
+    def __repr__(self) -> str:
+        return render.repr_(self)
 
     def __str__(self) -> str:
         return render.text(self)

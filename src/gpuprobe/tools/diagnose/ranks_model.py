@@ -109,6 +109,9 @@ class MultiRankDiagnosis(Record):
         """The row of ``rank``, or None."""
         return next((r for r in self.ranks if r.rank == rank), None)
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
     def __str__(self) -> str:
         return render.text(self)
 

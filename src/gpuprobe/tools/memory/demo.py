@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpuprobe.core.errors import UsageError
 from gpuprobe.platform.frameworks import torch as ft
 
 __all__ = [
@@ -42,19 +41,9 @@ def best_device() -> str:
 
 
 def check_device(device: str) -> None:
-    """Refuse, in one line, a ``cuda`` or ``cuda:N`` device that torch cannot use here (a CPU-only
-    build, no GPU, or no GPU N), before a model is built on it."""
-    kind, _, index = device.partition(":")
-    if kind != "cuda":
-        return
-    torch = ft.require("the demo")
-    if not torch.cuda.is_available():
-        if getattr(torch.version, "cuda", None) is None:
-            raise UsageError(f"{device}: torch {torch.__version__} is a CPU-only build; use cpu")
-        raise UsageError(f"{device}: torch {torch.__version__} sees no CUDA GPU here; use cpu")
-    count = torch.cuda.device_count()
-    if index and (not index.isdigit() or int(index) >= count):
-        raise UsageError(f"{device}: torch sees {count} CUDA GPU(s), cuda:0..cuda:{count - 1}")
+    """Refuse, in one line, a device torch cannot run the demo on here (not cpu, cuda or cuda:N;
+    a CPU-only build, no GPU, or no GPU N), before a model is built on it."""
+    ft.check_device(device)
 
 
 def _mlp(device: str) -> tuple[Any, Any]:

@@ -310,8 +310,8 @@ def fit(
         raise UsageError(
             f"memory_limit must be from 1 to {MAX_MEMORY_LIMIT:,} bytes, not {memory_limit}"
         )
-    if device is not None and device.partition(":")[0] == "cuda":
-        from gpuprobe.tools.memory.demo import check_device
+    if device is not None:
+        from gpuprobe.platform.frameworks.torch import check_device
 
         check_device(device)  # one line for a CPU-only torch or a GPU it lacks, before any trial
     isolated = isolate or memory_limit is not None

@@ -57,6 +57,9 @@ class FitTrial(Record):
     peak_memory: int | None = None  # bytes: CUDA allocator peak, or the trial process's peak RSS
     memory_kind: str | None = None  # what peak_memory measures
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
     def __str__(self) -> str:
         if not self.fits:
             return f"{self.batch_size}: out of memory"

@@ -133,7 +133,7 @@ def precision_sweep(
     batch = int(first.shape[0]) if first is not None and first.dim() > 0 else 1
     from gpuprobe.platform.frameworks import torch_memory as tm
 
-    dev = device or tp.module_device(model)
+    dev = ft.check_device(device or tp.module_device(model))  # one line for a GPU not here
     if dev.startswith("cuda"):
         dev = tm.cuda_device(dev)  # "cuda" -> "cuda:N": torch.cuda's set_device needs the index
     backend = TorchBackend(dev if dev.startswith("cuda") else "cpu")

@@ -80,6 +80,9 @@ class PackLevel(Record):
     failed: int = 0
     others_cores: float | None = None  # cores other processes kept busy during the level
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
 
 @dataclass(frozen=True)
 class Sharing(Record):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuprobe.core import render
 from gpuprobe.core.errors import InputError
 from gpuprobe.platform.hardware.types import GpuSample
 from gpuprobe.tools.monitor.records import (
@@ -353,6 +354,9 @@ class Timeline:
     dropped_lines: int = 0
     dropped_bytes: int = 0
     problems: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return render.repr_(self)
 
     @property
     def start(self) -> float:

@@ -188,6 +188,9 @@ class LstsqResult(NamedTuple):
     x: np.ndarray
     report: LstsqReport
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
 
 # -- the entry point -------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gpuprobe.core import render
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import parse_size
 
@@ -93,6 +94,9 @@ class OomError(Record):
     process_in_use: int | None = None
     allocated: int | None = None
     reserved: int | None = None
+
+    def __repr__(self) -> str:
+        return render.repr_(self)
 
 
 def _type_names(exc: BaseException) -> list[str]:

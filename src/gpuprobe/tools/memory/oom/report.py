@@ -45,5 +45,11 @@ class OomReport(Record):
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
 
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
     def __str__(self) -> str:
         return render.text(self)
+
+    def _repr_html_(self) -> str:
+        return render.html(self)

@@ -6,10 +6,14 @@ from __future__ import annotations
 import textwrap
 
 from gpuprobe.core import render
+from gpuprobe.core.findings import status_counts
+from gpuprobe.core.render import one_line
+from gpuprobe.core.units import size
+from gpuprobe.tools.memory.oom.classify import OomError
 from gpuprobe.tools.memory.oom.report import OomReport
-from gpuprobe.ui.findings import findings_lines
+from gpuprobe.ui.findings import findings_lines, result_html
 
-__all__ = ["WIDTH", "render_text"]
+__all__ = ["WIDTH", "error_repr", "render_text", "report_repr"]
 
 WIDTH = 80  # columns of a note (a terminal's usual width)
 
@@ -25,4 +29,22 @@ def render_text(r: OomReport) -> str:
     return "\n".join(lines)
 
 
+def report_repr(r: OomReport) -> str:
+    """``<OomReport torch host: asked 4 EiB; 2 fail, 1 info>``: what ran out, the size asked
+    for, the findings counted."""
+    e = r.error
+    what = f"{e.framework} {e.kind}" if e is not None else "no out-of-memory error"
+    asked = f": asked {size(e.requested)}" if e is not None and e.requested else ""
+    return one_line("OomReport", f"{what}{asked}; findings: {status_counts(r.findings)}")
+
+
+def error_repr(e: OomError) -> str:
+    """``<OomError torch host: asked 4 EiB: "the message…">``."""
+    asked = f": asked {size(e.requested)}" if e.requested else ""
+    return one_line("OomError", f"{e.framework} {e.kind}{asked}: {e.message!r}")
+
+
 render.text.register(OomReport, render_text)
+render.html.register(OomReport, result_html)
+render.repr_.register(OomReport, report_repr)
+render.repr_.register(OomError, error_repr)

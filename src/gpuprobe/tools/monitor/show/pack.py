@@ -6,11 +6,12 @@ from __future__ import annotations
 import shlex
 
 from gpuprobe.core import render
+from gpuprobe.core.render import one_line
 from gpuprobe.core.units import count
-from gpuprobe.tools.monitor.pack_model import PackReport
+from gpuprobe.tools.monitor.pack_model import PackLevel, PackReport
 from gpuprobe.ui.findings import findings_lines, result_html
 
-__all__ = ["pack_text"]
+__all__ = ["level_repr", "pack_text"]
 
 
 def pack_text(r: PackReport) -> str:
@@ -47,5 +48,16 @@ def pack_text(r: PackReport) -> str:
     return "\n".join(lines)
 
 
+def level_repr(level: PackLevel) -> str:
+    """``<PackLevel 2 at once: 1.1 s wall, 6545 jobs/h, slowdown 1.10×>``."""
+    rate = f", {count(level.throughput)}/h" if level.throughput is not None else ""
+    slow = f", slowdown {level.slowdown:.2f}×" if level.slowdown is not None else ""
+    failed = f", {level.failed} failed" if level.failed else ""
+    return one_line(
+        "PackLevel", f"{level.n} at once: {level.wall_s:.3g} s wall{rate}{slow}{failed}"
+    )
+
+
 render.text.register(PackReport, pack_text)
+render.repr_.register(PackLevel, level_repr)
 render.html.register(PackReport, result_html)

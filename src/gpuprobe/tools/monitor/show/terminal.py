@@ -11,13 +11,15 @@ from rich.padding import Padding
 from rich.text import Text
 
 from gpuprobe.core import render
+from gpuprobe.core.render import one_line
 from gpuprobe.core.units import NA, gib, size
 from gpuprobe.tools.monitor.record import RECORDING_HTML_FOOTER, Recording
 from gpuprobe.tools.monitor.run import RunResult
 from gpuprobe.tools.monitor.summary import RunSummary, command_text
+from gpuprobe.tools.monitor.timeline import Timeline
 from gpuprobe.ui.style import STATUS_STYLE
 
-__all__ = ["render_summary", "summary_html", "summary_text"]
+__all__ = ["render_summary", "summary_html", "summary_text", "timeline_repr"]
 
 
 def _na(v: object) -> str:
@@ -129,7 +131,21 @@ def run_html(result: RunResult) -> str:
     )
 
 
+def timeline_repr(tl: Timeline) -> str:
+    """``<Timeline run/timeline.jsonl: 51 samples over 10.1 s at 5 Hz, ended cleanly>``."""
+    where = tl.path.name if tl.path is not None else "in memory"
+    span = tl.samples[-1].t - tl.samples[0].t if len(tl.samples) > 1 else 0.0
+    end = "ended cleanly" if tl.end is not None else "no end line"
+    dropped = f", {tl.dropped_lines} lines dropped" if tl.dropped_lines else ""
+    return one_line(
+        "Timeline",
+        f"{where}: {len(tl.samples)} samples over {span:.1f} s at {tl.header.hz:g} Hz, "
+        f"{len(tl.events)} events, {end}{dropped}",
+    )
+
+
 render.text.register(Recording, recording_text)
+render.repr_.register(Timeline, timeline_repr)
 render.html.register(Recording, recording_html)
 render.text.register(RunResult, run_text)
 render.html.register(RunResult, run_html)

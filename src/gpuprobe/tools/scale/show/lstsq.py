@@ -14,8 +14,9 @@ import textwrap
 from collections.abc import Sequence
 
 from gpuprobe.core import render
+from gpuprobe.core.render import one_line
 from gpuprobe.core.units import NA
-from gpuprobe.tools.scale.lstsq import LstsqReport
+from gpuprobe.tools.scale.lstsq import LstsqReport, LstsqResult
 from gpuprobe.tools.scale.model import ScaleResult
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "lstsq_repr",
     "lstsq_summary",
     "lstsq_text",
+    "result_repr",
     "scale_header",
     "scale_html",
     "scale_repr",
@@ -295,7 +297,14 @@ def scale_html(result: ScaleResult) -> str:
     return f"{info}<table><tr>{head}</tr>{body}</table>"
 
 
+def result_repr(result: LstsqResult) -> str:
+    """``<LstsqResult x: 8 values; LstsqReport(...)>``: the solution's size and its report's
+    line, not the solution's numbers."""
+    return one_line("LstsqResult", f"x: {result.x.size} values; {lstsq_repr(result.report)}")
+
+
 render.summary.register(LstsqReport, lstsq_summary)
+render.repr_.register(LstsqResult, result_repr)
 render.repr_.register(LstsqReport, lstsq_repr)
 render.text.register(LstsqReport, lstsq_text)
 render.html.register(LstsqReport, lstsq_html)
