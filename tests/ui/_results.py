@@ -136,6 +136,22 @@ def _run() -> Any:
     return gpuprobe.run([sys.executable, "-c", "print(sum(range(10**6)))"], out, hz=20.0)
 
 
+def _profile() -> Any:
+    import os
+
+    import gpuprobe
+
+    script = Path(__file__).parents[1] / "tools" / "profile" / "scripts" / "starved.py"
+    out = Path(tempfile.mkdtemp(prefix="gpuprobe-profile-")) / "p"
+    os.environ["STEPS"] = "6"
+    try:
+        return gpuprobe.profile_command(
+            [sys.executable, str(script)], out, skip=2, warmup=1, active=2, hz=10.0
+        )
+    finally:
+        del os.environ["STEPS"]
+
+
 def _scale() -> Any:
     import gpuprobe
 
@@ -163,6 +179,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "PackLevel": lambda: _pack().levels[0],
     "PackReport": _pack,
     "PrecisionReport": _precision,
+    "ProfileReport": _profile,
     "Recording": _recording,
     "RunResult": _run,
     "ScaleResult": _scale,

@@ -27,6 +27,7 @@ LONG_TEXT = {
     "MultiRankDiagnosis": 2000,
     "OomReport": 300,
     "PackReport": 300,
+    "ProfileReport": 1000,
     "TraceComparison": 5000,
 }
 
