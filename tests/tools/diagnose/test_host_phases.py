@@ -115,7 +115,7 @@ def test_recorded_cpu_loop_with_slow_loader():
     assert f.status is Status.INFO and f.gain is None
     assert f.title == (
         "Where the step goes on the host (no GPU in the trace): DataLoader 94 %, forward and "
-        "other ops 2 %, backward 1 %, optimizer 1 %, untraced 2 %"
+        "other ops 2 %, backward 1 %, optimizer 1 %, other 2 %"
     )
     assert _ev(f, "dataloader_share") == 93.6
     assert _ev(f, "forward_marked") is False
@@ -146,7 +146,7 @@ def test_torchrec_rank_without_gpu():
     assert r.host_phase_us["optimizer"] == pytest.approx(187 + 2906, abs=1)
     assert d.finding("host-work").title.startswith(
         "Where the step goes on the host (no GPU in the trace): forward 26 %, backward 45 %, "
-        "optimizer 4 %, other ops 19 %, untraced 6 %"
+        "optimizer 4 %, other ops 19 %, other 6 %"
     )
 
 

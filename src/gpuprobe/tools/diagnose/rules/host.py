@@ -229,7 +229,7 @@ _PHASE_LABELS = {
     "backward": "backward",
     "optimizer": "optimizer",
     "cpu_ops": "other ops",
-    "other": "untraced",
+    "other": "other",  # Python between ops, code the profiler does not record
 }
 
 
@@ -252,14 +252,17 @@ def _phases(ctx: TraceContext) -> tuple[str, list[Evidence]]:
         return "", []
     marked = "forward" in share
     labels = dict(_PHASE_LABELS)
-    if not marked:  # the forward's ops cannot be told from the others: they are shown together
+    training = any(share[p] > 0 for p in ("backward", "optimizer"))
+    if not marked and training:  # the forward's ops cannot be told from the others
         labels["cpu_ops"] = "forward and other ops"
+    elif not marked:  # no step of training in sight: the ops are just ops
+        labels["cpu_ops"] = "CPU ops"
     order = ["dataloader", "forward" if marked else "cpu_ops", "backward", "optimizer"]
     order += ["cpu_ops", "other"] if marked else ["other"]
     whole = _whole_percents(share)
     named = ", ".join(f"{labels[p]} {whole[p]} %" for p in order if whole[p] > 0)
     evidence = [Evidence("step_median", round(float(np.median(ctx.step_durations)), 1), "µs")]
-    for p in order:
+    for p in (p for p in order if share[p] > 0):  # all of them in the summary's JSON
         evidence.append(Evidence(f"{p}_median", round(median[p], 1), "µs"))
         evidence.append(Evidence(f"{p}_share", pct(share[p]), "%"))
     evidence.append(Evidence("forward_marked", marked))
@@ -269,7 +272,7 @@ def _phases(ctx: TraceContext) -> tuple[str, list[Evidence]]:
 def _host_only(ctx: TraceContext) -> list[Finding]:
     """Where the step goes on the host of a trace without GPU activity (a CPU-only run, or a GPU
     run whose GPU side was not recorded): its phases (DataLoader, forward, backward, optimizer,
-    other ops, untraced: :mod:`..phases`) by share of the steps' time, with the top-level ops by
+    other ops and the rest: :mod:`..phases`) by share of the steps' time, with the top-level ops by
     share as details. No claim about the GPU; a warning only when the host launched GPU work and
     an op that makes or copies inputs takes :data:`HOST_IDLE_WARN_BUSY_FRACTION` of the step."""
     top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
