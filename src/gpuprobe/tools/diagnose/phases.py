@@ -14,7 +14,8 @@ so nested spans and spans on several threads count once, as wall time covered:
   TorchRec and Lightning; without any of them the forward cannot be told from other ops, and
   its time is in ``cpu_ops`` (the key ``forward`` is then left out);
 - optimizer: ``Optimizer.step#...`` and ``Optimizer.zero_grad#...`` (TorchRec's too);
-- cpu_ops: the top-level cpu_ops of the loop's thread outside those spans;
+- cpu_ops: the top-level cpu_ops of the loop's thread outside those spans (of every thread,
+  merged, in a trace without ``ProfilerStep``: no loop to speak of, a server's threads);
 - other: the rest of the step (Python between ops, code the profiler does not record).
 
 Each instant goes to the first phase that covers it in :data:`PRECEDENCE`: backward before
@@ -82,8 +83,10 @@ def host_phases(ctx: TraceColumns, top: np.ndarray) -> tuple[np.ndarray, bool]:
         np.concatenate([be, ctx.op_ts[node] + ctx.op_dur[node]]),
     )
     forward = _spans(ctx, P.FORWARD_SPAN)
-    loop = _loop_thread(ctx, top, node)
-    ops = top & (ctx.op_tid == loop) if loop is not None else np.zeros_like(top)
+    ops = top.copy()
+    if any(st.number is not None for st in ctx.steps):  # a loop, stepped on one thread
+        loop = _loop_thread(ctx, top, node)
+        ops &= ctx.op_tid == loop
     spans: dict[str, Intervals] = {
         "dataloader": _spans(ctx, P.DATALOADER_NEXT, "ao"),
         "backward": backward,
