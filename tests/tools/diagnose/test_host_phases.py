@@ -165,3 +165,19 @@ def test_host_phases_round_trip_through_json():
     assert back.summary.host_phase_share == d.summary.host_phase_share
     assert back.summary.host_phase_median_us == d.summary.host_phase_median_us
     assert [r.host_phase_us for r in back.steps] == [r.host_phase_us for r in d.steps]
+
+
+def test_host_table_shows_the_phases_per_step():
+    d = gpuprobe.diagnose(PLAIN)
+    text = str(d)
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("step ") and "fwd+ops" in line)
+    assert head.split() == "step time data fwd+ops bwd optim other syncs reads ops".split()
+    r = d.steps[0]
+    row = next(line for line in lines if line.startswith(r.label + " ")).split()
+    p = r.host_phase_us
+    want = [p["cpu_ops"], p["backward"], p["optimizer"], p["other"]]
+    assert row[3:7] == [f"{v / 1e3:.1f}" for v in want]
+    assert len(head.rstrip()) <= 80
+    # a GPU trace keeps its table
+    assert "fwd" not in str(gpuprobe.diagnose(R50)).split("Host per step")[1].splitlines()[1]
