@@ -172,7 +172,18 @@ def test_host_table_shows_the_phases_per_step():
     text = str(d)
     lines = text.splitlines()
     head = next(line for line in lines if line.startswith("step ") and "fwd+ops" in line)
-    assert head.split() == "step time data fwd+ops bwd optim other syncs reads ops".split()
+    assert head.split() == [
+        "step",
+        "time",
+        "data",
+        "fwd+ops",
+        "bwd",
+        "optim",
+        "other",
+        "syncs",
+        "reads",
+        "ops",
+    ]
     r = d.steps[0]
     row = next(line for line in lines if line.startswith(r.label + " ")).split()
     p = r.host_phase_us
