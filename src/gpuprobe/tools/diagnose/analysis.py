@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from gpuprobe.core import render
-from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime
+from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime, phases
 from gpuprobe.tools.diagnose.columns import TraceColumns, column
 from gpuprobe.tools.diagnose.kineto import RawTrace
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown, TraceSummary
@@ -42,7 +42,23 @@ class TraceContext(TraceColumns):
                 self.__dict__["one_time_calls"] = calls
                 self.warmup = warm
         causes = self.idle_cause_per_step if self.has_gpu else {}
-        self.breakdowns: list[StepBreakdown] = breakdown.step_breakdowns(self, causes)
+        self.breakdowns: list[StepBreakdown] = breakdown.step_breakdowns(
+            self, causes, phases.phase_dicts(*self.host_phases)
+        )
+
+    # -- where the step goes on the host ----------------------------------------------------
+
+    @cached_property
+    def host_phases(self) -> tuple[np.ndarray, bool]:
+        """(µs per step and host phase, steps × :data:`~.model.HOST_PHASES`; whether the trace
+        marks its forward pass): :func:`.phases.host_phases`."""
+        return phases.host_phases(self, self.op_top)
+
+    @cached_property
+    def host_phase_share(self) -> tuple[dict[str, float], dict[str, float]]:
+        """(each host phase's share of the steps' time, adding up to 1; its median per step,
+        µs), without ``forward`` when the trace does not mark it (:func:`.phases.phase_summary`)."""
+        return phases.phase_summary(*self.host_phases)
 
     def __repr__(self) -> str:
         return render.repr_(self)
@@ -175,4 +191,5 @@ class TraceContext(TraceColumns):
 
     def summary(self, read_seconds: float, analyse_seconds: float) -> TraceSummary:
         """The whole-trace record, with HTA-style GPU fractions over the GPU span."""
-        return breakdown.trace_summary(self, read_seconds, analyse_seconds)
+        share, median = self.host_phase_share
+        return breakdown.trace_summary(self, read_seconds, analyse_seconds, share, median)

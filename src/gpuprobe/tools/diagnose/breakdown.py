@@ -19,11 +19,13 @@ __all__ = ["step_breakdowns", "trace_summary"]
 
 
 def step_breakdowns(
-    ctx: TraceColumns, idle_cause_per_step: dict[int, np.ndarray]
+    ctx: TraceColumns,
+    idle_cause_per_step: dict[int, np.ndarray],
+    host_phases: list[dict[str, float]],
 ) -> list[StepBreakdown]:
     """One record per selected step, and per device when the trace has GPU activity, with
     ``idle_cause_per_step`` (:func:`.idle.idle_cause_per_step`; read only when the trace has GPU
-    activity)."""
+    activity) and each step's ``host_phases`` (:func:`.phases.phase_dicts`)."""
     out: list[StepBreakdown] = []
     dur = ctx.step_durations
     n = len(ctx.steps)
@@ -45,6 +47,7 @@ def step_breakdowns(
             syncs=int(sync_per[i]),
             items=int(items_per[i]),
             cpu_ops=int(ops_per[i]),
+            host_phase_us=host_phases[i],
         )
         if gpu is None:
             out.append(StepBreakdown(**common))  # type: ignore[arg-type]
@@ -121,8 +124,15 @@ def _gpu_per_step(ctx: TraceColumns) -> dict:
     }
 
 
-def trace_summary(ctx: TraceColumns, read_seconds: float, analyse_seconds: float) -> TraceSummary:
-    """The whole-trace record, with HTA-style GPU fractions over the GPU span."""
+def trace_summary(
+    ctx: TraceColumns,
+    read_seconds: float,
+    analyse_seconds: float,
+    host_phase_share: dict[str, float],
+    host_phase_median_us: dict[str, float],
+) -> TraceSummary:
+    """The whole-trace record, with HTA-style GPU fractions over the GPU span and the host
+    phases' shares and medians (:func:`.phases.phase_summary`)."""
     raw = ctx.raw
     busy_frac = idle_frac = host = kern = other = None
     gpu_span = None
@@ -182,6 +192,8 @@ def trace_summary(ctx: TraceColumns, read_seconds: float, analyse_seconds: float
         host_wait_fraction=host,
         kernel_wait_fraction=kern,
         other_wait_fraction=other,
+        host_phase_share=host_phase_share,
+        host_phase_median_us=host_phase_median_us,
         read_seconds=read_seconds,
         analyse_seconds=analyse_seconds,
     )

@@ -16,6 +16,7 @@ from gpuprobe.core.records import Record
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff  # the comparison's kernel rows
 
 __all__ = [
+    "HOST_PHASES",
     "IDLE_CAUSES",
     "TIME_UNITS",
     "DeviceInfo",
@@ -41,6 +42,13 @@ __all__ = [
 # with the next activity already queued (kernel boundary); and what none of these explains
 # (other: no cause recorded in the trace).
 IDLE_CAUSES = ("startup", "input", "sync", "untraced", "host", "launch", "short", "other")
+
+# Where a step goes on the host (:mod:`~gpuprobe.tools.diagnose.phases`), each instant counted
+# once: the DataLoader's __next__, the forward pass (when the trace marks it: module calls with
+# with_stack, or a framework's forward span), the backward pass, the optimizer's step and
+# zero_grad, the loop's other top-level CPU ops (with the forward's when it is not marked), and
+# the rest of the step (Python between ops, code the profiler does not record).
+HOST_PHASES = ("dataloader", "forward", "backward", "optimizer", "cpu_ops", "other")
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,10 @@ class StepBreakdown(Record):
     start of the work it launched to the next step's; :mod:`~gpuprobe.tools.diagnose.lag`), its
     GPU numbers are timed there, and ``cpu_duration_us`` is the host's step (``ProfilerStep#N``);
     the host's counts (ops, syncs, reads, DataLoader time) are always the host step's.
+
+    ``host_phase_us`` splits the host step by :data:`HOST_PHASES` (µs, adding up to the host
+    step's duration); it has no ``forward`` key when the trace does not mark the forward pass,
+    whose time is then in ``cpu_ops``.
     """
 
     step: int | None
@@ -94,6 +106,7 @@ class StepBreakdown(Record):
     cpu_ops: int = 0
     idle_cause_us: dict[str, float] = field(default_factory=dict)
     cpu_duration_us: float | None = None
+    host_phase_us: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -109,6 +122,10 @@ class TraceSummary(Record):
     ``get_idle_time_breakdown``: busy = union of kernels, memcpy and memset over the span from the
     first to the last GPU activity of the analysed steps; idle categories are shares of the idle
     time summed over streams. With several devices, the numbers are the sum over devices.
+
+    ``host_phase_share`` is each host phase's share of the analysed steps' time
+    (:data:`HOST_PHASES`; the shares add up to 1) and ``host_phase_median_us`` its median per
+    step; neither has ``forward`` when the trace does not mark the forward pass.
     """
 
     path: str
@@ -134,6 +151,8 @@ class TraceSummary(Record):
     host_wait_fraction: float | None = None
     kernel_wait_fraction: float | None = None
     other_wait_fraction: float | None = None
+    host_phase_share: dict[str, float] = field(default_factory=dict)
+    host_phase_median_us: dict[str, float] = field(default_factory=dict)
     read_seconds: float = 0.0
     analyse_seconds: float = 0.0
 

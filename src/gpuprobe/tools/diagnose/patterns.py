@@ -525,3 +525,54 @@ __all__ += ["COMPILED_CALL", "COMPILED_REGION", "COMPILE_WORK", "DYNAMO_CACHE_LO
 CPU_COLLECTIVE = NamePattern(re.compile(r"^gloo:\w+$"), "CPU collective")
 
 __all__ += ["CPU_COLLECTIVE"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The phases of a training step on the host (diagnose/phases.py): the spans that mark each
+# phase, from the PyTorch profiler's own record_function names, its Python frames (with_stack)
+# and the record_function names of training frameworks. Checked against the real CPU-only
+# traces of ../shared/traces (TorchRec's train pipeline, MTIA) and a loop recorded with
+# torch 2.13 on the CPU (tests/data/diagnose/cpu_mlp_slow_loader*.json.gz).
+# ---------------------------------------------------------------------------------------------
+
+# Optimizer.step and Optimizer.zero_grad: torch/optim/optimizer.py profiles each as
+# record_function("Optimizer.step#{cls}.step") and ("Optimizer.zero_grad#{cls}.zero_grad");
+# Hugging Face's and Lightning's optimizer wrappers call them. TorchRec's train pipelines mark
+# theirs "## optimizer ##" and "## zero_grad ##".
+OPTIMIZER_SPAN = NamePattern(
+    re.compile(
+        r"^Optimizer\.(step|zero_grad)#\w+\.(step|zero_grad)$|^## (optimizer|zero_grad) ##$"
+    ),
+    "optimizer",
+)
+# The autograd engine's span around each backward function it runs (torch >= 1.10:
+# "autograd::engine::evaluate_function: AddmmBackward0"), on whichever thread runs backward.
+EVALUATE_FUNCTION = NamePattern(
+    re.compile(r"^autograd::engine::evaluate_function: "), "autograd backward function"
+)
+# The backward functions themselves, which PyTorch <= 1.9 recorded without that span
+# (CudnnConvolutionBackward, torch::autograd::AccumulateGrad): backward when the trace has no
+# evaluate_function span.
+AUTOGRAD_NODE = NamePattern(
+    re.compile(r"^(\w+Backward\d*|torch::autograd::(AccumulateGrad|CopyBackwards|GraphRoot))$"),
+    "autograd node",
+)
+# The whole backward call: its Python frames (with_stack: torch/_tensor.py backward,
+# torch/autograd/__init__.py backward), TorchRec's "## backward ##" and Lightning's
+# "[Strategy]SingleDeviceStrategy.backward" (lightning/pytorch/trainer/call.py,
+# _call_strategy_hook: trainer.profiler.profile(f"[Strategy]{cls}.{hook_name}")).
+BACKWARD_SPAN = NamePattern(
+    re.compile(
+        r"^torch/(_tensor|autograd/__init__)\.py\(\d+\): backward$|^## backward ##$"
+        r"|^\[Strategy\]\w+\.backward$"
+    ),
+    "backward",
+)
+# The forward pass: each module's call (with_stack: "nn.Module: Linear_0" python_function
+# events), TorchRec's "## forward ##" and Lightning's "[Strategy]...training_step" spans (the
+# forward and the loss).
+FORWARD_SPAN = NamePattern(
+    re.compile(r"^nn\.Module: |^## forward ##$|^\[Strategy\]\w+\.training_step$"), "forward"
+)
+
+__all__ += ["AUTOGRAD_NODE", "BACKWARD_SPAN", "EVALUATE_FUNCTION", "FORWARD_SPAN", "OPTIMIZER_SPAN"]

@@ -223,11 +223,58 @@ def host_work(ctx: TraceContext) -> list[Finding]:
     ]
 
 
+_PHASE_LABELS = {
+    "dataloader": "DataLoader",
+    "forward": "forward",
+    "backward": "backward",
+    "optimizer": "optimizer",
+    "cpu_ops": "other ops",
+    "other": "other",  # Python between ops, code the profiler does not record
+}
+
+
+def _whole_percents(shares: dict[str, float]) -> dict[str, int]:
+    """Shares that add up to 1 as whole percents that add up to 100 (largest remainder)."""
+    raw = {k: 100.0 * v for k, v in shares.items()}
+    out = {k: int(v) for k, v in raw.items()}
+    left = 100 - sum(out.values())
+    for k in sorted(raw, key=lambda k: out[k] - raw[k])[: max(left, 0)]:
+        out[k] += 1
+    return out
+
+
+def _phases(ctx: TraceContext) -> tuple[str, list[Evidence]]:
+    """Where the step goes on the host (:mod:`..phases`): its phases as the title names them
+    ("DataLoader 72 %, forward 12 %, ...") and their evidence (each one's median per step and
+    share of the steps' time)."""
+    share, median = ctx.host_phase_share
+    if not share:
+        return "", []
+    marked = "forward" in share
+    labels = dict(_PHASE_LABELS)
+    training = any(share[p] > 0 for p in ("backward", "optimizer"))
+    if not marked and training:  # the forward's ops cannot be told from the others
+        labels["cpu_ops"] = "forward and other ops"
+    elif not marked:  # no step of training in sight: the ops are just ops
+        labels["cpu_ops"] = "CPU ops"
+    order = ["dataloader", "forward" if marked else "cpu_ops", "backward", "optimizer"]
+    order += ["cpu_ops", "other"] if marked else ["other"]
+    whole = _whole_percents(share)
+    named = ", ".join(f"{labels[p]} {whole[p]} %" for p in order if whole[p] > 0)
+    evidence = [Evidence("step_median", round(float(np.median(ctx.step_durations)), 1), "µs")]
+    for p in (p for p in order if share[p] > 0):  # all of them in the summary's JSON
+        evidence.append(Evidence(f"{p}_median", round(median[p], 1), "µs"))
+        evidence.append(Evidence(f"{p}_share", pct(share[p]), "%"))
+    evidence.append(Evidence("forward_marked", marked))
+    return named, evidence
+
+
 def _host_only(ctx: TraceContext) -> list[Finding]:
     """Where the step goes on the host of a trace without GPU activity (a CPU-only run, or a GPU
-    run whose GPU side was not recorded): its top-level ops by share of the step. No claim about
-    the GPU; a warning only when the host launched GPU work and an op that makes or copies
-    inputs takes :data:`HOST_IDLE_WARN_BUSY_FRACTION` of the step."""
+    run whose GPU side was not recorded): its phases (DataLoader, forward, backward, optimizer,
+    other ops and the rest: :mod:`..phases`) by share of the steps' time, with the top-level ops by
+    share as details. No claim about the GPU; a warning only when the host launched GPU work and
+    an op that makes or copies inputs takes :data:`HOST_IDLE_WARN_BUSY_FRACTION` of the step."""
     top = np.nonzero(ctx.op_top & (ctx.op_step >= 0))[0]
     total = float(ctx.step_durations.sum())
     if top.size == 0 or total <= 0:
@@ -240,7 +287,9 @@ def _host_only(ctx: TraceContext) -> list[Finding]:
     lead, lead_us = ranked[0]
     share = lead_us / total
     launches = int(ctx.kernel_launch_mask.sum())
+    phases, phase_evidence = _phases(ctx)
     evidence = (
+        *phase_evidence,
         Evidence("top_op", lead),
         Evidence("top_op_share_of_step", pct(share), "%"),
         Evidence("gpu_activities", 0),
@@ -273,7 +322,7 @@ def _host_only(ctx: TraceContext) -> list[Finding]:
         Finding(
             id="host-work",
             status=Status.INFO,
-            title=f"Where the step goes on the host ({where}): {ops} of the step",
+            title=f"Where the step goes on the host ({where}): {phases or ops + ' of the step'}",
             evidence=evidence,
             group=GROUP,
             details=details,

@@ -35,6 +35,17 @@ _CAUSE_LEGEND = {
 _TEXT_WIDTH = 80  # columns of the comparison as plain text (str(), pipes)
 
 
+# host phases shown as columns of the host table of a trace without GPU activity (the
+# DataLoader's is "data"); "cpu_ops" is "fwd+ops" when the trace does not mark its forward
+_PHASE_COLUMNS = {
+    "forward": "fwd",
+    "backward": "bwd",
+    "optimizer": "optim",
+    "cpu_ops": "op ms",
+    "other": "other",
+}
+
+
 def plain_table(
     title: str | None = None, padding: tuple[int, int] | tuple[int, int, int, int] = (0, 1)
 ) -> Any:
@@ -168,7 +179,18 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         if causes:
             con.print(Text("; ".join(f"{c}: {_CAUSE_LEGEND[c]}" for c in causes), style="dim"))
         con.print()
-    cols = ["step", "time", "data", "syncs", "reads", "ops"]
+    # without a GPU, where each host step goes (the phases after the DataLoader's "data")
+    share = {} if has_gpu else s.host_phase_share
+    phases = [p for p in _PHASE_COLUMNS if share.get(p, 0.0) > 0]  # those with time
+    marked = "forward" in share
+    training = share.get("backward", 0.0) > 0 or share.get("optimizer", 0.0) > 0
+    together = training and not marked  # the forward's time is in cpu_ops: shown in its place
+    if together and "cpu_ops" in phases:
+        phases.remove("cpu_ops")
+        phases.insert(0, "cpu_ops")
+    cols = ["step", "time", "data"]
+    cols += ["fwd+ops" if together and p == "cpu_ops" else _PHASE_COLUMNS[p] for p in phases]
+    cols += ["syncs", "reads", "ops"]
     if has_gpu:
         cols += ["kernels", "k med µs", "l med µs"]
     host = table("Host per step (ms)", cols)
@@ -181,8 +203,9 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             continue
         seen.add(r.step)
         t = r.duration_us if r.cpu_duration_us is None else r.cpu_duration_us  # the host's
-        cells = [r.label, ms(t), ms(r.dataloader_us), str(r.syncs), str(r.items)]
-        cells.append(str(r.cpu_ops))
+        cells = [r.label, ms(t), ms(r.dataloader_us)]
+        cells += [ms(r.host_phase_us.get(p)) for p in phases]
+        cells += [str(r.syncs), str(r.items), str(r.cpu_ops)]
         if has_gpu:
             same = [x for x in d.steps if x.step == r.step]
             cells += [
@@ -192,13 +215,18 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             ]
         host.add_row(*cells)
     con.print(host)
-    con.print(
-        Text(
-            "data: DataLoader __next__; syncs: host calls that waited for the GPU; reads: "
-            ".item() and other scalar reads; ops: CPU ops; k/l med: median kernel and launch",
-            style="dim",
-        )
-    )
+    legend = "data: DataLoader __next__; "
+    if phases:
+        named = {"forward": "fwd: forward", "backward": "bwd: backward"}
+        named["optimizer"] = "optim: optimizer"
+        named["cpu_ops"] = "op ms: time in " + ("other CPU ops" if training else "CPU ops")
+        if together:
+            named["cpu_ops"] = "fwd+ops: forward and other CPU ops"
+        named["other"] = "other: Python between ops and untraced"
+        legend += "".join(f"{named[p]}; " for p in phases)
+    legend += "syncs: host calls that waited for the GPU; reads: .item() and other scalar reads; "
+    legend += "ops: CPU ops" + ("; k/l med: median kernel and launch" if has_gpu else "")
+    con.print(Text(legend, style="dim"))
     if s.gpu_busy_fraction is not None:
         con.print(
             f"Whole trace (HTA's definitions): GPU busy {100 * s.gpu_busy_fraction:.1f} % of "
