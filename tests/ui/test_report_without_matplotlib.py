@@ -170,3 +170,14 @@ def test_the_python_api_raises_import_error_and_writes_the_page(
         f"charts: {MISSING}",
     ]
     assert not (tmp_path / "rec" / "c.png").exists()
+
+
+def test_a_matplotlib_that_does_not_import_says_why() -> None:
+    from gpuprobe.ui.plot_extra import unavailable
+
+    gone = unavailable(ModuleNotFoundError("no", name="matplotlib.figure"))
+    assert gone.message == MISSING
+    assert isinstance(gone, ImportError)
+    assert gone.exit_code == 2
+    broken = unavailable(ImportError("libfreetype.so.6: cannot open", name="matplotlib.ft2font"))
+    assert broken.message == f"{MISSING} (libfreetype.so.6: cannot open)"

@@ -15,12 +15,12 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from gpuprobe.ui.plot_extra import ChartsUnavailable
+from gpuprobe.ui.plot_extra import unavailable
 
 try:
     from matplotlib.figure import Figure
-except ImportError:  # the extra gpuprobe[plot] is not installed
-    raise ChartsUnavailable() from None
+except ImportError as _exc:  # the extra gpuprobe[plot] is not installed (or does not import)
+    raise unavailable(_exc) from None
 
 __all__ = ["Chart", "figure_png", "new_chart"]
 

@@ -14,7 +14,13 @@ from pathlib import Path
 
 from gpuprobe.core.errors import EXIT_USAGE, GpuprobeError
 
-__all__ = ["CHARTS_MISSING", "PLOT_INSTALL", "ChartsUnavailable", "charts_unavailable"]
+__all__ = [
+    "CHARTS_MISSING",
+    "PLOT_INSTALL",
+    "ChartsUnavailable",
+    "charts_unavailable",
+    "unavailable",
+]
 
 # Where gpuprobe is installed (from a wheel or a checkout), pip reads the extra from the installed
 # metadata and adds only matplotlib and what it needs.
@@ -38,6 +44,15 @@ def charts_unavailable() -> ChartsUnavailable | None:
     """None where matplotlib imports; otherwise the error to raise (or to print as a note)."""
     try:
         import matplotlib.figure  # noqa: F401
-    except ImportError:
-        return ChartsUnavailable()
+    except ImportError as exc:
+        return unavailable(exc)
     return None
+
+
+def unavailable(exc: ImportError) -> ChartsUnavailable:
+    """The error for a failed ``import matplotlib...``: the extra when matplotlib is not there;
+    with the reason too when it is there but does not import (a broken install)."""
+    missing = (
+        isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "matplotlib"
+    )
+    return ChartsUnavailable() if missing else ChartsUnavailable(f"{CHARTS_MISSING} ({exc})")
