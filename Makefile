@@ -27,11 +27,11 @@ $(VENV)/.torch-spec: FORCE | $(BIN)/python
 	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
 
 $(VENV)/.run-ok: pyproject.toml $(VENV)/.torch-spec | $(BIN)/python
-	$(PIP) install -e . $(TORCH_ARG)
+	$(PIP) install -e ".[plot]" $(TORCH_ARG)
 	touch $@
 
 $(VENV)/.test-ok: pyproject.toml $(VENV)/.run-ok
-	$(PIP) install -e ".[test,dev]" $(TORCH_ARG)
+	$(PIP) install -e ".[plot,test,dev]" $(TORCH_ARG)
 	touch $@
 
 FORCE:

@@ -123,11 +123,11 @@ def test_make_reinstalls_when_torch_changes(tmp_path: Path) -> None:
         return log.read_text() if log.exists() else ""
 
     first = make()
-    assert "install -e . torch==2.13.0" in first
+    assert "install -e .[plot] torch==2.13.0" in first
     assert make() == ""  # nothing changed: nothing installed
     again = make("TORCH=torch==2.12.0")
-    assert "install -e . torch==2.12.0" in again
+    assert "install -e .[plot] torch==2.12.0" in again
     assert make("TORCH=torch==2.12.0") == ""
-    assert "install -e . torch==2.13.0" in make()  # back to the default: installed again
+    assert "install -e .[plot] torch==2.13.0" in make()  # back to the default: installed again
     without = make("TORCH=")
-    assert "install -e ." in without and "torch" not in without
+    assert "install -e .[plot]" in without and "torch" not in without

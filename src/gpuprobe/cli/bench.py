@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe.api import bench
     from gpuprobe.core import render
     from gpuprobe.core.errors import UsageError
+    from gpuprobe.ui.plot_extra import ChartsUnavailable
     from gpuprobe.ui.progress import progress
 
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
@@ -86,8 +87,12 @@ def run(args: argparse.Namespace) -> int:
             progress=bar.step if bar.active else None,
             **kwargs,
         )
+    plot_note = None  # without matplotlib: the report all the same, then one line
     if args.plot:
-        report.plot(args.plot)
+        try:
+            report.plot(args.plot)
+        except ChartsUnavailable as exc:
+            plot_note = f"gpuprobe: no charts: {exc.message}"
     if args.json:
         print_json(report.to_dict())
     else:
@@ -95,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
         if not out.is_terminal and not os.environ.get("COLUMNS"):
             out.width = max(out.width, WIDE)
         render.terminal(report, out)
-        if args.plot:
+        if args.plot and plot_note is None:
             out.print(f"charts: {args.plot}")
+    if plot_note:
+        print(plot_note, file=sys.stderr)
     if report.history_note:  # after the report, which is never thrown away for it
         print(f"gpuprobe: {report.history_note}", file=sys.stderr)
     return report.exit_code

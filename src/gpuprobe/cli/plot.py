@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe.api import plot_timeline, read_timeline, summarize, write_run_report
     from gpuprobe.core import render
     from gpuprobe.core.errors import UsageError
+    from gpuprobe.ui.plot_extra import ChartsUnavailable
 
     tl = read_timeline(args.timeline)
     summary = summarize(tl)
@@ -48,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
         if out.suffix.lower() not in _FORMATS:
             raise UsageError(f"--out {out}: give a file ending in {', '.join(_FORMATS)}")
         if out.suffix.lower() == ".html":
-            paths = write_run_report(tl, summary, html_path=out)
-        else:
+            try:
+                paths = write_run_report(tl, summary, html_path=out)
+            except ChartsUnavailable as exc:  # the page is written, without its charts
+                paths = list(exc.written)
+                notes.append(f"gpuprobe: no charts in {out.name}: {exc.message}")
+        else:  # without matplotlib: its one line, exit 2
             try:
                 plot_timeline(tl, out)
             except OSError as exc:
@@ -57,9 +62,13 @@ def run(args: argparse.Namespace) -> int:
             paths = [out]
     else:
         d = tl.path.parent
-        paths = write_run_report(
-            tl, summary, html_path=d / "report.html", png_path=d / "report.png"
-        )
+        try:
+            paths = write_run_report(
+                tl, summary, html_path=d / "report.html", png_path=d / "report.png"
+            )
+        except ChartsUnavailable as exc:  # report.html is written, without its charts
+            paths = list(exc.written)
+            notes.append(f"gpuprobe: no report.png: {exc.message}")
     if args.json:
         doc = {
             **summary.to_dict(),

@@ -248,14 +248,22 @@ def run_lstsq(args: argparse.Namespace) -> int:
             sgd=sgd,
             progress=status.update if status.active else None,
         )
+    from gpuprobe.ui.plot_extra import ChartsUnavailable
+
+    plot_note = None  # without matplotlib: the results all the same, then one line
     if args.plot:
-        result.plot(args.plot)
+        try:
+            result.plot(args.plot)
+        except ChartsUnavailable as exc:
+            plot_note = f"gpuprobe: no plot: {exc.message}"
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         from gpuprobe.ui.columns import terminal_width
 
         print(result.text(terminal_width()))
-        if args.plot:
+        if args.plot and plot_note is None:
             print(f"\nplot: {args.plot}")
+    if plot_note:
+        print(plot_note, file=sys.stderr)
     return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK

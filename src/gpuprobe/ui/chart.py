@@ -5,7 +5,9 @@ pyplot's global state belongs to the user: choosing a backend (``matplotlib.use(
 registering figures with pyplot would stop a notebook's own ``plt.show()`` from drawing, or show
 our figures a second time at the end of a cell. A :class:`Chart` is a plain figure that Jupyter
 shows inline by itself (``_repr_png_``), whatever backend is in use, and that saves with
-``savefig`` like any other. Import this module lazily: it imports matplotlib.
+``savefig`` like any other. Import this module lazily: it imports matplotlib, and without it
+(matplotlib is the extra ``gpuprobe[plot]``) the import raises
+:class:`~gpuprobe.ui.plot_extra.ChartsUnavailable`, one line naming the extra.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.ui.plot_extra import unavailable
 
 try:
     from matplotlib.figure import Figure
-except ImportError as _exc:  # pragma: no cover - matplotlib is a dependency
-    raise GpuprobeError(f"charts need matplotlib: pip install matplotlib ({_exc})") from None
+except ImportError as _exc:  # the extra gpuprobe[plot] is not installed (or does not import)
+    raise unavailable(_exc) from None
 
 __all__ = ["Chart", "figure_png", "new_chart"]
 

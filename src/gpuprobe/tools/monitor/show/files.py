@@ -2,7 +2,8 @@
 
 Used by :func:`gpuprobe.run` (and so ``gpuprobe run``) and ``gpuprobe plot``; what cannot be
 written (a full disk, a folder gone) is a note, never an exception, so that the recorded command's
-exit code survives.
+exit code survives. Without matplotlib (the extra ``gpuprobe[plot]``) report.png is skipped with
+one note naming the extra, and report.html is written without its charts.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def write_run_files(
     """Write report.html, report.png and summary.json into ``out_dir``; return the paths written
     and a note for each file that could not be."""
     from gpuprobe.tools.monitor.show.html import write_run_report
+    from gpuprobe.ui.plot_extra import ChartsUnavailable
 
     notes: list[str] = []
     paths: list[Path] = []
@@ -42,6 +44,9 @@ def write_run_files(
             ),
             *paths,
         ]
+    except ChartsUnavailable as exc:  # report.html is written, without its charts
+        paths = [*exc.written, *paths]
+        notes.append(f"gpuprobe: no report.png: {exc.message}")
     except GpuprobeError as exc:
         notes.append(f"gpuprobe: no charts: {exc.message}")
     except OSError as exc:

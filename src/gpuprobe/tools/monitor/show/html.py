@@ -2,7 +2,8 @@
 
 Nothing is fetched from a network: the charts are PNGs inside ``data:`` URIs, the style is inline,
 and the one inline script only marks how many images decoded (``<body data-images-ok="N">``),
-which the tests read back from a headless browser.
+which the tests read back from a headless browser. Without matplotlib (the extra ``gpuprobe[plot]``)
+the page is written all the same, a line in place of its charts naming the extra.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from gpuprobe.core.units import size
 from gpuprobe.tools.monitor.record import Recording
 from gpuprobe.tools.monitor.summary import RunSummary, command_text
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME, Timeline
+from gpuprobe.ui.plot_extra import PLOT_INSTALL, ChartsUnavailable, charts_unavailable
 from gpuprobe.ui.reprs import code_html, fix_html
 
 __all__ = ["render_run_html", "write_run_report"]
@@ -66,8 +69,15 @@ def _n(x: object, unit: str = "") -> str:
     return "n/a" if x is None else f"{x}{unit}"
 
 
-def render_run_html(tl: Timeline, summary: RunSummary, images: Sequence[tuple[str, bytes]]) -> str:
-    """The report page: ``images`` are (section title, PNG bytes)."""
+def render_run_html(
+    tl: Timeline,
+    summary: RunSummary,
+    images: Sequence[tuple[str, bytes]],
+    *,
+    charts_missing: bool = False,
+) -> str:
+    """The report page: ``images`` are (section title, PNG bytes); ``charts_missing`` puts a line
+    naming the extra ``gpuprobe[plot]`` where the charts would be."""
     h = tl.header
     started = _dt.datetime.fromtimestamp(h.started).isoformat(timespec="seconds")
     cmd = command_text(h.command, limit=400)
@@ -109,6 +119,11 @@ def render_run_html(tl: Timeline, summary: RunSummary, images: Sequence[tuple[st
         f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         for title, png in images
     )
+    if charts_missing:
+        imgs += (
+            '<h2>Charts</h2><p class="meta">Not drawn: charts need matplotlib, the extra '
+            f"<code>gpuprobe[plot]</code>: <code>{_e(PLOT_INSTALL)}</code></p>"
+        )
     dropped = f'<p class="meta">{_e(tl.dropped_note())}</p>' if tl.dropped_note() else ""
     script = (
         "<script>window.addEventListener('load',function(){var n=0;"
@@ -138,7 +153,11 @@ def write_run_report(
     png_path: str | Path | None = None,
 ) -> list[Path]:
     """Draw the charts once per section and write the HTML page and/or the one-figure PNG;
-    return the paths written."""
+    return the paths written.
+
+    Without matplotlib the PNG is skipped and the page is written without its charts, then
+    :class:`~gpuprobe.ui.plot_extra.ChartsUnavailable` is raised, carrying the paths written.
+    """
     from gpuprobe.tools.monitor.show.plots import (
         CPU_PANELS,
         GPU_PANELS,
@@ -146,27 +165,38 @@ def write_run_report(
         timeline_figure,
     )
 
+    missing = charts_unavailable()
     written: list[Path] = []
     cmd = command_text(tl.header.command, limit=100)
-    if png_path is not None:
+    if png_path is not None and missing is None:
         p = Path(png_path)
         fig = timeline_figure(tl, title=f"gpuprobe run: {cmd}")
         fig.savefig(p, dpi=100)
         written.append(p)
     if html_path is not None:
         images = []
-        if tl.gpu_indices:
-            images.append(("GPU", figure_png(timeline_figure(tl, GPU_PANELS))))
-        images.append(("CPU and memory", figure_png(timeline_figure(tl, CPU_PANELS))))
+        if missing is None:
+            if tl.gpu_indices:
+                images.append(("GPU", figure_png(timeline_figure(tl, GPU_PANELS))))
+            images.append(("CPU and memory", figure_png(timeline_figure(tl, CPU_PANELS))))
         p = Path(html_path)
-        p.write_text(render_run_html(tl, summary, images), encoding="utf-8")
+        page = render_run_html(tl, summary, images, charts_missing=missing is not None)
+        p.write_text(page, encoding="utf-8")
         written.append(p)
+    if missing is not None:
+        raise ChartsUnavailable(missing.message, written)
     return written
 
 
 def recording_report(rec: Recording, path: Path) -> Path:
-    """``rec.report(path)``: the HTML report written to ``path``; returns it."""
-    return write_run_report(rec.timeline, rec.summary, html_path=path)[0]
+    """``rec.report(path)``: the HTML report written to ``path``; returns it. Without matplotlib
+    the page is written without its charts and a warning names the extra."""
+    try:
+        return write_run_report(rec.timeline, rec.summary, html_path=path)[0]
+    except ChartsUnavailable as exc:
+        # stacklevel 5: the line that called rec.report() (through render.report's dispatch)
+        warnings.warn(f"{path}: written without its charts: {exc.message}", stacklevel=5)
+        return exc.written[0]
 
 
 render.report.register(Recording, recording_report)
