@@ -34,6 +34,25 @@ def _events(trace: str) -> list[dict]:
         return json.load(f)["traceEvents"]
 
 
+def _optimizer_steps_nested(trace: str) -> int:
+    """How many ``Optimizer.step#`` ranges lie wholly inside one ProfilerStep (asserting none
+    crosses a step's end)."""
+    xs = [e for e in _events(trace) if e.get("ph") == "X"]
+    steps = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in xs
+        if e["name"].startswith("ProfilerStep#")
+    ]
+    inside = 0
+    for e in xs:
+        if e["name"].startswith("Optimizer.step#"):
+            a, b = float(e["ts"]), float(e["ts"]) + float(e["dur"])
+            _s0, s1 = next(st for st in steps if st[0] <= a < st[1])
+            assert b <= s1, f"Optimizer.step ends {b - s1:.1f} µs after its step"
+            inside += 1
+    return inside
+
+
 def _ev(finding, name: str):
     return next(e.value for e in finding.evidence if e.name == name)
 
@@ -66,6 +85,8 @@ def test_a_starved_loop_is_profiled_after_its_warm_up_and_named_input_bound(tmp_
     assert _steps_in(trace) == [12, 13, 14, 15, 16]
     names = {e.get("name") for e in _events(trace)}
     assert "Optimizer.step#SGD.step" in names and "aten::linear" in names
+    # each step ends after the optimizer's step() returned: its range lies inside one step
+    assert _optimizer_steps_nested(trace) == 5
     d = report.diagnosis
     assert d is not None and d.headline is not None and d.headline.id == "input-bound"
     assert d.summary.steps == (12, 13, 14, 15, 16)
@@ -288,12 +309,21 @@ def test_the_report_reads_in_80_columns_and_round_trips(tmp_path):
     assert "<pre>" in report._repr_html_()
 
 
-def _wait_for_status(out: Path, timeout: float = 60.0) -> None:
+def _wait_for_status(out: Path, timeout: float = 60.0, processes: int = 1) -> None:
+    """Until ``processes`` of the job have said they step (their status names a mode)."""
     import time
 
     end = time.monotonic() + timeout
-    while not list((out / ".gpuprobe-profile").glob("proc-*.json")):
-        assert time.monotonic() < end, "the job never imported torch"
+    while True:
+        docs = []
+        for f in (out / ".gpuprobe-profile").glob("proc-*.json"):
+            try:
+                docs.append(json.loads(f.read_text()))
+            except (OSError, ValueError):
+                continue
+        if sum(1 for d in docs if d.get("mode")) >= processes:
+            return
+        assert time.monotonic() < end, "the job never made a step"
         time.sleep(0.1)
 
 
@@ -313,7 +343,10 @@ def test_a_job_under_run_is_profiled_on_demand_and_a_second_request_waits(tmp_pa
         first: list[object] = []
         asked = threading.Thread(target=lambda: first.append(gpuprobe.profile_now(out, steps=3)))
         asked.start()
+        end = time.monotonic() + 60
         while not (out / ".gpuprobe-profile" / "request.json").exists():
+            assert asked.is_alive(), "the first request failed"
+            assert time.monotonic() < end
             time.sleep(0.01)
         with pytest.raises(GpuprobeError, match="being taken already") as busy:
             gpuprobe.profile_now(job.pid, steps=3)  # gpuprobe's own pid finds the job too
@@ -335,3 +368,139 @@ def test_a_job_under_run_is_profiled_on_demand_and_a_second_request_waits(tmp_pa
         stop.write_text("")
         _out, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
+
+
+@pytest.mark.gpu
+def test_a_gpu_loop_is_profiled_with_its_cuda_activity(tmp_path):
+    report = gpuprobe.profile_command(
+        _script("cuda_loop.py"), tmp_path / "p", skip=5, warmup=1, active=5
+    )
+    assert report.exit_code == 0
+    (window,) = report.processes[0].windows
+    assert window.cuda and window.recorded_from == 6 and window.last_step == 10
+    kernels = [e for e in _events(report.traces[0]) if e.get("cat") == "kernel"]
+    assert kernels, "no CUDA kernel in the trace"
+    d = report.diagnosis
+    assert d is not None and d.summary.has_gpu and d.summary.steps == (6, 7, 8, 9, 10)
+    # the host-made batches of 256 samples x 0.5 ms keep the GPU waiting for the DataLoader
+    assert d.headline is not None and d.headline.id == "input-bound"
+
+
+def test_a_find_spec_check_before_the_import_still_hooks_torch(tmp_path):
+    report = gpuprobe.profile_command(
+        _script("find_spec_first.py"), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    assert report.exit_code == 0
+    (proc,) = report.processes
+    assert proc.steps == 20 and _steps_in(report.traces[0]) == [4, 5, 6]
+
+
+def test_a_legacy_profiler_during_the_window_makes_gpuprobe_stand_aside(tmp_path, capfd):
+    env_at = {"LEGACY_AT": "5"}  # gpuprobe's window: steps 3 (warm-up) .. 8
+    os.environ.update(env_at)
+    try:
+        report = gpuprobe.profile_command(
+            _script("legacy_profiler.py"), tmp_path / "p", skip=3, warmup=1, active=5
+        )
+    finally:
+        del os.environ["LEGACY_AT"]
+    out = capfd.readouterr().out
+    assert report.exit_code == 0 and "legacy profiler saw True" in out and "done" in out
+    (proc,) = report.processes
+    assert proc.aside == "the script runs its own torch.profiler" and proc.steps == 20
+    (window,) = proc.windows
+    assert window.state == "cut short: the script started its own torch.profiler"
+    # what it recorded before the script's profiler began: step 4, and step 5 up to it
+    assert window.recorded_from == 4 and _steps_in(report.traces[0]) == [4, 5]
+
+
+def test_sigterm_mid_window_writes_the_steps_so_far_and_keeps_the_signal(tmp_path, monkeypatch):
+    monkeypatch.setenv("TERM_AT", "8")
+    report = gpuprobe.profile_command(
+        _script("sigterm.py"), tmp_path / "p", skip=3, warmup=1, active=20
+    )
+    assert report.exit_code == 128 + 15  # killed by SIGTERM, as before
+    (window,) = report.processes[0].windows
+    assert window.state == "cut short: SIGTERM"
+    assert _steps_in(report.traces[0]) == [4, 5, 6, 7, 8]
+    assert report.diagnosis is not None
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_spawned_dataloader_workers_leave_no_status(tmp_path, context):
+    report = gpuprobe.profile_command(
+        _script("spawn_workers.py", context), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    assert report.exit_code == 0
+    assert [p.steps for p in report.processes] == [20]
+    statuses = list((tmp_path / "p" / ".gpuprobe-profile").glob("proc-*.json"))
+    assert len(statuses) == 1
+
+
+@pytest.mark.slow
+def test_on_demand_skips_a_launcher_that_makes_no_step(tmp_path):
+    import time
+
+    out, stop = tmp_path / "job", tmp_path / "stop"
+    cmd = [PY, "-m", "gpuprobe", "profile", "--later", "--out", str(out), "--"]
+    cmd += _script("launcher.py")
+    env = {**os.environ, "STOP_FILE": str(stop)}
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for_status(out)
+        t = time.monotonic()
+        report = gpuprobe.profile_now(out, steps=2, timeout=60)
+        assert time.monotonic() - t < 30  # the launcher is not waited for
+        (proc,) = report.processes
+        assert proc.argv[0].endswith("long_job.py") and len(report.traces) == 1
+        assert any("launcher.py" in n and "not asked" in n for n in report.notes)
+        assert len(gpuprobe.profile_now(out, steps=2, timeout=60).traces) == 1
+    finally:
+        stop.write_text("")
+        _out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+
+
+def _spans_per_step(trace: str, prefix: str) -> list[int]:
+    xs = [e for e in _events(trace) if e.get("ph") == "X"]
+    steps = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in xs
+        if e["name"].startswith("ProfilerStep#")
+    )
+    starts = [float(e["ts"]) for e in xs if e["name"].startswith(prefix)]
+    return [sum(1 for t in starts if a <= t < b) for a, b in steps]
+
+
+def test_gradient_accumulation_steps_by_optimizer_steps_not_micro_batches(tmp_path, monkeypatch):
+    monkeypatch.setenv("STEPS", "8")
+    monkeypatch.setenv("ACCUM", "16")  # more micro-batches before the first step than --skip
+    report = gpuprobe.profile_command(
+        _script("accumulate.py"), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    (proc,) = report.processes
+    assert proc.mode == "optimizer" and proc.steps == 8
+    (trace,) = report.traces
+    assert _steps_in(trace) == [4, 5, 6]
+    assert _spans_per_step(trace, "enumerate(DataLoader)") == [16, 16, 16]
+    assert _spans_per_step(trace, "Optimizer.step#") == [1, 1, 1]
+
+
+def test_an_optimizer_closure_is_not_counted_as_optimizer_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLOSURE", "1")
+    report = gpuprobe.profile_command(
+        _script("accumulate.py"), tmp_path / "p", skip=3, warmup=1, active=3
+    )
+    assert report.processes[0].steps == 20
+    (trace,) = report.traces
+    # the closure's forward and backward run inside Optimizer.step's range
+    assert _spans_per_step(trace, "Optimizer.step#") == [1, 1, 1]
+    span = [
+        float(e["dur"])
+        for e in _events(trace)
+        if e.get("ph") == "X" and e["name"].startswith("Optimizer.step#")
+    ]
+    phases = [b.host_phase_us for b in report.diagnosis.steps]
+    assert all(p["backward"] > 0 for p in phases)
+    # the optimizer's part is what follows the closure's backward: well under the whole range
+    assert max(p["optimizer"] for p in phases) < 0.5 * min(span)

@@ -13,7 +13,10 @@ so nested spans and spans on several threads count once, as wall time covered:
 - forward: the modules' calls (``nn.Module: ...``, with_stack) and the forward spans of
   TorchRec and Lightning; without any of them the forward cannot be told from other ops, and
   its time is in ``cpu_ops`` (the key ``forward`` is then left out);
-- optimizer: ``Optimizer.step#...`` and ``Optimizer.zero_grad#...`` (TorchRec's too);
+- optimizer: ``Optimizer.step#...`` and ``Optimizer.zero_grad#...`` (TorchRec's too); a span
+  that holds backward time ran a closure (``optimizer.step(closure)``, as Lightning does: the
+  forward, ``zero_grad`` and backward inside the optimizer's span), and only what follows the
+  closure's last backward is the optimizer's;
 - cpu_ops: the top-level cpu_ops of the loop's thread outside those spans (of every thread,
   merged, in a trace without ``ProfilerStep``: no loop to speak of, a server's threads);
 - other: the rest of the step (Python between ops, code the profiler does not record).
@@ -59,6 +62,18 @@ def _spans(ctx: TraceColumns, pattern: P.NamePattern, kinds: str = "aop") -> Int
     return merge_intervals(np.concatenate(starts), np.concatenate(ends))
 
 
+def _after_closure(optimizer: Intervals, backward: Intervals) -> Intervals:
+    """The optimizer's own part of its spans: one that holds a backward ran a closure, whose
+    forward and backward come first; the optimizer's part starts where its last backward ends."""
+    s, e = optimizer
+    bs, be = backward
+    if s.size == 0 or bs.size == 0:
+        return optimizer
+    last = np.searchsorted(bs, e, side="left") - 1  # the last backward starting before each end
+    held = (last >= 0) & (bs[np.maximum(last, 0)] >= s)
+    return np.where(held, np.minimum(np.maximum(s, be[np.maximum(last, 0)]), e), s), e
+
+
 def _loop_thread(ctx: TraceColumns, top: np.ndarray, backward_op: np.ndarray) -> int | None:
     """The thread that runs the training loop: the one whose top-level cpu_ops outside backward
     take most of the steps' time (autograd may run backward on a thread of its own)."""
@@ -91,7 +106,7 @@ def host_phases(ctx: TraceColumns, top: np.ndarray) -> tuple[np.ndarray, bool]:
         "dataloader": _spans(ctx, P.DATALOADER_NEXT, "ao"),
         "backward": backward,
         "forward": forward,
-        "optimizer": _spans(ctx, P.OPTIMIZER_SPAN, "ao"),
+        "optimizer": _after_closure(_spans(ctx, P.OPTIMIZER_SPAN, "ao"), backward),
         "cpu_ops": merge_intervals(ctx.op_ts[ops], ctx.op_ts[ops] + ctx.op_dur[ops]),
     }
     claimed: Intervals = (np.zeros(0), np.zeros(0))

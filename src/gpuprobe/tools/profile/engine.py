@@ -139,8 +139,9 @@ def _why_no_trace(
     if not processes:
         if pythons:
             return [
-                f"gpuprobe: no trace: {pythons} Python process(es) ran, none imported torch "
-                "(gpuprobe profiles PyTorch); the timeline is all there is"
+                f"gpuprobe: no trace: {pythons} Python process(es) ran and none imported torch "
+                "that gpuprobe saw (gpuprobe profiles PyTorch; Python run with -I, -E or -S "
+                "ignores PYTHONPATH, and its hook); the timeline is all there is"
             ]
         return [
             "gpuprobe: no trace: no Python process that imported torch was seen (a non-Python "
@@ -151,7 +152,13 @@ def _why_no_trace(
     need = settings.skip + settings.warmup + 1
     for p in processes:
         unit = {"optimizer": "optimizer", "dataloader": "DataLoader"}.get(p.mode or "", "")
-        if p.aside:
+        if p.open_window and not p.exited:
+            out.append(
+                f"gpuprobe: {p.name}: no trace: it was killed during its window (a signal "
+                "that skips Python's exit handlers, such as SIGKILL), after "
+                f"{p.steps} steps"
+            )
+        elif p.aside:
             out.append(
                 f"gpuprobe: {p.name}: stood aside: {p.aside}; read its own trace with "
                 "gpuprobe diagnose TRACE"

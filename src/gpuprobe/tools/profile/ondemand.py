@@ -95,10 +95,15 @@ def request_now(
     if timeout <= 0:
         raise UsageError(f"profile --now: --timeout must be above 0, not {timeout:g}")
     out = find_job(target)
-    live = [p for p in read_processes(out) if not p.exited and _alive(p.pid)]
+    alive = [p for p in read_processes(out) if not p.exited and _alive(p.pid)]
+    # a launcher (torchrun, mp.spawn's parent) imports torch but makes no step: not asked
+    live = [p for p in alive if p.mode is not None]
     if not live:
         raise InputError(
-            f"no live process of the job in {out} has imported torch yet (or the job has "
+            f"no live process of the job in {out} has made a step yet (or the job has "
+            "ended); nothing to profile"
+            if alive
+            else f"no live process of the job in {out} has imported torch yet (or the job has "
             "ended); nothing to profile"
         )
     _refuse_if_busy(out, live)
@@ -129,17 +134,20 @@ def request_now(
             on_wait(time.monotonic() - t0)
         time.sleep(WAIT_POLL_S)
     notes = [_late(by_pid.get(pid), pid, rid, timeout) for pid in sorted(waiting)]
+    asked = {p.pid for p in live}
     for p in processes:
         state = p.requests.get(rid, "")
         if state.startswith("not taken"):
             notes.append(f"gpuprobe: {p.name}: {state}")
+        elif p.pid not in asked and not p.exited:
+            notes.append(f"gpuprobe: {p.name}: no steps yet (a launcher?): not asked")
     traces = [t for p in processes for w in p.windows if w.request == rid and (t := w.trace)]
     what = f"{seconds:g} s" if seconds else f"the next {steps} steps after {warmup} of warm-up"
     report = ProfileReport(
         command=(),
         out_dir=str(out),
         window=what,
-        processes=tuple(p for p in processes if rid in p.requests),
+        processes=tuple(p for p in processes if p.pid in asked),
         notes=tuple(notes),
         request=rid,
     )

@@ -26,10 +26,10 @@ def _console(console: object | None) -> Any:
 
 
 def _process_line(p: ProfiledProcess, report: ProfileReport) -> str:
-    unit = {"optimizer": "optimizer steps", "dataloader": "DataLoader steps"}.get(
-        p.mode or "", "steps (none seen)"
-    )
-    head = f"{p.name}: {p.steps} {unit}"
+    unit = {"optimizer": "optimizer steps", "dataloader": "DataLoader steps"}.get(p.mode or "")
+    head = f"{p.name}: {p.steps} {unit}" if unit else f"{p.name}: imported torch, no steps"
+    if not unit and not p.windows and not p.aside:
+        head += " (a launcher, or no optimizer and no DataLoader)"
     parts = []
     for w in p.windows:
         if report.request is not None and w.request != report.request:

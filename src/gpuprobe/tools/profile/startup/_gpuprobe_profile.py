@@ -4,13 +4,18 @@ Armed by gpuprobe's ``sitecustomize`` in every Python process of a command run u
 ``gpuprobe profile`` (or ``gpuprobe run``, dormant), when ``GPUPROBE_PROFILE`` holds its settings
 (JSON, written by ``gpuprobe.tools.profile.hook``):
 
-- **No torch before the script.** :func:`arm` puts a finder on ``sys.meta_path`` that waits for
-  the script's own ``import torch``; a script that never imports torch pays one finder call per
-  new module and nothing else. When torch is in, the finder leaves ``sys.meta_path``.
+- **No torch before the script.** gpuprobe's ``sitecustomize`` puts a finder on
+  ``sys.meta_path`` that waits for the script's own ``import torch`` and only then imports this
+  module (:func:`torch_spec`); a script that never imports torch pays one finder call per new
+  module and nothing else. When torch is in, the finder has left ``sys.meta_path``.
 - **Steps without help.** Each step of the first optimizer that steps (PyTorch's global
   optimizer step post-hook) ends one step: plain loops, Lightning and Hugging Face Trainer alike.
-  Without an optimizer, each ``next()`` of a DataLoader iterator starts one; with
-  ``seconds``, a time window is recorded whatever the steps.
+  Without an optimizer, each ``next()`` of a DataLoader iterator starts one. Batches fetched
+  with gradients on once an optimizer exists are no steps but a training loop's, which wait
+  for the optimizer's first step (with gradient accumulation they are micro-batches: Lightning's
+  ``accumulate_grad_batches``, HF's ``gradient_accumulation_steps``, whose Trainer fetches them
+  all before the first backward). With ``seconds``, a time window is recorded whatever the
+  steps.
 - **The window.** After ``skip`` steps, torch.profiler warms up for ``warmup`` steps and records
   ``active`` steps (their ``ProfilerStep#N`` numbered as the process counted them), writes
   ``traces/[rankR-]HOST_PID.pt.trace.json.gz`` and stops: later steps run unprofiled.
@@ -31,70 +36,69 @@ import contextlib
 import os
 import sys
 
+from _gpuprobe_parts import (
+    Window,
+    call_before,
+    env_int,
+    is_dataloader_worker,
+    profiler_running,
+    rank_of,
+    version_of,
+    world_size_of,
+    wrap_step,
+)
+
 ENV = "GPUPROBE_PROFILE"  # the settings, JSON
 CONTROL = ".gpuprobe-profile"  # under the output folder: statuses and requests
 REQUEST = "request.json"
 TRACES = "traces"
 POLL_S = 0.5  # s between looks at the request file
+STATUS_S = 5.0  # s between status refreshes while the steps go on
+ALIGN_STEPS = 8  # a rank's --now window starts at a multiple of this, so the ranks share steps
 FORMAT = 1  # of the status files
 
 _hook = None
 
 
-def arm():
-    """Read the settings and wait for torch (once per process)."""
+def _the_hook():
+    """This process's hook, made from ``GPUPROBE_PROFILE`` the first time torch comes in."""
     global _hook
-    if _hook is not None:
-        return
-    import json
+    if _hook is None:
+        import json
 
-    cfg = json.loads(os.environ[ENV])
-    _hook = _Hook(cfg)
-    if "torch" in sys.modules:  # imported before site ran (PYTHONSTARTUP, a .pth file)
-        _hook.on_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchFinder(_hook))
+        _hook = _Hook(json.loads(os.environ[ENV]))
+    return _hook
 
 
-class _TorchFinder:
-    """Finds nothing itself; when ``torch`` is about to be loaded, wraps its loader so that the
-    hook runs once torch's ``__init__`` has finished, then leaves ``sys.meta_path``."""
+def wrap_loader(spec, finder):
+    """``spec`` with its loader wrapped so that the hook runs once torch's ``__init__`` has
+    finished; ``finder`` (sitecustomize's) leaves ``sys.meta_path`` when torch's code runs, not
+    before: ``importlib.util.find_spec("torch")``, as transformers and accelerate call to see
+    whether torch is installed, finds it again at the real import."""
+    spec.loader = _Loader(spec.loader, _the_hook(), finder)
+    return spec
 
-    def __init__(self, hook):
-        self.hook = hook
 
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
-            return None
-        import importlib.util
-
-        self._leave()
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _Loader(spec.loader, self.hook)
-        return spec
-
-    def _leave(self):
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(self)
-
-    def invalidate_caches(self):
-        pass
+def torch_already_imported(torch):
+    """torch came in before site ran (PYTHONSTARTUP, a .pth file): hook it now."""
+    _the_hook().on_torch(torch)
 
 
 class _Loader:
     """torch's own loader, plus the hook after it (as wrapt's post-import hooks do): the
     module keeps torch's loader as ``__loader__``."""
 
-    def __init__(self, loader, hook):
+    def __init__(self, loader, hook, finder=None):
         self.loader = loader
         self.hook = hook
+        self.finder = finder
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(self.finder)
         module.__loader__ = self.loader
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self.loader
@@ -128,10 +132,14 @@ class _Hook:
         self.requests = {}  # request id -> what became of it
         self.request_mtime = None
         self.worker = False
+        self.optimizer_made = False  # an optimizer exists: its steps are the steps, not batches
         self.t_torch = None
         self.ours = False  # True while gpuprobe's own profiler starts or steps
         self.due = None  # a time window to open or close at the next tick of the script's thread
         self.tick_hook = None  # the global module forward pre-hook that ticks while one is due
+        self.step_due = False  # the main optimizer stepped: the step ends when its step() returns
+        self.final = False  # the last status is written: no other after it
+        self.old_term = None  # SIGTERM's handler before a window put gpuprobe's in
 
     # -- torch is in --------------------------------------------------------------------------
 
@@ -146,7 +154,7 @@ class _Hook:
         try:
             self._install(torch)
         except Exception as exc:  # a torch too old or too new for a hook: run unprofiled
-            self._stand_aside(f"cannot hook into torch {_version(torch)}: {exc!r}")
+            self._stand_aside(f"cannot hook into torch {version_of(torch)}: {exc!r}")
         atexit.register(self.on_exit)
         mode = self.cfg.get("mode", "auto")
         if mode == "auto" and self.aside is None:
@@ -160,8 +168,8 @@ class _Hook:
                     self.cfg.get("active", 5),
                     os.path.join(self.root, TRACES),
                 )
-        self._start_poller()
-        self.write_status()
+        self._start_poller()  # which writes the first status: a spawned DataLoader worker
+        # imports torch before it knows it is one
 
     def _install(self, torch):
         import weakref
@@ -172,6 +180,11 @@ class _Hook:
         hook = self
 
         def after_step(optimizer, args, kwargs):
+            # inside Optimizer.step's own record_function: the step ends when step() returns
+            # (the class's step, wrapped once from outside), else at the next DataLoader batch
+            # or optimizer step
+            if hook.step_due:
+                hook.end_optimizer_step()  # the wrapper was bypassed last time
             main = hook.main_opt() if hook.main_opt is not None else None
             if main is None:
                 hook.main_opt = weakref.ref(optimizer)
@@ -183,49 +196,88 @@ class _Hook:
                     return  # a window opened on DataLoader steps keeps them to its end
                 hook.mode = "optimizer"
                 hook.steps = 0  # the loader's batches counted so far were no steps
-            hook.boundary()
+            wrap_step(type(optimizer), hook)
+            hook.step_due = True
 
         register_optimizer_step_post_hook(after_step)
+        opt_cls = torch.optim.Optimizer
+        original_init = opt_cls.__init__
+
+        def __init__(optimizer, *args, **kwargs):
+            hook.optimizer_made = True
+            if opt_cls.__dict__.get("__init__") is __init__:  # seen once: out of the way
+                opt_cls.__init__ = original_init
+            original_init(optimizer, *args, **kwargs)
+
+        __init__.__wrapped__ = original_init
+        opt_cls.__init__ = __init__
         base = dataloader._BaseDataLoaderIter
         original_next = base.__next__
 
         def __next__(it):
+            if hook.step_due:
+                hook.end_optimizer_step()
             if hook.mode is None:
                 hook.mode = "dataloader"  # the first batch begins step 0; each next one ends one
-            elif hook.mode == "dataloader":
-                hook.boundary()
+            elif hook.mode == "dataloader" and (hook.window or not hook.training()):
+                hook.boundary()  # a training loop's batches wait for its optimizer's steps
             return original_next(it)
 
         __next__.__wrapped__ = original_next
         base.__next__ = __next__
-        prof_cls = torch.autograd.profiler.profile
-        original_prepare = prof_cls._prepare_trace
+        # every way a script starts a profiler of its own: torch.profiler and the autograd
+        # profiler (both prepare through _prepare_trace), the legacy one, emit_nvtx, emit_itt
+        ap = torch.autograd.profiler
+        call_before(ap.profile, "_prepare_trace", hook)
+        for cls in (
+            getattr(getattr(torch.autograd, "profiler_legacy", None), "profile", None),
+            getattr(ap, "emit_nvtx", None),
+            getattr(ap, "emit_itt", None),
+        ):
+            if cls is not None:
+                call_before(cls, "__enter__", hook)
 
-        def _prepare_trace(prof, *args, **kwargs):
-            if not hook.ours:
-                hook.on_user_profiler()
-            return original_prepare(prof, *args, **kwargs)
-
-        _prepare_trace.__wrapped__ = original_prepare
-        prof_cls._prepare_trace = _prepare_trace
+    def end_optimizer_step(self):
+        self.step_due = False
+        self.boundary()
 
     # -- steps ---------------------------------------------------------------------------------
 
+    def training(self):
+        """Whether a batch fetched now is a training loop's: an optimizer exists, gradients on
+        (inference runs under no_grad or inference_mode, even where it made an optimizer)."""
+        return self.optimizer_made and self.torch.is_grad_enabled()
+
     def boundary(self):
-        """One step ended (and the next begins)."""
+        """One step ended (and the next begins). Runs inside the script's own calls: whatever
+        goes wrong here stops gpuprobe's window, never the script."""
         self.steps += 1
-        if self.due is not None:
-            self.tick()
-        if self.window is None and self.pending is None:
+        if self.due is None and self.window is None and self.pending is None:
             return
+        try:
+            if self.due is not None:
+                self.tick()
+            with self.lock:
+                if self.window is not None:
+                    self.window.step()
+                    if self.window.finished:
+                        self._close("done")
+                elif self.pending is not None and self.steps >= self.pending["start_at"]:
+                    spec, self.pending = self.pending, None
+                    self._open(spec)
+        except Exception as exc:
+            self.fail(exc)
+
+    def fail(self, exc):
+        """torch.profiler failed inside the script's step: drop the window, stand aside."""
         with self.lock:
-            if self.window is not None:
-                self.window.step()
-                if self.window.finished:
-                    self._close("done")
-            elif self.pending is not None and self.steps >= self.pending["start_at"]:
-                spec, self.pending = self.pending, None
-                self._open(spec)
+            window, self.window = self.window, None
+            self.pending = None
+            if window is not None:
+                window.abandon()
+                self._restore_term()
+            self._stand_aside(f"torch.profiler failed: {exc!r}")
+            self.write_status()
 
     def _window_spec(self, request, skip, warmup, active, out):
         start_at = self.steps + int(skip) if request is not None else int(skip)
@@ -243,10 +295,10 @@ class _Hook:
         """None when a window may open now, else why not."""
         if self.aside is not None:
             return self.aside
-        if _is_dataloader_worker():
+        if is_dataloader_worker():
             self.worker = True
             return "a DataLoader worker: never profiled"
-        if self.user_profiler or _profiler_running(self.torch):
+        if self.user_profiler or profiler_running(self.torch):
             self._stand_aside("the script runs its own torch.profiler")
             return self.aside
         return None
@@ -258,18 +310,57 @@ class _Hook:
             self.write_status()
             return
         try:
-            self.window = _Window(self, spec, seconds)
+            self.window = Window(self, spec, seconds)
         except Exception as exc:
             self.window = None
             self._stand_aside(f"torch.profiler could not start: {exc!r}")
             self._record_request(spec, "not taken: " + self.aside)
+        else:
+            self._catch_term()
         self.write_status()
+
+    def _catch_term(self):
+        """While a window is open, SIGTERM (torchrun stopping the other ranks, a scheduler's
+        preemption) writes the steps recorded so far, then kills the process as before; only
+        when the script left SIGTERM to its default and the window is on the main thread."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+                return
+
+            def on_term(signum, frame):
+                signal.signal(signum, signal.SIG_DFL)
+                self.old_term = None
+                try:
+                    self.on_exit("cut short: SIGTERM")
+                finally:
+                    os.kill(os.getpid(), signum)
+
+            signal.signal(signal.SIGTERM, on_term)
+            self.old_term = signal.SIG_DFL
+        except (ValueError, OSError):
+            pass
+
+    def _restore_term(self):
+        if self.old_term is None:
+            return
+        import signal
+
+        # off the main thread the handler stays: it still ends the process as before
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGTERM, self.old_term)
+        self.old_term = None
 
     def _close(self, how):
         window, self.window = self.window, None
         if window is None:
             return
         info = window.stop(how)
+        self._restore_term()
         self.windows.append(info)
         self._record_request(window.spec, info["state"], info.get("trace"))
         self.write_status()
@@ -331,17 +422,20 @@ class _Hook:
 
     def tick(self):
         """On the script's thread: open or close the window that is due."""
-        with self.lock:
-            due, self.due = self.due, None
-            if self.tick_hook is not None:
-                self.tick_hook.remove()
-                self.tick_hook = None
-            if due is None:
-                return
-            if due[0] == "open" and self.window is None:
-                self._open(due[1], seconds=due[2])
-            elif due[0] == "close" and self.window is not None:
-                self._close("done")
+        try:
+            with self.lock:
+                due, self.due = self.due, None
+                if self.tick_hook is not None:
+                    self.tick_hook.remove()
+                    self.tick_hook = None
+                if due is None:
+                    return
+                if due[0] == "open" and self.window is None:
+                    self._open(due[1], seconds=due[2])
+                elif due[0] == "close" and self.window is not None:
+                    self._close("done")
+        except Exception as exc:
+            self.fail(exc)
 
     def _start_poller(self):
         import threading
@@ -349,14 +443,24 @@ class _Hook:
         def run():
             import time
 
+            shown = (None, None)  # (mode, steps) in the last status written here
+            refresh = 0.0
             while True:
                 time.sleep(POLL_S)
+                if is_dataloader_worker():
+                    self.leave_as_worker()
+                    return
+                now = time.monotonic()
+                if shown[0] != self.mode or (now >= refresh and shown[1] != self.steps):
+                    shown, refresh = (self.mode, self.steps), now + STATUS_S
+                    self.write_status()  # what --now reads: whether it steps, and how far
                 try:
                     self._poll()
                 except Exception as exc:  # a torn or foreign file: say so once, keep going
-                    note = f"request not read: {exc!r}"
-                    if note not in self.notes:
-                        self.notes.append(note)
+                    with self.lock:
+                        note = f"request not read: {exc!r}"
+                        if note not in self.notes:
+                            self.notes.append(note)
 
         threading.Thread(target=run, name="gpuprobe-profile-requests", daemon=True).start()
 
@@ -365,25 +469,28 @@ class _Hook:
 
         path = os.path.join(self.control, REQUEST)
         try:
-            mtime = os.stat(path).st_mtime_ns
+            st = os.stat(path)
         except OSError:
             return
-        if mtime == self.request_mtime:
+        seen = (st.st_ino, st.st_mtime_ns, st.st_size)  # a request is a new file (os.replace)
+        if seen == self.request_mtime:
             return
-        self.request_mtime = mtime
+        self.request_mtime = seen
         with open(path, encoding="utf-8") as f:
             req = json.load(f)
         rid = str(req["id"])
-        if rid in self.requests:
-            return
+        if rid in self.requests or float(req.get("t", 0)) < (self.t_torch or 0):
+            return  # answered, or asked before this process had torch: not for it
         out = os.path.join(self.root, "now-" + rid)
         with self.lock:
-            if _is_dataloader_worker():
-                self.worker = True
-                return
-            busy = self.window is not None or self.due is not None
-            if busy or (self.pending is not None and self.pending["request"] is not None):
+            queued = self.pending is not None and self.pending["request"] is not None
+            if queued:  # a request not yet begun gives way to the newer one
+                self.requests[str(self.pending["request"])] = {"state": "superseded"}
+                self.pending = None
+            if self.window is not None or self.due is not None:
                 self.requests[rid] = {"state": "not taken: a window is open already"}
+            elif self.pending is not None:
+                self.requests[rid] = {"state": "not taken: the automatic window is still to come"}
             elif self.aside is not None:
                 self.requests[rid] = {"state": "not taken: " + self.aside}
             elif req.get("seconds"):
@@ -395,36 +502,62 @@ class _Hook:
                 self.pending = self._window_spec(
                     rid, 0, req.get("warmup", 1), req.get("steps", 5), out
                 )
+                if rank_of(self.torch) is not None:  # the ranks begin on the same step
+                    start = self.pending["start_at"]
+                    self.pending["start_at"] = -(-(start + 1) // ALIGN_STEPS) * ALIGN_STEPS
         self.write_status()
 
     # -- the end ---------------------------------------------------------------------------------
 
-    def on_exit(self):
+    def on_exit(self, how="cut short: the process exited"):
         with self.lock:
             self.pending = None
+            if self.step_due:
+                self.step_due = False
+                self.steps += 1
+            if is_dataloader_worker():
+                self.leave_as_worker()
+                return
             if self.window is not None:
-                self._close("cut short: the process exited")
-            if not self.worker and _is_dataloader_worker():
-                self.worker = True
+                try:
+                    self._close(how)
+                except Exception as exc:
+                    self.window = None
+                    self._stand_aside(f"torch.profiler failed at exit: {exc!r}")
             self.write_status(final=True)
 
+    def leave_as_worker(self):
+        """A DataLoader worker: never profiled, and leaves no status (it may have written its
+        first one before it knew)."""
+        with self.lock:
+            self.worker = True
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.control, f"proc-{os.getpid()}.json"))
+
     def write_status(self, final=False):
+        with self.lock:
+            if self.worker or self.final:
+                return  # a DataLoader worker leaves none; nothing comes after the last one
+            self._write_status(final)
+            self.final = final
+
+    def _write_status(self, final):
         import json
         import socket
+        import threading
         import time
 
-        if self.worker:
-            return  # a DataLoader worker leaves no status: it is not one of the command's
+        rank, world = rank_of(self.torch), world_size_of(self.torch)
         doc = {
             "format": FORMAT,
             "pid": os.getpid(),
             "ppid": os.getppid(),
             "host": socket.gethostname(),
             "argv": [str(a) for a in sys.argv[:8]],
-            "rank": _env_int("RANK"),
-            "local_rank": _env_int("LOCAL_RANK"),
-            "world_size": _env_int("WORLD_SIZE"),
-            "torch": _version(self.torch),
+            "rank": rank,
+            "local_rank": env_int("LOCAL_RANK"),
+            "world_size": world,
+            "torch": version_of(self.torch),
             "torch_imported_at": self.t_torch,
             "mode": self.mode,
             "steps": self.steps,
@@ -443,157 +576,9 @@ class _Hook:
         try:
             os.makedirs(self.control, exist_ok=True)
             path = os.path.join(self.control, f"proc-{os.getpid()}.json")
-            tmp = path + ".tmp"
+            tmp = f"{path}.{threading.get_ident()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(doc, f)
             os.replace(tmp, path)
         except OSError:
             pass  # the folder went away: the parent says what it found
-
-
-class _Window:
-    """One torch.profiler window: ``warmup`` then ``active`` steps (or ``seconds`` of time)."""
-
-    def __init__(self, hook, spec, seconds):
-        import time
-
-        torch = hook.torch
-        import torch.profiler as tp
-
-        self.hook = hook
-        self.spec = spec
-        self.seconds = seconds
-        self.first = hook.steps  # the index of the first step inside the window (0-based)
-        self.finished = False
-        self.trace = None
-        self.error = None
-        cfg = hook.cfg
-        activities = [tp.ProfilerActivity.CPU]
-        # CUDA only when the script has set it up: gpuprobe never initialises CUDA itself
-        if torch.cuda.is_initialized():
-            activities.append(tp.ProfilerActivity.CUDA)
-        self.cuda = len(activities) > 1
-        kwargs = {}
-        if seconds is None:
-            kwargs["schedule"] = tp.schedule(
-                skip_first=self.first,
-                wait=0,
-                warmup=spec["warmup"],
-                active=spec["active"],
-                repeat=1,
-            )
-            kwargs["on_trace_ready"] = self._ready
-        self.prof = tp.profile(
-            activities=activities,
-            record_shapes=bool(cfg.get("record_shapes")),
-            with_stack=bool(cfg.get("with_stack")),
-            profile_memory=bool(cfg.get("memory")),
-            **kwargs,
-        )
-        if seconds is not None and hook.mode is not None:
-            self.prof.record_steps = True  # mark the steps a time window sees
-        # number the steps as the process counted them: ProfilerStep#<first>...
-        self.prof.step_num = self.first
-        self.prof.current_action = self.prof.schedule(self.first)
-        self.t_start = time.time()
-        self._ours(self.prof.start)
-
-    def _ours(self, call):
-        # the profile objects torch.profiler prepares meanwhile are gpuprobe's, not the script's
-        self.hook.ours = True
-        try:
-            call()
-        finally:
-            self.hook.ours = False
-
-    def step(self):
-        if not self.finished:
-            self._ours(self.prof.step)
-
-    def _ready(self, prof):
-        self._export(prof)
-        self.finished = True
-
-    def _export(self, prof):
-        out = self.spec["out"]
-        try:
-            os.makedirs(out, exist_ok=True)
-            path = os.path.join(out, _trace_name())
-            prof.export_chrome_trace(path)
-            self.trace = path
-        except Exception as exc:
-            self.error = f"trace not written: {exc!r}"
-
-    def info(self):
-        return {
-            "request": self.spec.get("request"),
-            "first_step": self.first,
-            "warmup": self.spec["warmup"],
-            "active": self.spec["active"],
-            "seconds": self.seconds,
-            "cuda": self.cuda,
-            "started": self.t_start,
-        }
-
-    def stop(self, how):
-        import time
-
-        info = self.info()
-        if self.seconds is not None:
-            try:
-                self.prof.stop()
-                self._export(self.prof)
-            except Exception as exc:
-                self.error = f"torch.profiler failed: {exc!r}"
-        elif not self.finished:
-            try:
-                self.prof.stop()  # records, then calls _ready, when inside the active steps
-            except Exception as exc:
-                self.error = f"torch.profiler failed: {exc!r}"
-        else:
-            with contextlib.suppress(Exception):
-                self.prof.stop()
-        last = self.hook.steps - 1 if how == "done" else self.hook.steps
-        info.update(
-            state=how,
-            trace=self.trace,
-            error=self.error,
-            last_step=last,
-            recorded_from=self.first + (0 if self.seconds else self.spec["warmup"]),
-            stopped=time.time(),
-        )
-        return info
-
-
-def _trace_name():
-    import socket
-
-    rank = _env_int("RANK")
-    prefix = f"rank{rank}-" if rank is not None else ""
-    return f"{prefix}{socket.gethostname()}_{os.getpid()}.pt.trace.json.gz"
-
-
-def _is_dataloader_worker():
-    data = sys.modules.get("torch.utils.data")
-    try:
-        return data is not None and data.get_worker_info() is not None
-    except Exception:
-        return False
-
-
-def _profiler_running(torch):
-    try:
-        return bool(torch._C._autograd._profiler_enabled())
-    except Exception:
-        return False
-
-
-def _env_int(name):
-    try:
-        return int(os.environ[name])
-    except (KeyError, ValueError):
-        return None
-
-
-def _version(torch):
-    return getattr(torch, "__version__", None) if torch is not None else None

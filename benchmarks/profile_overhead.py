@@ -1,0 +1,238 @@
+"""What ``gpuprobe profile``'s start-up hook costs outside its window (issue 26: goal under 1 %).
+
+1. Step time: a small PyTorch training loop (a DataLoader of in-memory batches and an MLP on the
+   CPU, so both of the hook's step counters fire: DataLoader ``next`` and the optimizer's step
+   post-hook) times each of its steps itself. It runs without the hook, with the hook dormant
+   (``--later``, as under ``gpuprobe run``: counting steps, polling for requests) and with the
+   hook after its window (``auto``, the window over in the first steps), alternated
+   A B C A B C ..., so that drifts of this noisy machine cancel pair by pair. The ratio of
+   median step times is taken pair by pair; the median ratio is the figure.
+2. Start-up: ``python -c pass`` (a script that never imports torch) with and without the hook,
+   alternated; the figure is the difference of the medians, in ms, and the ratio.
+3. Per call: the hook's own per-step work (``boundary()``, the optimizer post-hook and the
+   DataLoader wrapper), timed in-process against the same calls unhooked: ns per step.
+
+Usage: ``PYTHONPATH=src python benchmarks/profile_overhead.py [--quick] [--out FILE]``; writes
+``benchmarks/results/profile_overhead.json`` (or ``--out``) and ``.md`` beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+sys.path.insert(0, str(SRC))
+
+from gpuprobe.tools.profile.hook import HookSettings, hook_env  # noqa: E402
+
+GOAL = 0.01  # the hook's share of step time outside its window (issue 26)
+
+# steps of a small training loop, each timed by the loop itself (perf_counter around one
+# iteration: DataLoader next, forward, backward, optimizer step); prints the step times, µs
+LOOP = r"""
+import json, sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+torch.set_num_threads(1)
+steps = int(sys.argv[1])
+data = TensorDataset(torch.randn(64 * (steps + 1), 128), torch.randint(0, 10, (64 * (steps + 1),)))
+model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+it = iter(DataLoader(data, batch_size=64))
+times = []
+for i in range(steps):
+    t = time.perf_counter()
+    x, y = next(it)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    times.append((time.perf_counter() - t) * 1e6)
+print(json.dumps(times[steps // 5:]))
+"""
+
+
+def _env(kind: str, out: Path) -> dict[str, str]:
+    # bytecode as a user has it (pip compiles the hook's files at install): this sandbox sets
+    # PYTHONDONTWRITEBYTECODE, which would time the compiler instead
+    drop = ("GPUPROBE_PROFILE", "PYTHONDONTWRITEBYTECODE")
+    base = {k: v for k, v in os.environ.items() if k not in drop}
+    base["OMP_NUM_THREADS"] = "1"
+    if kind == "none":
+        return base
+    if kind == "later":
+        return hook_env(out, HookSettings(mode="later"), base)
+    # auto: the window (skip 2, warm up 1, record 1) is over after the loop's 4th step
+    return hook_env(out, HookSettings(skip=2, warmup=1, active=1), base)
+
+
+def step_times(pairs: int, steps: int) -> dict[str, Any]:
+    kinds = ("none", "later", "after-window")
+    medians: dict[str, list[float]] = {k: [] for k in kinds}
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in range(pairs):
+            for kind in kinds:
+                out = Path(tmp) / f"{kind}-{p}"
+                env = _env("auto" if kind == "after-window" else kind, out)
+                done = subprocess.run(
+                    [sys.executable, "-c", LOOP, str(steps)],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                times = json.loads(done.stdout.splitlines()[-1])
+                medians[kind].append(statistics.median(times))
+    ratios = {
+        k: [a / b for a, b in zip(medians[k], medians["none"], strict=True)]
+        for k in ("later", "after-window")
+    }
+    return {
+        "pairs": pairs,
+        "steps_per_run": steps,
+        "median_step_us": {k: statistics.median(v) for k, v in medians.items()},
+        "per_run_median_step_us": medians,
+        "ratio_median": {k: statistics.median(v) for k, v in ratios.items()},
+        "ratio_min_max": {k: [min(v), max(v)] for k, v in ratios.items()},
+    }
+
+
+def start_up(runs: int) -> dict[str, Any]:
+    walls: dict[str, list[float]] = {"none": [], "hook": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("none", "hook"):  # once each first: the bytecode is written
+            env = _env("none" if kind == "none" else "later", Path(tmp) / "warm")
+            subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        for r in range(runs):
+            for kind in ("none", "hook"):
+                env = _env("none" if kind == "none" else "later", Path(tmp) / str(r))
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+                walls[kind].append((time.perf_counter() - t) * 1e3)
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    return {
+        "runs": runs,
+        "median_ms": med,
+        "extra_ms": med["hook"] - med["none"],
+        "ratio": med["hook"] / med["none"],
+        "min_ms": {k: min(v) for k, v in walls.items()},
+    }
+
+
+PER_CALL = r"""
+import importlib.util, json, os, sys, time, tempfile
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+n = int(sys.argv[1])
+data = TensorDataset(torch.zeros(n + 8, 1))
+model = torch.nn.Linear(1, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.0)
+def run():
+    it = iter(DataLoader(data, batch_size=1))
+    t = time.perf_counter_ns()
+    for _ in range(n):
+        next(it)
+        opt.step()
+    return (time.perf_counter_ns() - t) / n
+base = min(run() for _ in range(3))
+sys.path.insert(0, os.path.dirname(sys.argv[2]))
+spec = importlib.util.spec_from_file_location("_gpuprobe_profile", sys.argv[2])
+mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+mod._Hook({"dir": tempfile.mkdtemp(), "mode": "later"}).on_torch(torch)
+hooked = min(run() for _ in range(3))
+print(json.dumps({"unhooked_ns": base, "hooked_ns": hooked}))
+"""
+
+
+def per_call(n: int) -> dict[str, Any]:
+    module = SRC / "gpuprobe" / "tools" / "profile" / "startup" / "_gpuprobe_profile.py"
+    done = subprocess.run(
+        [sys.executable, "-c", PER_CALL, str(n), str(module)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    res = json.loads(done.stdout.splitlines()[-1])
+    res["hook_ns_per_step"] = res["hooked_ns"] - res["unhooked_ns"]
+    res["calls"] = n
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=str(HERE / "results" / "profile_overhead.json"))
+    args = ap.parse_args()
+    pairs, steps, runs, calls = (3, 150, 10, 20_000) if args.quick else (8, 400, 30, 100_000)
+    import torch
+
+    res: dict[str, Any] = {
+        "what": "gpuprobe profile's start-up hook outside its window",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "load_average": os.getloadavg(),
+        "goal": f"< {100 * GOAL:g} % of step time",
+        "step_time": step_times(pairs, steps),
+        "start_up": start_up(runs),
+        "per_call": per_call(calls),
+    }
+    res["load_average_after"] = os.getloadavg()
+    st = res["step_time"]
+    worst = max(st["ratio_median"].values())
+    res["met"] = worst - 1 < GOAL
+    out = Path(args.out)
+    out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    lines = [
+        "# gpuprobe profile: the start-up hook's cost outside its window",
+        "",
+        f"{res['date']}, {res['cpus']} CPUs, Python {res['python']}, torch {res['torch']}, "
+        f"load average {res['load_average'][0]:.1f} before, "
+        f"{res['load_average_after'][0]:.1f} after. Goal: {res['goal']}.",
+        "",
+        "| measure | without hook | hook dormant (`run`, `--later`) | hook after its window |",
+        "|---|---|---|---|",
+        "| median step (µs), {} runs each, alternated | {:.1f} | {:.1f} | {:.1f} |".format(
+            st["pairs"], *(st["median_step_us"][k] for k in ("none", "later", "after-window"))
+        ),
+        "| step time vs without, median of pairs [min..max] | 1 | {:.4f} [{:.4f}..{:.4f}] | "
+        "{:.4f} [{:.4f}..{:.4f}] |".format(
+            st["ratio_median"]["later"],
+            *st["ratio_min_max"]["later"],
+            st["ratio_median"]["after-window"],
+            *st["ratio_min_max"]["after-window"],
+        ),
+        "",
+        f"Per step, in process ({res['per_call']['calls']:,} DataLoader next + optimizer "
+        f"steps): {res['per_call']['unhooked_ns']:,.0f} ns unhooked, "
+        f"{res['per_call']['hooked_ns']:,.0f} ns hooked: the hook adds "
+        f"{res['per_call']['hook_ns_per_step']:,.0f} ns per step.",
+        "",
+        f"Start-up of `python -c pass` (never imports torch), {res['start_up']['runs']} runs "
+        f"each: {res['start_up']['median_ms']['none']:.1f} ms without, "
+        f"{res['start_up']['median_ms']['hook']:.1f} ms with the hook "
+        f"({res['start_up']['extra_ms']:+.1f} ms, ratio {res['start_up']['ratio']:.3f}).",
+        "",
+        f"Goal met: {'yes' if res['met'] else 'no'} (worst step-time ratio {worst:.4f}).",
+    ]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

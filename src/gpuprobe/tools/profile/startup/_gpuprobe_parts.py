@@ -1,0 +1,236 @@
+"""The parts of gpuprobe's profiling hook that touch torch.profiler: one window
+(:class:`Window`) and the helpers the hook shares with it. Imported by ``_gpuprobe_profile``
+once the script has imported torch; standalone like it (the standard library and torch, never
+gpuprobe; Python 3.8+)."""
+
+import contextlib
+import os
+import sys
+
+
+class Window:
+    """One torch.profiler window: ``warmup`` then ``active`` steps (or ``seconds`` of time)."""
+
+    def __init__(self, hook, spec, seconds):
+        import time
+
+        torch = hook.torch
+        import torch.profiler as tp
+
+        self.hook = hook
+        self.spec = spec
+        self.seconds = seconds
+        self.first = hook.steps  # the index of the first step inside the window (0-based)
+        self.finished = False
+        self.trace = None
+        self.error = None
+        cfg = hook.cfg
+        activities = [tp.ProfilerActivity.CPU]
+        # CUDA only when the script has set it up: gpuprobe never initialises CUDA itself
+        if torch.cuda.is_initialized():
+            activities.append(tp.ProfilerActivity.CUDA)
+        self.cuda = len(activities) > 1
+        kwargs = {}
+        self.abandoned = False
+        if seconds is None:
+            import warnings
+
+            with warnings.catch_warnings():  # "won't be using warmup" with --warmup 0
+                warnings.simplefilter("ignore")
+                kwargs["schedule"] = tp.schedule(
+                    skip_first=self.first,
+                    wait=0,
+                    warmup=spec["warmup"],
+                    active=spec["active"],
+                    repeat=1,
+                )
+            kwargs["on_trace_ready"] = self._ready
+        self.prof = tp.profile(
+            activities=activities,
+            record_shapes=bool(cfg.get("record_shapes")),
+            with_stack=bool(cfg.get("with_stack")),
+            profile_memory=bool(cfg.get("memory")),
+            **kwargs,
+        )
+        if seconds is not None and hook.mode is not None:
+            self.prof.record_steps = True  # mark the steps a time window sees
+        # number the steps as the process counted them: ProfilerStep#<first>...
+        self.prof.step_num = self.first
+        self.prof.current_action = self.prof.schedule(self.first)
+        if hasattr(self.prof, "_prev_schedule_action"):
+            self.prof._prev_schedule_action = self.prof.current_action
+        self.t_start = time.time()
+        self._ours(self.prof.start)
+
+    def _ours(self, call):
+        # the profile objects torch.profiler prepares meanwhile are gpuprobe's, not the script's
+        self.hook.ours = True
+        try:
+            call()
+        finally:
+            self.hook.ours = False
+
+    def step(self):
+        if not self.finished:
+            self._ours(self.prof.step)
+
+    def _ready(self, prof):
+        if not self.abandoned:
+            self._export(prof)
+        self.finished = True
+
+    def abandon(self):
+        """Stop without writing anything (torch.profiler failed in the script's step)."""
+        self.abandoned = True
+        try:
+            self.hook.ours = True
+            self.prof.stop()
+        except Exception:
+            pass
+        finally:
+            self.hook.ours = False
+
+    def _export(self, prof):
+        out = self.spec["out"]
+        try:
+            os.makedirs(out, exist_ok=True)
+            path = os.path.join(out, trace_name())
+            prof.export_chrome_trace(path)
+            self.trace = path
+        except Exception as exc:
+            self.error = f"trace not written: {exc!r}"
+
+    def info(self):
+        return {
+            "request": self.spec.get("request"),
+            "first_step": self.first,
+            "warmup": self.spec["warmup"],
+            "active": self.spec["active"],
+            "seconds": self.seconds,
+            "cuda": self.cuda,
+            "started": self.t_start,
+        }
+
+    def stop(self, how):
+        import time
+
+        info = self.info()
+        if self.seconds is not None:
+            try:
+                self.prof.stop()
+                self._export(self.prof)
+            except Exception as exc:
+                self.error = f"torch.profiler failed: {exc!r}"
+        elif not self.finished:
+            try:
+                self.prof.stop()  # records, then calls _ready, when inside the active steps
+            except Exception as exc:
+                self.error = f"torch.profiler failed: {exc!r}"
+        else:
+            with contextlib.suppress(Exception):
+                self.prof.stop()
+        last = self.hook.steps - 1 if how == "done" else self.hook.steps
+        info.update(
+            state=how,
+            trace=self.trace,
+            error=self.error,
+            last_step=last,
+            recorded_from=self.first + (0 if self.seconds else self.spec["warmup"]),
+            stopped=time.time(),
+        )
+        return info
+
+
+def wrap_step(cls, hook):
+    """Wrap ``cls.step`` once, from outside torch's own wrapper, so that a step ends when the
+    optimizer's step() has returned (after its ``Optimizer.step#`` range). ``functools.wraps``
+    copies torch's ``hooked`` mark, so torch does not wrap it again."""
+    inner = cls.__dict__.get("step")
+    if inner is None or getattr(inner, "_gpuprobe", False):
+        return
+    import functools
+
+    @functools.wraps(inner)
+    def step(self, *args, **kwargs):
+        out = inner(self, *args, **kwargs)
+        if hook.step_due:
+            hook.end_optimizer_step()
+        return out
+
+    step._gpuprobe = True
+    cls.step = step
+
+
+def call_before(cls, name, hook):
+    """Call ``hook.on_user_profiler()`` before ``cls.name`` runs, unless gpuprobe is calling."""
+    original = cls.__dict__.get(name)
+    if original is None or getattr(original, "_gpuprobe", False):
+        return
+
+    def wrapper(prof, *args, **kwargs):
+        if not hook.ours:
+            hook.on_user_profiler()
+        return original(prof, *args, **kwargs)
+
+    wrapper.__wrapped__ = original
+    wrapper._gpuprobe = True
+    setattr(cls, name, wrapper)
+
+
+def trace_name():
+    import socket
+
+    rank = rank_of(sys.modules.get("torch"))
+    prefix = f"rank{rank}-" if rank is not None else ""
+    return f"{prefix}{socket.gethostname()}_{os.getpid()}.pt.trace.json.gz"
+
+
+def is_dataloader_worker():
+    data = sys.modules.get("torch.utils.data")
+    try:
+        return data is not None and data.get_worker_info() is not None
+    except Exception:
+        return False
+
+
+def profiler_running(torch):
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:
+        return False
+
+
+def rank_of(torch):
+    """RANK (torchrun), else torch.distributed's rank once it is set up (mp.spawn)."""
+    rank = env_int("RANK")
+    if rank is None and torch is not None:
+        try:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                rank = int(dist.get_rank())
+        except Exception:
+            rank = None
+    return rank
+
+
+def world_size_of(torch):
+    world = env_int("WORLD_SIZE")
+    if world is None and torch is not None:
+        try:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                world = int(dist.get_world_size())
+        except Exception:
+            world = None
+    return world
+
+
+def env_int(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def version_of(torch):
+    return getattr(torch, "__version__", None) if torch is not None else None
