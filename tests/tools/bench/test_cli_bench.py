@@ -44,7 +44,7 @@ def test_a_gpu_that_is_not_here() -> None:
     assert p.returncode == 2
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith("gpuprobe: cuda:0: no NVIDIA GPU here")
-    assert "use cpu (with a GPU: pip install --force-reinstall" in line
+    assert line.endswith("; use cpu") and len(line) <= 80  # nothing to install without a card
 
 
 def test_json_has_numbers() -> None:

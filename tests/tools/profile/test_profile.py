@@ -338,7 +338,7 @@ def test_a_job_under_run_is_profiled_on_demand_and_a_second_request_waits(tmp_pa
     job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for_status(out)
-        with pytest.raises(InputError, match="not the --out folder"):
+        with pytest.raises(InputError, match="not a job's --out folder"):
             gpuprobe.profile_now(tmp_path)
         first: list[object] = []
         asked = threading.Thread(target=lambda: first.append(gpuprobe.profile_now(out, steps=3)))

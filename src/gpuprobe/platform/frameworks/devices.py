@@ -55,8 +55,10 @@ def cuda_refusal(device: str, here: CudaHere) -> str | None:
         return f"{device}: torch sees {here.torch_sees} CUDA GPU(s); use cuda:0..cuda:{last}"
     install = install_command(v, here.driver_cuda, ccs=here.ccs)
     if not here.gpus:
-        build = f" and torch {v} is a CPU-only build" if v and here.torch_cuda is None else ""
-        return f"{device}: no NVIDIA GPU here{build}; use cpu (with a GPU: {install})"
+        # nothing to install without a card: the line says so, in 80 columns (the pip command
+        # of a CUDA build is the fix where a card is; see below)
+        build = f" and torch {v} is CPU-only" if v and here.torch_cuda is None else ""
+        return f"{device}: no NVIDIA GPU here{build}; use cpu"
     if here.driver_cuda is None:
         return (
             f"{device}: the NVIDIA GPU here has no working driver; install it ('gpuprobe doctor' "

@@ -40,10 +40,7 @@ def find_job(target: str) -> Path:
             return path
         if path.name == control_dir(path).name and path.is_dir():
             return path.parent
-        raise InputError(
-            f"{target} is not the --out folder of a job run under gpuprobe run or gpuprobe "
-            "profile --later (it has no .gpuprobe-profile folder)"
-        )
+        raise InputError(f"{target}: not a job's --out folder (gpuprobe run or profile --later)")
     if not target.isdigit():
         raise InputError(f"{target}: no such folder; give the job's --out folder or its PID")
     pid = int(target)
