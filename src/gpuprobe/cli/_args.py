@@ -13,6 +13,8 @@ __all__ = [
     "MAX_BATCH",
     "MAX_SIZE_BYTES",
     "MIN_SIZE_BYTES",
+    "add_command",
+    "command_of",
     "float_in",
     "int_in",
     "positive_int",
@@ -76,3 +78,17 @@ def size_bytes(text: str) -> int:
             f"{text}: give a size from {size(MIN_SIZE_BYTES)} to {size(MAX_SIZE_BYTES)}"
         )
     return value
+
+
+def add_command(p: argparse.ArgumentParser, json_help: str) -> None:
+    """``--json`` and ``-- CMD ARGS...``, for the commands that run one (``run``, ``profile``)."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
+    )
+
+
+def command_of(args: argparse.Namespace) -> list[str]:
+    """The command after ``--`` (argparse keeps the ``--`` of a REMAINDER)."""
+    cmd = list(args.cmd)
+    return cmd[1:] if cmd and cmd[0] == "--" else cmd

@@ -16,9 +16,14 @@ from typing import Any
 
 __all__ = ["register", "run"]
 
+MAX_STEPS = 1_000_000  # steps to skip, warm up or record: more is a typo
+MAX_S = 7 * 86_400.0  # s: a week, for --seconds, --delay and --timeout
+
 
 def register(sub: Any) -> None:
     """Add ``gpuprobe profile``."""
+    from gpuprobe.cli._args import add_command, float_in, int_in
+
     p = sub.add_parser(
         "profile",
         help="run a PyTorch script unchanged, profile its steady-state steps, say why the GPU "
@@ -32,19 +37,22 @@ def register(sub: Any) -> None:
         "running under `gpuprobe run` or `gpuprobe profile --later`.",
     )
     p.add_argument("--out", metavar="DIR", help="where to write (default ./gpuprobe-profile-DATE)")
-    p.add_argument("--skip", type=int, default=10, help="steps to run unprofiled first (10)")
-    p.add_argument("--warmup", type=int, default=None, help="profiler warm-up steps (2; --now 1)")
-    p.add_argument("--active", type=int, default=5, help="steps to record (5)")
+    steps = int_in(0, MAX_STEPS, "steps")
+    p.add_argument("--skip", type=steps, default=10, help="steps to run unprofiled first (10)")
+    p.add_argument("--warmup", type=steps, default=None, help="profiler warm-up steps (2; --now 1)")
+    p.add_argument(
+        "--active", type=int_in(1, MAX_STEPS, "steps"), default=5, help="steps to record (5)"
+    )
     p.add_argument(
         "--seconds",
-        type=float,
+        type=float_in(0, MAX_S, "seconds"),
         metavar="S",
         help="record S seconds instead of counted steps (scripts without an optimizer or "
         "DataLoader)",
     )
     p.add_argument(
         "--delay",
-        type=float,
+        type=float_in(0, MAX_S, "seconds", open_low=False),
         default=5.0,
         metavar="S",
         help="with --seconds: wait S seconds after torch is imported (5)",
@@ -52,7 +60,9 @@ def register(sub: Any) -> None:
     p.add_argument("--with-stack", action="store_true", help="record Python stacks (the line)")
     p.add_argument("--memory", action="store_true", help="record tensor allocations")
     p.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
-    p.add_argument("--hz", type=float, default=2.0, help="timeline samples per second (2)")
+    p.add_argument(
+        "--hz", type=float_in(0, 20, "per second"), default=2.0, help="timeline samples/s (2)"
+    )
     p.add_argument(
         "--later",
         action="store_true",
@@ -65,32 +75,24 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=float_in(0, MAX_S, "seconds"),
         default=120.0,
         metavar="S",
         help="with --now: how long to wait for the steps (120)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="every step and passing check")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the report as JSON on stdout (the command's own stdout goes to stderr)",
-    )
-    p.add_argument(
-        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
-    )
+    add_command(p, "print the report as JSON on stdout (the command's own stdout goes to stderr)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Profile the command (or a running job with --now); return the command's exit code."""
     from gpuprobe import api
+    from gpuprobe.cli._args import command_of
     from gpuprobe.cli._common import stdout_aside, stdout_back
     from gpuprobe.core.errors import UsageError
 
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    cmd = command_of(args)
     if args.now is not None:
         if cmd:
             raise UsageError("--now profiles a running job: give DIR or PID, not a command")

@@ -18,6 +18,8 @@ __all__ = ["register", "run"]
 
 def register(sub: Any) -> None:
     """Add ``gpuprobe run``."""
+    from gpuprobe.cli._args import add_command
+
     p = sub.add_parser(
         "run",
         help="run a command and record every GPU and CPU sample of it, then judge the run",
@@ -33,20 +35,14 @@ def register(sub: Any) -> None:
         help="also read PCIe rx/tx throughput (each reading takes 20 ms per GPU)",
     )
     p.add_argument("--no-report", action="store_true", help="write the timeline only")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the summary as JSON on stdout (the command's own stdout goes to stderr)",
-    )
-    p.add_argument(
-        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
-    )
+    add_command(p, "print the summary as JSON on stdout (the command's own stdout goes to stderr)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Record the command; return its exit code (whatever happens to the report)."""
     from gpuprobe.api import run as run_api
+    from gpuprobe.cli._args import command_of
     from gpuprobe.cli._common import (
         EXIT_BROKEN_PIPE,
         say,
@@ -57,9 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe.core import render
     from gpuprobe.core.errors import UsageError
 
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    cmd = command_of(args)
     if not cmd:
         raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
     # with --json, stdout is the JSON alone: the command's own stdout goes to stderr meanwhile

@@ -31,3 +31,12 @@ def model_and_optimizer():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def train_step(model, opt, x, y):
+    """One SGD step on a batch: forward, loss, backward, update."""
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss

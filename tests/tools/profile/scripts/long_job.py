@@ -3,8 +3,7 @@
 import os
 import time
 
-import torch
-from _common import Batches, model_and_optimizer
+from _common import Batches, model_and_optimizer, train_step
 from torch.utils.data import DataLoader
 
 stop = os.environ["STOP_FILE"]
@@ -14,10 +13,7 @@ end = time.monotonic() + 120
 steps = 0
 while not os.path.exists(stop) and time.monotonic() < end:
     for x, y in loader:
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step(model, opt, x, y)
         steps += 1
         if os.path.exists(stop) or time.monotonic() > end:
             break

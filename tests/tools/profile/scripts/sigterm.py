@@ -3,8 +3,7 @@
 import os
 import signal
 
-import torch
-from _common import Batches, model_and_optimizer
+from _common import Batches, model_and_optimizer, train_step
 from torch.utils.data import DataLoader
 
 at = int(os.environ.get("TERM_AT", "8"))
@@ -12,7 +11,4 @@ model, opt = model_and_optimizer()
 for i, (x, y) in enumerate(DataLoader(Batches(), batch_size=64)):
     if i == at:
         os.kill(os.getpid(), signal.SIGTERM)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+    train_step(model, opt, x, y)

@@ -2,8 +2,7 @@
 
 import sys
 
-import torch
-from _common import STEPS, Batches, model_and_optimizer
+from _common import STEPS, Batches, model_and_optimizer, train_step
 from torch.utils.data import DataLoader
 
 
@@ -11,10 +10,7 @@ def main(context):
     model, opt = model_and_optimizer()
     loader = DataLoader(Batches(), batch_size=64, num_workers=2, multiprocessing_context=context)
     for i, (x, y) in enumerate(loader):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step(model, opt, x, y)
         if i + 1 == STEPS:
             break
     print("trained", i + 1, "steps")

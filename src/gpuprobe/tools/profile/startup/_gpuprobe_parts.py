@@ -202,27 +202,24 @@ def profiler_running(torch):
 
 def rank_of(torch):
     """RANK (torchrun), else torch.distributed's rank once it is set up (mp.spawn)."""
-    rank = env_int("RANK")
-    if rank is None and torch is not None:
-        try:
-            dist = torch.distributed
-            if dist.is_available() and dist.is_initialized():
-                rank = int(dist.get_rank())
-        except Exception:
-            rank = None
-    return rank
+    return _distributed("RANK", "get_rank", torch)
 
 
 def world_size_of(torch):
-    world = env_int("WORLD_SIZE")
-    if world is None and torch is not None:
+    """WORLD_SIZE, else torch.distributed's once it is set up."""
+    return _distributed("WORLD_SIZE", "get_world_size", torch)
+
+
+def _distributed(env, getter, torch):
+    value = env_int(env)
+    if value is None and torch is not None:
         try:
             dist = torch.distributed
             if dist.is_available() and dist.is_initialized():
-                world = int(dist.get_world_size())
+                value = int(getattr(dist, getter)())
         except Exception:
-            world = None
-    return world
+            value = None
+    return value
 
 
 def env_int(name):
