@@ -35,6 +35,11 @@ def register(sub: Any) -> None:
         help="also read PCIe rx/tx throughput (each reading takes 20 ms per GPU)",
     )
     p.add_argument("--no-report", action="store_true", help="write the timeline only")
+    p.add_argument(
+        "--no-hook",
+        action="store_true",
+        help="leave CMD's environment as it is (no `gpuprobe profile --now` in it)",
+    )
     add_command(p, "print the summary as JSON on stdout (the command's own stdout goes to stderr)")
     p.set_defaults(handler=run)
 
@@ -60,7 +65,12 @@ def run(args: argparse.Namespace) -> int:
     json_fd = stdout_aside() if args.json else None
     try:
         result = run_api(
-            cmd, args.out, hz=args.hz, pcie_throughput=args.pcie, report=not args.no_report
+            cmd,
+            args.out,
+            hz=args.hz,
+            pcie_throughput=args.pcie,
+            report=not args.no_report,
+            hook=not args.no_hook,
         )
     finally:
         if json_fd is not None:

@@ -504,3 +504,23 @@ def test_an_optimizer_closure_is_not_counted_as_optimizer_time(tmp_path, monkeyp
     assert all(p["backward"] > 0 for p in phases)
     # the optimizer's part is what follows the closure's backward: well under the whole range
     assert max(p["optimizer"] for p in phases) < 0.5 * min(span)
+
+
+def test_run_arms_the_hook_dormant_unless_told_not_to(tmp_path):
+    code = "import json, os; print(json.loads(os.environ['GPUPROBE_PROFILE'])['mode'])"
+    armed = subprocess.run(
+        [PY, "-m", "gpuprobe", "run", "--out", str(tmp_path / "a"), "--", PY, "-c", code],
+        capture_output=True,
+        text=True,
+    )
+    assert armed.returncode == 0 and armed.stdout.split() == ["later"]
+    assert (tmp_path / "a" / ".gpuprobe-profile").is_dir()
+    code = "import os; print(os.environ.get('GPUPROBE_PROFILE'))"
+    plain = subprocess.run(
+        [PY, "-m", "gpuprobe", "run", "--no-hook", "--out", str(tmp_path / "b"), "--"]
+        + [PY, "-c", code],
+        capture_output=True,
+        text=True,
+    )
+    assert plain.returncode == 0 and plain.stdout.split() == ["None"]
+    assert not (tmp_path / "b" / ".gpuprobe-profile").exists()
