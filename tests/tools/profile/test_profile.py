@@ -517,8 +517,19 @@ def test_run_arms_the_hook_dormant_unless_told_not_to(tmp_path):
     assert (tmp_path / "a" / ".gpuprobe-profile").is_dir()
     code = "import os; print(os.environ.get('GPUPROBE_PROFILE'))"
     plain = subprocess.run(
-        [PY, "-m", "gpuprobe", "run", "--no-hook", "--out", str(tmp_path / "b"), "--"]
-        + [PY, "-c", code],
+        [
+            PY,
+            "-m",
+            "gpuprobe",
+            "run",
+            "--no-hook",
+            "--out",
+            str(tmp_path / "b"),
+            "--",
+            PY,
+            "-c",
+            code,
+        ],
         capture_output=True,
         text=True,
     )
