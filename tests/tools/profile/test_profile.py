@@ -109,7 +109,7 @@ def test_dataloader_workers_are_never_profiled(tmp_path):
 
 def test_an_item_every_step_is_counted_per_step(tmp_path):
     report = gpuprobe.profile_command(
-        _script("item_loop.py"), tmp_path / "p", skip=3, warmup=1, active=4
+        _script("item_loop.py"), tmp_path / "p", skip=3, warmup=1, active=4, with_stack=True
     )
     assert report.exit_code == 0
     assert _steps_in(report.traces[0]) == [4, 5, 6, 7]
@@ -118,6 +118,10 @@ def test_an_item_every_step_is_counted_per_step(tmp_path):
     sync = report.diagnosis.finding("sync")
     assert sync.status is Status.INFO and _ev(sync, "scalar_reads_per_step_median") == 2
     assert [b.items for b in report.diagnosis.steps] == [2, 2, 2, 2]
+    # --with-stack: the trace has the Python frames, and the finding names the script's line
+    # (torch's Python tracer gives a C call the line of its frame's last Python call)
+    assert report.diagnosis.summary.with_stack
+    assert re.search(r"\.item\(\) from item_loop\.py\(\d+\): <module>: 8 calls", sync.details[0])
 
 
 def test_inference_without_an_optimizer_steps_by_dataloader_batches(tmp_path):
