@@ -193,7 +193,7 @@ def main() -> None:
         "torch": torch.__version__,
         "load_average": os.getloadavg(),
         "goal": f"< {100 * GOAL:g} % of step time",
-        "step_time": [step_times(pairs, steps // (1 if w < 1000 else 6), w) for w in WIDTHS],
+        "step_time": [step_times(pairs, steps // (1 if w < 1000 else 3), w) for w in WIDTHS],
         "start_up": start_up(runs),
         "per_call": per_call(calls),
     }
