@@ -58,7 +58,7 @@ def test_plan_refuses_what_is_not_here(
 def test_plan_without_a_gpu(h200: Inventory) -> None:
     inv = _cpu_only(h200)
     assert plan(inv, None, None) == [("numpy", "cpu")]
-    with pytest.raises(UsageError, match=r"^cuda:0: no NVIDIA GPU here; use cpu \(with a GPU: pip"):
+    with pytest.raises(UsageError, match=r"^cuda:0: no NVIDIA GPU here; use cpu$"):
         plan(dataclasses.replace(inv, pci_nvidia=()), None, ["cuda:0"])
     with pytest.raises(UsageError, match=r"^cuda: the NVIDIA GPU here has no working driver"):
         plan(dataclasses.replace(inv, driver=Driver(status="no-library")), None, ["cuda"])
