@@ -38,3 +38,24 @@ def test_doctor_from_mutated_snapshots(
     code = cli.main(["doctor", "--from", str(path), "--json"])
     _, err = capsys.readouterr()
     assert_clean_exit(code, err)
+
+
+@pytest.mark.parametrize("renamed", ["]0;t\x1b[31m", "", "tensorflow"])
+def test_a_framework_gpuprobe_does_not_know_is_left_out(
+    renamed: str, tmp_path: Path, capsys: Any
+) -> None:
+    """A snapshot naming a framework outside the catalogue (what the fuzz above once made of
+    'cupy') gets no finding for it, so no id the catalogue lacks."""
+    snap = json.loads(json.dumps(SNAPSHOTS["h200.json"]))
+    names = [f["name"] for f in snap["frameworks"] if f.get("installed")]
+    assert "torch" in names
+    for f in snap["frameworks"]:
+        if f["name"] != "torch":
+            f["name"] = renamed
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snap))
+    assert cli.main(["doctor", "--from", str(path), "--json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    ids = [f["id"] for f in doc["findings"]]
+    assert "torch-ok" in ids or any(i.startswith("torch-") for i in ids)
+    assert not any(i.startswith(f"{renamed}-") for i in ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from gpuprobe.core.catalogue import placeholders
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.platform.frameworks import FRAMEWORKS
@@ -258,7 +259,10 @@ def _arch_fix(f: FrameworkInfo, g: Gpu, inv: Inventory) -> str:
 def check_frameworks(ctx: DoctorContext) -> list[Finding]:
     """Findings for every installed framework (none installed is itself a finding)."""
     inv = ctx.inventory
-    installed = [f for f in inv.frameworks if f.installed]
+    # the frameworks gpuprobe knows: a snapshot naming another (a damaged file, a later
+    # gpuprobe's) has nothing here to judge it by, and no finding id to give it
+    known = set(placeholders()["framework"])
+    installed = [f for f in inv.frameworks if f.installed and f.name in known]
     if not installed:
         return [
             Finding(
