@@ -4,6 +4,7 @@ traces, their verdict and the run's timeline. Records only (no views: ``show`` d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst
@@ -66,15 +67,11 @@ class ProfiledProcess(Record):
         script = next(
             (a for a in self.argv if a.endswith(".py")), self.argv[0] if self.argv else ""
         )
-        return f"pid {self.pid} ({os_basename(script)})" if script else f"pid {self.pid}"
+        return f"pid {self.pid} ({PurePath(script).name})" if script else f"pid {self.pid}"
 
     @property
     def traces(self) -> tuple[str, ...]:
         return tuple(w.trace for w in self.windows if w.trace)
-
-
-def os_basename(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status, status_counts
 from gpuprobe.core.units import seconds
+from gpuprobe.tools.monitor.summary import command_text
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
 
 __all__ = ["print_profile", "write_verdict_page"]
@@ -57,7 +58,7 @@ def print_profile(report: ProfileReport, console: object | None = None, **option
     from rich.markup import escape
 
     con = _console(console)
-    cmd = " ".join(report.command)
+    cmd = command_text(report.command)
     if report.request is not None:
         con.print(
             escape(
@@ -89,7 +90,7 @@ def print_profile(report: ProfileReport, console: object | None = None, **option
         for f in problems[:4]:
             con.print(escape(f"  {f.status.value.upper()} {f.id}: {f.title}"))
     if report.files:
-        con.print(escape("files: " + ", ".join(_short(f, report) for f in report.files)))
+        con.print(escape("files: " + ", ".join(_short(f) for f in report.files)))
     for note in report.notes:
         con.print(escape(note))
     if report.traces:
@@ -97,7 +98,7 @@ def print_profile(report: ProfileReport, console: object | None = None, **option
         con.print(escape(f"see it again: gpuprobe diagnose {again}"))
 
 
-def _short(path: str, report: ProfileReport) -> str:
+def _short(path: str) -> str:
     try:
         return str(Path(path).relative_to(Path.cwd()))
     except ValueError:
@@ -114,14 +115,14 @@ def render_text(report: ProfileReport) -> str:
 
 def render_repr(report: ProfileReport) -> str:
     """One line: what ran, what was profiled, the headline."""
-    cmd = " ".join(report.command)[:50] or f"request {report.request}"
+    what = command_text(report.command, 50) if report.command else f"request {report.request}"
     head = "no verdict"
     if report.diagnosis is not None and report.diagnosis.headline is not None:
         head = f"headline {report.diagnosis.headline.id}"
     elif report.findings:
         head = f"findings: {status_counts(report.findings)}"
     code = "" if report.exit_code is None else f"exit code {report.exit_code}, "
-    return f"<ProfileReport {cmd}: {code}{len(report.traces)} trace(s), {head}>"[:200]
+    return render.one_line("ProfileReport", f"{what}: {code}{len(report.traces)} trace(s), {head}")
 
 
 def render_html(report: ProfileReport) -> str:

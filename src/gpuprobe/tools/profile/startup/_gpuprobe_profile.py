@@ -130,7 +130,7 @@ class _Hook:
         self.aside = None  # why gpuprobe stands aside, once it does
         self.user_profiler = False  # the script made a profiler of its own
         self.requests = {}  # request id -> what became of it
-        self.request_mtime = None
+        self.request_seen = None  # (inode, mtime, size) of the request file last read
         self.worker = False
         self.optimizer_made = False  # an optimizer exists: its steps are the steps, not batches
         self.t_torch = None
@@ -473,9 +473,9 @@ class _Hook:
         except OSError:
             return
         seen = (st.st_ino, st.st_mtime_ns, st.st_size)  # a request is a new file (os.replace)
-        if seen == self.request_mtime:
+        if seen == self.request_seen:
             return
-        self.request_mtime = seen
+        self.request_seen = seen
         with open(path, encoding="utf-8") as f:
             req = json.load(f)
         rid = str(req["id"])
