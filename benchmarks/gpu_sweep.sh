@@ -242,6 +242,13 @@ step run-starved 180 gp -- run --hz 5 --out "$OUT/run-starved" --json -- "$PY" \
 step run-train 180 gp -- run --hz 5 --out "$OUT/run-train" --json -- "$PY" \
     examples/loader_workers.py "$T/loader_workers.json.gz" 300 >"$OUT/run-train.json" 2>>"$LOG"
 
+# -- profile (issue 26): an unmodified training script profiled in its steady steps on the card,
+# starved (the DataLoader in the training process) and fed (4 workers) ------------------------------
+step profile-train 180 gp -- profile --out "$OUT/profile-train" --json -- "$PY" \
+    examples/train.py --steps 60 >"$OUT/profile-train.json" 2>>"$LOG"
+step profile-workers 180 gp -- profile --out "$OUT/profile-workers" --json -- "$PY" \
+    examples/train.py --steps 60 --workers 4 >"$OUT/profile-workers.json" 2>>"$LOG"
+
 # -- bench: every workload, one framework at a time (a step cut by its timeout keeps the others);
 # torch on the CPU too (the crossover), the others on the card alone ---------------------------------
 bench() {  # bench FRAMEWORK [bench arguments...]
@@ -250,8 +257,6 @@ bench() {  # bench FRAMEWORK [bench arguments...]
     step "bench-$fw" 420 gp -- bench --backend "$fw" --budget "$BUDGET" --no-save --json "$@" \
         --plot "$OUT/bench-$fw.png" >"$OUT/bench-$fw.json" 2>>"$LOG"
 }
-bench torch
-
 # -- scale: least squares over CuPy arrays, one Dask worker per GPU --------------------------------
 step scale 360 pyc -- "$HERE/gpu_sweep_lstsq.py" --out "$OUT/scale-lstsq.json" >"$OUT/scale.txt" 2>>"$LOG"
 
@@ -264,6 +269,10 @@ step fit 300 gp -- fit --device cuda --json >"$OUT/fit.json" 2>>"$LOG"
 step precision 180 gp -- precision --device cuda --json >"$OUT/precision.json" 2>>"$LOG"
 step pack 240 gp -- pack -n 1,2,4 --json -- "$PY" -m gpuprobe precision --device cuda \
     --dtypes fp16 --budget 0.3 --json >"$OUT/pack.json" 2>>"$LOG"
+# -- the profile hook's cost outside its window, on a quieter machine than ours (issue 26)
+step profile-overhead 200 py -- "$HERE/profile_overhead.py" --quick \
+    --out "$OUT/profile-overhead.json" >"$OUT/profile-overhead.txt" 2>>"$LOG"
+bench torch
 bench cupy --device cuda
 bench jax --device cuda
 
