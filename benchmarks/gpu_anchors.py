@@ -233,10 +233,10 @@ def run(rounds: int) -> dict[str, Any]:
             "launch",
             "µs per launch (L2 flushed before each, as do_bench)",
             "triton_do_bench",
-            lambda: g["measure"](
-                "tiny", op, b, budget_s=0.5, min_runs=10, setup=flush.zero_
-            ).median
-            * 1e6,
+            lambda: (
+                g["measure"]("tiny", op, b, budget_s=0.5, min_runs=10, setup=flush.zero_).median
+                * 1e6
+            ),
             lambda: do_bench(op, return_mode="median") * 1e3,
             time=True,
         )

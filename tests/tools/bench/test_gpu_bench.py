@@ -140,8 +140,9 @@ def test_e8s_host_clock_misleads_at_e8s_size() -> None:
     the launch a host clock sees: the finding names it, with both figures."""
     import gpuprobe
 
-    report = gpuprobe.bench(["scale"], backends=["torch"], devices=["cuda:0"], save=False,
-                            sizes={"scale": [50_000_000]})
+    report = gpuprobe.bench(
+        ["scale"], backends=["torch"], devices=["cuda:0"], save=False, sizes={"scale": [50_000_000]}
+    )
     right = next(r for r in report.results if r.case == "events")
     wrong = next(r for r in report.results if r.case == "naive")
     assert right.seconds > 3 * wrong.seconds, (right.seconds, wrong.seconds)

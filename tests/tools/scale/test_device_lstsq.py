@@ -170,6 +170,30 @@ def test_single_array_matches_numpy_in_this_process(on_device, method):
     assert "GPU 0" in text and "NumPy standing in for CuPy" in text
 
 
+def test_the_n_by_n_factor_is_made_where_a_is(on_device, monkeypatch):
+    """On the H200 (2026-11-26) the host's Cholesky of the 1024 × 1024 Gram took half of a
+    77 ms solve: a GPU session factors on the device (here NumPy standing in), never on the host."""
+    factored: list[tuple[int, int]] = []
+    real = np.linalg.cholesky
+
+    def on_card(g: Any) -> Any:
+        factored.append(g.shape)
+        return real(g)
+
+    def on_host(g: Any, lapack: Any) -> Any:
+        raise AssertionError("the host factored the Gram of a GPU session")
+
+    monkeypatch.setattr(np.linalg, "cholesky", on_card)  # NumpyOps.xp is NumPy
+    monkeypatch.setattr(S, "_factor", on_host)
+    a, b = problem(4000, 30, cond=1e3)
+    x, rep = lstsq(a, b, "normal", max_refine=1)
+    assert factored == [(30, 30)]
+    assert rep.method == "normal" and rel(x, np.linalg.lstsq(a, b, rcond=None)[0]) <= 1e-11
+    # the condition estimate reads the device's factor: κ₁ of the scaled Gram, within √n of κ₂
+    ratio = rep.cond_estimate / np.linalg.cond(a / np.linalg.norm(a, axis=0))
+    assert 1 / np.sqrt(30) <= ratio <= np.sqrt(30), ratio
+
+
 def test_products_per_pass_do_not_grow_with_the_rows(on_device):
     """The Dask path made one task per row block per pass (62 on the H200, a sync and a copy of an
     n × n partial result each); here a pass is a fixed set of products whatever m is."""
@@ -182,8 +206,9 @@ def test_products_per_pass_do_not_grow_with_the_rows(on_device):
         assert rep.passes == 2  # the Gram pass and one residual pass
         seen.append((len(ops.calls), ops.syncs, rep.row_blocks))
     # the Gram: one batched GEMM (24 columns are one panel; m divisible by the pieces);
-    # syncs: Aᵀb, bᵀb and the summed Gram, then Aᵀr and ‖r‖² of the residual pass
-    assert seen == [(1, 5, 1), (1, 5, 1)]
+    # syncs: Aᵀb, bᵀb and the summed Gram, the Cholesky factor made on the card, then Aᵀr and
+    # ‖r‖² of the residual pass
+    assert seen == [(1, 6, 1), (1, 6, 1)]
     # more rows: more pieces side by side in the one call (2, then 32 of 2048 rows), not more calls
     assert [ops.calls[0].batch for ops in on_device] == [2, 32]
 

@@ -432,6 +432,27 @@ def test_cholesky_solves_with_or_without_scipy(monkeypatch, conditioned, scipy_p
     assert rel(chol.solve(v), np.linalg.solve(g, v)) <= 1e-10
 
 
+def test_cholesky_lower_in_fortran_order_and_refusals(conditioned):
+    """LAPACK's factor of Gᵀ (no copy) equals NumPy's; dpocon gives the same κ from L in C or
+    Fortran order; a G that is not positive definite, or not finite, is refused as NumPy does."""
+    if importlib.util.find_spec("scipy") is None:
+        pytest.skip("scipy is not installed")
+    a = conditioned(300, 40, cond=1e4)
+    g = a.T @ a
+    chol = S._Cholesky(g)
+    np.testing.assert_allclose(chol.lower, np.linalg.cholesky(g), rtol=1e-10, atol=1e-12)
+    assert chol.lower.flags.f_contiguous and not np.triu(chol.lower, 1).any()
+    k_f = S._kappa_from_cholesky(chol.lower, g)
+    k_c = S._kappa_from_cholesky(np.ascontiguousarray(chol.lower), g)
+    assert k_f == k_c and k_f is not None
+    # an O(n²) estimate of κ₁(G), whose root is within √n of κ₂(A)
+    assert 1 / np.sqrt(40) <= k_f[0] / np.linalg.cond(a) <= np.sqrt(40)
+    with pytest.raises(np.linalg.LinAlgError):
+        S._Cholesky(g - 2 * np.linalg.eigvalsh(g)[-1] * np.eye(40))
+    with pytest.raises(np.linalg.LinAlgError):
+        S._Cholesky.of_lower(np.where(np.eye(40) > 0, np.nan, chol.lower))
+
+
 def test_own_cluster_leaves_the_default_client_alone(client, rhs):
     from distributed import default_client
 
