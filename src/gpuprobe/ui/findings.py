@@ -16,10 +16,12 @@ from gpuprobe.ui.reprs import code_html, fix_html
 from gpuprobe.ui.style import STATUS_COLORS, STATUS_LABEL, STATUS_STYLE
 
 __all__ = [
+    "Hanging",
     "finding_html",
     "finding_table_html",
     "findings_html",
     "findings_lines",
+    "print_findings",
     "render_findings",
     "result_html",
     "text_html",
@@ -48,6 +50,63 @@ def findings_lines(
         if f.gain_text and f.id not in no_fix:
             lines.append(f"         gain: {f.gain_text}")
     return lines
+
+
+INDENT = " " * 8  # where a finding's lines begin under its status in print_findings
+
+
+class Hanging:
+    """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
+    first (a hanging indent), a word too long for the line folded there, and no trailing spaces
+    (a pipe gets the text as the terminal shows it)."""
+
+    def __init__(self, lead: Any, body: Any) -> None:
+        from rich.text import Text
+
+        self.lead = Text(lead) if isinstance(lead, str) else lead
+        self.body = Text(body) if isinstance(body, str) else body
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
+        pad = Text(" " * self.lead.cell_len)
+        for i, line in enumerate(self.body.wrap(console, room, overflow="fold")):
+            line.rstrip()
+            yield Text.assemble(self.lead if i == 0 else pad, line)
+
+
+MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
+
+
+def print_findings(
+    con: Any,
+    findings: Iterable[Finding],
+    *,
+    brief: tuple[Status, ...] = (Status.OK, Status.SKIPPED),
+    fix_for: tuple[Status, ...] | None = None,
+    details: int | None = 3,
+) -> None:
+    """Findings worst first on a rich console, each ``STATUS id [subject]  title`` then its
+    evidence, ``fix:``, ``gain:`` and up to ``details`` details (None: all), every wrapped line
+    under the first of its kind; those of a status in ``brief`` get the title alone, the fix
+    only those in ``fix_for`` (None: every status)."""
+    from rich.text import Text
+
+    for f in worst_first(list(findings)):
+        subject = f" [{f.subject}]" if f.subject else ""
+        status = Text(f"{f.status.value.upper():>7} ", STATUS_STYLE[f.status])
+        con.print(Hanging(status, Text.assemble((f.id, "bold"), subject, "  ", f.title)))
+        if f.status in brief:
+            continue
+        if f.evidence:
+            con.print(Hanging(INDENT, Text("  ".join(map(str, f.evidence)), style="dim")))
+        if f.fix and (fix_for is None or f.status in fix_for):
+            con.print(Hanging(Text(INDENT + "fix: ", "bold"), Text(f.fix)))
+        if f.gain_text:
+            con.print(Hanging(Text(INDENT + "gain: ", "bold"), Text(f.gain_text)))
+        for line in f.details if details is None else f.details[:details]:
+            con.print(Hanging(Text(INDENT + "· ", style="dim"), Text(line, style="dim")))
 
 
 def _finding_cell(f: Finding) -> Any:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from gpuprobe.core.errors import InputError
+from gpuprobe.tools.scale import dense
 from gpuprobe.tools.scale import device as D
 from gpuprobe.tools.scale import lstsq as L
 from gpuprobe.tools.scale import solvers as S
@@ -184,7 +185,7 @@ def test_the_n_by_n_factor_is_made_where_a_is(on_device, monkeypatch):
         raise AssertionError("the host factored the Gram of a GPU session")
 
     monkeypatch.setattr(np.linalg, "cholesky", on_card)  # NumpyOps.xp is NumPy
-    monkeypatch.setattr(S, "_factor", on_host)
+    monkeypatch.setattr(dense, "_factor", on_host)
     a, b = problem(4000, 30, cond=1e3)
     x, rep = lstsq(a, b, "normal", max_refine=1)
     assert factored == [(30, 30)]

@@ -14,6 +14,7 @@ from gpuprobe.core.findings import Status, status_counts
 from gpuprobe.core.units import seconds
 from gpuprobe.tools.monitor.summary import command_text
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
+from gpuprobe.ui.findings import Hanging
 
 __all__ = ["print_profile", "write_verdict_page"]
 
@@ -56,6 +57,7 @@ def print_profile(report: ProfileReport, console: object | None = None, **option
     """The report on a rich console (stdout by default): the header and processes, the verdict,
     the run's warnings, the files and notes."""
     from rich.markup import escape
+    from rich.text import Text
 
     con = _console(console)
     cmd = command_text(report.command)
@@ -88,14 +90,14 @@ def print_profile(report: ProfileReport, console: object | None = None, **option
         con.print()
         con.print(escape(f"the run's timeline: {counts}"))
         for f in problems[:4]:
-            con.print(escape(f"  {f.status.value.upper()} {f.id}: {f.title}"))
+            con.print(Hanging(f"  {f.status.value.upper()} ", Text(f"{f.id}: {f.title}")))
     if report.files:
-        con.print(escape("files: " + ", ".join(_short(f) for f in report.files)))
+        con.print(Hanging("files: ", ", ".join(_short(f) for f in report.files)))
     for note in report.notes:
         con.print(escape(note))
     if report.traces:
         again = report.traces[0] if len(report.traces) == 1 else str(Path(report.traces[0]).parent)
-        con.print(escape(f"see it again: gpuprobe diagnose {again}"))
+        con.print(Hanging("see it again: ", f"gpuprobe diagnose {again}"))
 
 
 def _short(path: str) -> str:

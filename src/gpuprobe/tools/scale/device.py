@@ -49,9 +49,10 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.core.units import MIB
+from gpuprobe.tools.scale.dense import _Cholesky
 from gpuprobe.tools.scale.engine import EngineInfo, in_process_info
 from gpuprobe.tools.scale.kernels import _gram_block, _nonfinite_counts, _qr_block, _residual_block
-from gpuprobe.tools.scale.solvers import _Cholesky, _Passes
+from gpuprobe.tools.scale.solvers import _Passes
 
 __all__ = [
     "DEVICE_UPLOAD_FRACTION",

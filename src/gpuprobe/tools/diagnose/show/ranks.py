@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.core import render
-from gpuprobe.core.findings import Status, worst_first
+from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
-from gpuprobe.ui.style import STATUS_STYLE
+from gpuprobe.ui.findings import print_findings
 
 __all__ = [
     "TEXT_WIDTH",
@@ -108,24 +108,13 @@ def _name_col(t: Any, name: str) -> None:
 
 
 def _findings(con: Any, findings: Any) -> None:
-    from rich.text import Text
-
-    for f in worst_first(findings):
-        style = STATUS_STYLE[f.status]
-        subject = f" [{f.subject}]" if f.subject else ""
-        con.print(
-            Text.assemble(
-                (f"{f.status.value.upper():>7} ", style), (f.id, "bold"), subject, "  ", f.title
-            )
-        )
-        if f.status is Status.SKIPPED:
-            continue
-        if f.evidence:
-            con.print(Text("        " + "  ".join(str(e) for e in f.evidence), style="dim"))
-        if f.fix and f.status in (Status.WARN, Status.FAIL, Status.INFO):
-            con.print(Text.assemble(("        fix: ", "bold"), f.fix))
-        if f.gain_text:
-            con.print(Text.assemble(("        gain: ", "bold"), f.gain_text))
+    print_findings(
+        con,
+        findings,
+        brief=(Status.SKIPPED,),
+        fix_for=(Status.WARN, Status.FAIL, Status.INFO),
+        details=0,
+    )
 
 
 def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:

@@ -7,9 +7,10 @@ import io
 from typing import Any
 
 from gpuprobe.core import render
-from gpuprobe.core.findings import Status, worst_first
+from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
+from gpuprobe.ui.findings import print_findings
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = [
@@ -113,25 +114,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             )
         )
     con.print()
-    for f in worst_first(d.findings):
-        style = STATUS_STYLE[f.status]
-        subject = f" [{f.subject}]" if f.subject else ""
-        con.print(
-            Text.assemble(
-                (f"{f.status.value.upper():>7} ", style), (f.id, "bold"), subject, "  ", f.title
-            )
-        )
-        if f.status in (Status.OK, Status.SKIPPED) and not verbose:
-            continue
-        if f.evidence:
-            con.print(Text("        " + "  ".join(str(e) for e in f.evidence), style="dim"))
-        if f.fix:
-            con.print(Text.assemble(("        fix: ", "bold"), f.fix))
-        if f.gain_text:
-            con.print(Text.assemble(("        gain: ", "bold"), f.gain_text))
-        shown = f.details if verbose else f.details[:3]
-        for line in shown:
-            con.print(Text("        · " + line, style="dim"))
+    quiet = () if verbose else (Status.OK, Status.SKIPPED)
+    print_findings(con, d.findings, brief=quiet, details=None if verbose else 3)
     con.print()
 
     has_gpu = any(r.device is not None for r in d.steps)
