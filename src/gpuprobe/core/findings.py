@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gpuprobe.core import render
 from gpuprobe.core.records import Record
+from gpuprobe.core.wrap import hang_lines
 
 __all__ = [
     "Evidence",
@@ -132,7 +133,7 @@ class Finding(Record):
             lines.append(f"  fix: {self.fix}")
         if self.gain_text:
             lines.append(f"  gain: {self.gain_text}")
-        return "\n".join(lines)
+        return "\n".join(hang_lines(lines))
 
     def _repr_html_(self) -> str:
         return render.html(self)

@@ -18,6 +18,7 @@ from gpuprobe.core import render
 from gpuprobe.core.findings import Status
 from gpuprobe.core.units import seconds
 from gpuprobe.platform.measurement import Measurement
+from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.style import STATUS_COLORS
 
 __all__ = [
@@ -27,8 +28,6 @@ __all__ = [
     "fix_html",
     "measurement_html",
 ]
-
-TEXT_WIDTH = 100  # columns of str(result): wider than a terminal's 80, narrower than a notebook
 
 
 def _console(width: int) -> Any:

@@ -14,11 +14,10 @@ from gpuprobe.core.findings import Status, status_counts
 from gpuprobe.core.units import seconds
 from gpuprobe.tools.monitor.summary import command_text
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
+from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.findings import Hanging
 
 __all__ = ["print_profile", "write_verdict_page"]
-
-TEXT_WIDTH = 80  # columns of str(report)
 
 
 def _console(console: object | None) -> Any:

@@ -14,6 +14,7 @@ from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.findings import print_findings
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "short_kernel_name",
 ]
 
-TEXT_WIDTH = 80  # columns of the plain-text rendering (str(), pipes); a terminal's own is used live
 
 # (pattern, replacement) applied in order to make a kernel name short and still telling: ATen's
 # element-wise and reduce wrappers hide the functor that says what the kernel does.

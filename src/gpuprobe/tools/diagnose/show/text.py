@@ -10,6 +10,7 @@ from gpuprobe.core import render
 from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
+from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.findings import print_findings
 from gpuprobe.ui.style import STATUS_STYLE
 
@@ -33,7 +34,6 @@ _CAUSE_LEGEND = {
     "short": "gap under 30 µs with work queued",
     "other": "no cause recorded",
 }
-_TEXT_WIDTH = 80  # columns of the comparison as plain text (str(), pipes)
 
 
 # host phases shown as columns of the host table of a trace without GPU activity (the
@@ -418,7 +418,7 @@ def print_comparison(
     con.print(f)
 
 
-def _capture(fn: object, obj: object, width: int = 110) -> str:
+def _capture(fn: object, obj: object, width: int = TEXT_WIDTH) -> str:
     from rich.console import Console
 
     buf = io.StringIO()
@@ -434,7 +434,7 @@ def render_text(d: Diagnosis) -> str:
 
 def render_comparison_text(c: TraceComparison) -> str:
     """The comparison as plain text, 80 columns (kernel names whole, wrapped)."""
-    return _capture(print_comparison, c, width=_TEXT_WIDTH)
+    return _capture(print_comparison, c, width=TEXT_WIDTH)
 
 
 render.text.register(Diagnosis, render_text)

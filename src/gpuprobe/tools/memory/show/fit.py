@@ -8,6 +8,7 @@ from gpuprobe.core import render
 from gpuprobe.core.render import one_line
 from gpuprobe.core.units import count, seconds, size
 from gpuprobe.tools.memory.model import FitResult, FitTrial
+from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
 __all__ = ["WIDTH", "fit_text", "trial_repr"]
@@ -43,7 +44,7 @@ def fit_text(r: FitResult) -> str:
         else:
             lines.append(f"  {t.batch_size:>8}  {'OOM':<4}  {'':>10}  {'':>11}  {'':>10}{mark}")
     lines += findings_lines(r.findings, no_details=("fit-nothing-fits",))
-    return "\n".join(lines)
+    return "\n".join(hang_lines(lines))  # prose under its lead at 80 columns
 
 
 def _wrapped(text: str) -> list[str]:

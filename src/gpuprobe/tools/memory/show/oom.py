@@ -11,6 +11,7 @@ from gpuprobe.core.render import one_line
 from gpuprobe.core.units import size
 from gpuprobe.tools.memory.oom.classify import OomError
 from gpuprobe.tools.memory.oom.report import OomReport
+from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
 __all__ = ["WIDTH", "error_repr", "render_text", "report_repr"]
@@ -26,7 +27,7 @@ def render_text(r: OomReport) -> str:
     )
     for n in r.notes:
         lines += textwrap.wrap(n, WIDTH, initial_indent="  note: ", subsequent_indent="        ")
-    return "\n".join(lines)
+    return "\n".join(hang_lines(lines))  # prose under its lead at 80 columns
 
 
 def report_repr(r: OomReport) -> str:

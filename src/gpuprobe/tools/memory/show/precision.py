@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpuprobe.core import render
 from gpuprobe.core.units import NA, seconds
 from gpuprobe.tools.memory.model import PrecisionReport
+from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
 __all__ = ["precision_text"]
@@ -41,7 +42,7 @@ def precision_text(r: PrecisionReport) -> str:
     lines += findings_lines(r.findings, skip=("precision-skipped",))
     for n in r.notes:
         lines.append(f"  note: {n}")
-    return "\n".join(lines)
+    return "\n".join(hang_lines(lines))  # prose under its lead at 80 columns
 
 
 render.text.register(PrecisionReport, precision_text)

@@ -9,6 +9,7 @@ from gpuprobe.core import render
 from gpuprobe.core.render import one_line
 from gpuprobe.core.units import count
 from gpuprobe.tools.monitor.pack_model import PackLevel, PackReport
+from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
 __all__ = ["level_repr", "pack_text"]
@@ -45,7 +46,7 @@ def pack_text(r: PackReport) -> str:
         "time, % of one core; host busy: all cores, whoever used them"
     )
     lines += findings_lines(r.findings)
-    return "\n".join(lines)
+    return "\n".join(hang_lines(lines))  # prose under its lead at 80 columns
 
 
 def level_repr(level: PackLevel) -> str:
