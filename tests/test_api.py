@@ -61,6 +61,7 @@ COMPOSED = {
     "profile_command",
     "profile_now",
     "run",
+    "write_folder_html",
 }
 
 
@@ -250,6 +251,7 @@ REVEALED = {
     "kernel_diff(ctx, ctx)": "gpuprobe.tools.diagnose.kernel_diff_model.KernelDiff",
     "find_trace_files('traces')": "list[str]",
     "write_diagnosis_html('p.html', d, ctx)": "str",
+    "write_folder_html('p.html', gpuprobe.diagnose_folder('traces'))": "str",
     "read_timeline('r')": "gpuprobe.tools.monitor.timeline.Timeline",
     "summarize(tl)": "gpuprobe.tools.monitor.summary.RunSummary",
     "write_run_report(tl, gpuprobe.summarize(tl))": "list[pathlib.Path]",

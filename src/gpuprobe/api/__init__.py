@@ -53,6 +53,7 @@ from gpuprobe.api.traces import (
     kernel_breakdown,
     kernel_diff,
     write_diagnosis_html,
+    write_folder_html,
 )
 
 __all__ = [
@@ -94,5 +95,6 @@ __all__ = [
     "top",
     "uninstall_oom_hook",
     "write_diagnosis_html",
+    "write_folder_html",
     "write_run_report",
 ]

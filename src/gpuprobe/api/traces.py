@@ -29,6 +29,7 @@ __all__ = [
     "kernel_breakdown",
     "kernel_diff",
     "write_diagnosis_html",
+    "write_folder_html",
 ]
 
 
@@ -126,6 +127,23 @@ def write_diagnosis_html(
     from gpuprobe.tools.diagnose.show.html import write_html
 
     return write_html(path, d, ctx, step)
+
+
+def write_folder_html(
+    path: str | os.PathLike[str],
+    result: MultiRankDiagnosis | CycleDiagnosis,
+    *,
+    steps: str | tuple[int, int] | None = None,
+    step: int | None = None,
+) -> str:
+    """Write the page of a folder's diagnosis (from :func:`diagnose_folder`) to ``path``: its
+    findings and table, with the timelines of the straggler and the median rank (of a job's
+    ranks) or of the cycle diagnosed in full (of one process's cycles), read again with the
+    same ``steps``; ``step``: the step number to draw (default: the median-length step)."""
+    from gpuprobe.tools.diagnose.drawn import traces_to_draw
+    from gpuprobe.tools.diagnose.show.pages import write_folder_html as _write
+
+    return _write(path, result, traces_to_draw(result, steps=steps), step)
 
 
 def find_trace_files(paths: PathLike | Iterable[PathLike]) -> list[str]:

@@ -40,7 +40,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--html",
         metavar="FILE",
-        help="also write a page with one step's timeline (with --compare: the comparison)",
+        help="also write a page with the findings and one step's zoomable timeline (for a "
+        "folder: the ranks' table and the straggler's and median rank's timelines, or the "
+        "cycles' table and the diagnosed cycle's; with --compare: the comparison)",
     )
     p.add_argument(
         "--html-step",
@@ -154,13 +156,13 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     """A folder or several files: the ranks of one job, or one process's profiler cycles
     (checked first; a mix is refused with one line)."""
     from gpuprobe import CycleDiagnosis
-    from gpuprobe.api import diagnose_folder, find_trace_files
+    from gpuprobe.api import diagnose_folder, find_trace_files, write_folder_html
     from gpuprobe.core import render
     from gpuprobe.core.findings import Status
     from gpuprobe.ui.progress import progress
 
-    if args.html:
-        raise UsageError("--html draws one trace: give a single TRACE file")
+    if args.html_step is not None and not args.html:
+        raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     files = find_trace_files(traces)
     total = sum(os.path.getsize(f) for f in files)
     shown = total >= PROGRESS_MIN_BYTES and not args.json
@@ -171,6 +173,8 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
             progress=bar.advance if bar.active else None,
         )
     cycles = isinstance(result, CycleDiagnosis)
+    if args.html:
+        write_folder_html(args.html, result, steps=args.steps, step=args.html_step)
     if args.json:
         # "kind" says which record the rest is (from_dict ignores it)
         print(json.dumps({"kind": "cycles" if cycles else "ranks", **result.to_dict()}, indent=2))
@@ -178,4 +182,6 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
         render.terminal(result, verbose=args.verbose)
     else:
         render.terminal(result)
+    if args.html and not args.json:
+        print(f"page written to {args.html}")
     return 1 if result.status is Status.FAIL else EXIT_OK

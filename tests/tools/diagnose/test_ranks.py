@@ -236,7 +236,11 @@ def test_cli_several_files_json(capsys):
     [
         (["diagnose", "{empty}"], "no trace files"),
         (["diagnose", str(DLRM_FILES[0]), "/nonexistent.json"], "no such file or folder"),
-        (["diagnose", str(DLRM8), "--html", "x.html"], "--html draws one trace"),
+        (
+            ["diagnose", str(DLRM8), "--html", "{empty}/x.html", "--html-step", "99"],
+            "--html-step 99: not among the analysed steps",
+        ),
+        (["diagnose", str(DLRM8), "--html-step", "2"], "give --html FILE too"),
         (["diagnose", str(DLRM8), "--compare", "a", "b"], "not both"),
     ],
 )

@@ -15,7 +15,14 @@ from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis, CycleRow
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES
 from gpuprobe.tools.diagnose.show.ranks import TEXT_WIDTH
 
-__all__ = ["cycles_html", "cycles_repr", "headline", "print_cycles", "render_cycles_text"]
+__all__ = [
+    "cycles_html",
+    "cycles_repr",
+    "cycles_table_html",
+    "headline",
+    "print_cycles",
+    "render_cycles_text",
+]
 
 
 def _pct(v: float | None) -> str:
@@ -156,16 +163,20 @@ def _row_html(r: CycleRow, diagnosed: int) -> str:
     return "<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in cells) + "</tr>"
 
 
-def cycles_html(d: CycleDiagnosis) -> str:
-    """The cycles for a notebook: one row per cycle, then the steady cycle's diagnosis."""
+def cycles_table_html(d: CycleDiagnosis) -> str:
+    """One row per cycle (steps, median step, busy and idle shares, phase and why)."""
     head = "".join(
         f"<th>{html.escape(h)}</th>"
         for h in ("cycle", "steps", "step (µs)", "busy %", *IDLE_CAUSES, "phase", "why")
     )
     rows = "".join(_row_html(r, d.diagnosed) for r in d.cycles)
+    return f"<table><tr>{head}</tr>{rows}</table>"
+
+
+def cycles_html(d: CycleDiagnosis) -> str:
+    """The cycles for a notebook: one row per cycle, then the steady cycle's diagnosis."""
     return (
-        f"<div><b>gpuprobe diagnose</b>: {html.escape(headline(d))}"
-        f"<table><tr>{head}</tr>{rows}</table>"
+        f"<div><b>gpuprobe diagnose</b>: {html.escape(headline(d))}{cycles_table_html(d)}"
         f"<p>idle columns: % of the steps' GPU time; * cycle {d.diagnosed}, diagnosed in full:</p>"
         f"{render.html(d.diagnosis)}</div>"
     )

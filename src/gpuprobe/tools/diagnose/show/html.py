@@ -1,9 +1,7 @@
-"""``--html``: one self-contained page with the findings beside one step's timeline.
-
-The timeline is inline SVG (nothing is fetched from a network): the step's top-level CPU ops and
-DataLoader spans, the CUDA runtime calls (syncs in red), the GPU activities per device and stream
-(kernels, memcpy, memset) and the GPU's idle gaps. Hover a box for its name and duration. Times in
-µs from the step's start.
+"""``--html``: one self-contained page with the findings beside one step's zoomable timeline
+(:mod:`.timeline`: inline JSON and script, nothing fetched from a network), a note on opening the
+whole trace in Perfetto; the same page parts for a job's ranks and one process's cycles
+(:mod:`.pages`); the notebook views (``_repr_html_``) and the ``--compare`` page.
 """
 
 from __future__ import annotations
@@ -16,52 +14,35 @@ import numpy as np
 
 from gpuprobe.core import render
 from gpuprobe.core.errors import InputError
-from gpuprobe.core.findings import worst_first
-from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.core.findings import Finding, worst_first
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kernels import KernelBreakdown
-from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL, GPU_KIND_MEMCPY, GPU_KIND_MEMSET
 from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+from gpuprobe.tools.diagnose.show.timeline import (
+    TIMELINE_CSS,
+    TIMELINE_JS,
+    legend_html,
+    perfetto_note,
+    timeline_data,
+    timeline_html,
+)
 from gpuprobe.ui.style import STATUS_COLORS
 
 __all__ = [
-    "MAX_BOXES_PER_ROW",
     "choose_step",
     "comparison_html",
     "comparison_page",
     "diagnosis_html",
+    "findings_html",
+    "page",
     "ranks_html",
     "render_html",
+    "step_timeline",
     "write_comparison_html",
     "write_html",
+    "write_page",
 ]
-
-MAX_BOXES_PER_ROW = 3000  # longest boxes kept per timeline row, to keep the page light
-_WIDTH = 800  # px of the time axis (the SVG scales to the page: viewBox)
-_LABEL = 150  # px of the row labels
-_ROW = 22  # px per row
-_COLORS = {
-    "op": "#7f8c8d",
-    "loader": "#e67e22",
-    "launch": "#95a5a6",
-    "sync": "#c0392b",
-    "kernel": "#2e86c1",
-    "memcpy": "#d68910",
-    "pageable": "#a04000",
-    "memset": "#8e44ad",
-}
-# the GPU's idle time, by cause (IDLE_CAUSES)
-_IDLE_COLORS = {
-    "startup": "#5d6d7e",
-    "input": "#e67e22",
-    "sync": "#c0392b",
-    "untraced": "#ec7063",
-    "host": "#7d3c98",
-    "launch": "#f1c40f",
-    "short": "#48c9b0",
-    "other": "#bdc3c7",
-}
 
 
 def choose_step(ctx: TraceContext, step: int | None = None) -> int:
@@ -76,258 +57,99 @@ def choose_step(ctx: TraceContext, step: int | None = None) -> int:
     return int(order[len(order) // 2]) if len(order) else 0
 
 
-def _boxes(
-    ts: np.ndarray,
-    dur: np.ndarray,
-    labels: Iterable[str],
-    t0: float,
-    scale: float,
-    y: int,
-    color: str | np.ndarray,
-) -> list[str]:
-    labels = list(labels)
-    if ts.size > MAX_BOXES_PER_ROW:
-        keep = np.sort(np.argsort(-dur, kind="stable")[:MAX_BOXES_PER_ROW])
-        ts, dur = ts[keep], dur[keep]
-        labels = [labels[i] for i in keep]
-        if not isinstance(color, str):
-            color = color[keep]
+def findings_html(findings: Iterable[Finding]) -> str:
+    """The findings, worst first, each with its evidence folded and its fix."""
     out = []
-    for i in range(ts.size):
-        x = _LABEL + (ts[i] - t0) * scale
-        w = max(dur[i] * scale, 0.6)
-        c = color if isinstance(color, str) else color[i]
-        out.append(
-            f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{_ROW - 6}" fill="{c}">'
-            f"<title>{html.escape(labels[i])}: {dur[i]:.1f} µs at +{ts[i] - t0:.1f} µs</title>"
-            "</rect>"
-        )
-    return out
-
-
-def _timeline(ctx: TraceContext, i: int) -> tuple[str, set[str]]:
-    """The step's SVG (scaling to the page's width) and the legend keys it uses."""
-    used: set[str] = set()
-    st = ctx.steps[i]
-    gsel = ctx.gpu_step == i
-    t0 = st.start
-    t1 = max(st.end, float(ctx.gpu_end[gsel].max()) if gsel.any() else st.end)
-    span = max(t1 - t0, 1e-3)
-    scale = _WIDTH / span
-    rows: list[tuple[str, list[str]]] = []
-    names = ctx.names
-
-    # Host: top-level ops of the busiest thread, and DataLoader spans.
-    top = ctx.op_top & (ctx.op_ts >= t0) & (ctx.op_ts <= t1)
-    if top.any():
-        tids, counts = np.unique(ctx.op_tid[top], return_counts=True)
-        tid = tids[np.argmax(counts)]
-        m = top & (ctx.op_tid == tid)
-        used.add("op")
-        rows.append((f"CPU ops (thread {ctx.raw.threads[tid]})", []))
-        rows[-1][1].extend(
-            _boxes(
-                ctx.op_ts[m],
-                ctx.op_dur[m],
-                (names[n] for n in ctx.op_name[m]),
-                t0,
-                scale,
-                0,
-                _COLORS["op"],
-            )
-        )
-    dl = P.DATALOADER_NEXT.mask(ctx.ann_name, names) & (ctx.ann_ts >= t0) & (ctx.ann_ts <= t1)
-    if dl.any():
-        used.add("loader")
-        rows.append(
-            (
-                "DataLoader",
-                _boxes(
-                    ctx.ann_ts[dl],
-                    ctx.ann_dur[dl],
-                    (names[n] for n in ctx.ann_name[dl]),
-                    t0,
-                    scale,
-                    0,
-                    _COLORS["loader"],
-                ),
-            )
-        )
-    rt = (ctx.rt_ts >= t0) & (ctx.rt_ts <= t1)
-    if rt.any():
-        colors = np.where(ctx.sync_mask[rt], _COLORS["sync"], _COLORS["launch"])
-        used.add("launch")
-        if ctx.sync_mask[rt].any():
-            used.add("sync")
-        rows.append(
-            (
-                "CUDA runtime",
-                _boxes(
-                    ctx.rt_ts[rt],
-                    ctx.rt_dur[rt],
-                    (names[n] for n in ctx.rt_name[rt]),
-                    t0,
-                    scale,
-                    0,
-                    colors,
-                ),
-            )
-        )
-    # GPU: one row per (device, stream), then the idle gaps of each device.
-    win = (ctx.gpu_end >= t0) & (ctx.gpu_ts <= t1)
-    pageable = P.PAGEABLE_COPY.mask(ctx.gpu_name, names)
-    for d in ctx.devices:
-        dm = win & (ctx.gpu_dev == d)
-        for s in sorted(int(x) for x in np.unique(ctx.gpu_stream[dm])):
-            m = dm & (ctx.gpu_stream == s)
-            kind = ctx.gpu_kind[m]
-            used.update(
-                k
-                for k, present in (
-                    ("kernel", (kind == GPU_KIND_KERNEL).any()),
-                    ("memcpy", ((kind == GPU_KIND_MEMCPY) & ~pageable[m]).any()),
-                    ("pageable", ((kind == GPU_KIND_MEMCPY) & pageable[m]).any()),
-                    ("memset", (kind == GPU_KIND_MEMSET).any()),
-                )
-                if present
-            )
-            colors = np.where(
-                kind == GPU_KIND_KERNEL,
-                _COLORS["kernel"],
-                np.where(
-                    kind == GPU_KIND_MEMCPY,
-                    np.where(pageable[m], _COLORS["pageable"], _COLORS["memcpy"]),
-                    _COLORS["memset"],
-                ),
-            )
-            rows.append(
-                (
-                    f"GPU {d} stream {s}",
-                    _boxes(
-                        ctx.gpu_ts[m],
-                        ctx.gpu_dur[m],
-                        (names[n] for n in ctx.gpu_name[m]),
-                        t0,
-                        scale,
-                        0,
-                        colors,
-                    ),
-                )
-            )
-        boxes: list[str] = []
-        for cause, (cs, ce) in ctx.idle_by_cause.get(d, {}).items():
-            lo, hi = np.clip(cs, t0, t1), np.clip(ce, t0, t1)
-            keep = hi > lo
-            if not keep.any():
-                continue
-            used.add("idle: " + cause)
-            boxes += _boxes(
-                lo[keep],
-                (hi - lo)[keep],
-                (f"idle ({cause})" for _ in range(int(keep.sum()))),
-                t0,
-                scale,
-                0,
-                _IDLE_COLORS[cause],
-            )
-        rows.append((f"GPU {d} idle, by cause", boxes))
-    height = _ROW * len(rows) + 30
-    full = _LABEL + _WIDTH + 40
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {full} {height}" width="100%" '
-        f'style="max-width:{full}px" font-family="sans-serif" font-size="12">'
-    ]
-    for r, (label, boxes) in enumerate(rows):
-        y = r * _ROW
-        parts.append(
-            f'<rect x="0" y="{y}" width="{_LABEL + _WIDTH}" height="{_ROW}" '
-            f'fill="{"#f4f6f7" if r % 2 else "#ffffff"}"/>'
-        )
-        parts.append(f'<text x="4" y="{y + 15}">{html.escape(label)}</text>')
-        parts.append(f'<g transform="translate(0,{y})">' + "".join(boxes) + "</g>")
-    axis_y = _ROW * len(rows) + 14
-    for k in range(6):
-        x = _LABEL + k * _WIDTH / 5
-        anchor = "start" if k == 0 else "end" if k == 5 else "middle"
-        parts.append(
-            f'<line x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{axis_y - 10}" '
-            'stroke="#ccc" stroke-width="0.5"/>'
-        )
-        parts.append(
-            f'<text x="{x:.1f}" y="{axis_y}" text-anchor="{anchor}">{k * span / 5:,.0f} µs</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts), used
-
-
-def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
-    """The whole page as a string."""
-    i = choose_step(ctx, step)
-    st = ctx.steps[i]
-    label = "whole trace" if st.number is None else f"ProfilerStep#{st.number}"
-    findings = []
-    for f in worst_first(d.findings):
+    for f in worst_first(tuple(findings)):
         color = STATUS_COLORS[f.status]
         ev = "".join(f"<li>{html.escape(str(e))}</li>" for e in f.evidence)
         det = "".join(f"<li>{html.escape(x)}</li>" for x in f.details[:5])
         fix = f"<p><b>fix:</b> <code>{html.escape(f.fix)}</code></p>" if f.fix else ""
         if f.gain_text:
             fix += f"<p><b>gain:</b> {html.escape(f.gain_text)}</p>"
-        findings.append(
+        out.append(
             f'<div class="f" style="border-left:5px solid {color}">'
             f'<b style="color:{color}">{f.status.value.upper()}</b> <b>{html.escape(f.id)}</b> '
             f"{html.escape(f.subject)}<br>{html.escape(f.title)}"
             f"<details><summary>evidence</summary><ul>{ev}</ul><ul>{det}</ul></details>{fix}</div>"
         )
-    svg, used = _timeline(ctx, i)
-    colors = {**_COLORS, **{"idle: " + k: c for k, c in _IDLE_COLORS.items()}}
-    legend = " ".join(
-        f'<span style="background:{c};color:#fff;padding:1px 5px;white-space:nowrap">{k}</span>'
-        for k, c in colors.items()
-        if k in used
-    )
+    return "".join(out)
+
+
+def step_timeline(d: Diagnosis, ctx: TraceContext, step: int | None = None, who: str = "") -> str:
+    """The heading, the busy note, the legend and the zoomable timeline of one step of ``ctx``
+    (``step``: its number; default the median-length step); ``who`` prefixes the heading."""
+    i = choose_step(ctx, step)
+    st = ctx.steps[i]
+    label = "whole trace" if st.number is None else f"ProfilerStep#{st.number}"
+    data, used = timeline_data(ctx, i)
     s = d.summary
-    busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
     rows = [r for r in d.steps if r.step == st.number and r.gpu_busy_fraction is not None]
     note = ""
     if rows and s.gpu_busy_fraction is not None:
         step_busy = 100 * rows[0].gpu_busy_fraction  # type: ignore[operator]
         note = (
             f"<p class=note>This step: GPU busy {step_busy:.1f} % of the step, idle "
-            f"{100 - step_busy:.1f} %. Whole trace: busy {busy} of the span from the first to "
-            "the last GPU activity (HTA's temporal breakdown), which leaves out the host time "
-            "before the first kernel and after the last; that is why the two can differ.</p>"
+            f"{100 - step_busy:.1f} %. Whole trace: busy {100 * s.gpu_busy_fraction:.1f} % of "
+            "the span from the first to the last GPU activity (HTA's temporal breakdown), which "
+            "leaves out the host time before the first kernel and after the last; that is why "
+            "the two can differ.</p>"
         )
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>gpuprobe diagnose: {html.escape(s.path)}</title>
-<style>
-body {{ font-family: sans-serif; margin: 1em; color: #222; }}
-.f {{ padding: 4px 8px; margin: 6px 0; background: #fafafa; }}
-code {{ background: #eef; padding: 1px 3px; }}
-.wrap {{ display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }}
-.side {{ flex: 1 1 24em; max-width: 40em; min-width: 0; }}
-.main {{ flex: 3 1 40em; min-width: 0; }}
-.note {{ color: #555; font-size: 90%; }}
-</style></head><body>
-<h2>gpuprobe diagnose</h2>
-<p>{html.escape(s.path)}: {s.events:,} events, {len(s.steps)} steps, whole-trace GPU busy {busy}</p>
-{_headline_html(d)}
-<div class="wrap"><div class="side"><h3>Findings</h3>{"".join(findings)}</div>
-<div class="main"><h3>Timeline of {html.escape(label)} ({st.end - st.start:,.0f} µs)</h3>
-{note}<p>{legend}</p>{svg}</div></div>
-</body></html>
+    title = f"{who}Timeline of {label} ({st.end - st.start:,.0f} µs)"
+    return f"<h3>{html.escape(title)}</h3>{note}<p>{legend_html(used)}</p>" + timeline_html(
+        data, title
+    )
+
+
+_CSS = """
+body { font-family: sans-serif; margin: 1em; color: #222; }
+.f { padding: 4px 8px; margin: 6px 0; background: #fafafa; }
+code { background: #eef; padding: 1px 3px; word-break: break-all; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+td, th { padding: 2px 8px; border-bottom: 1px solid #eee; vertical-align: top; }
+.wrap { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }
+.side { flex: 1 1 24em; max-width: 40em; min-width: 0; }
+.main { flex: 3 1 40em; min-width: 0; }
+.note { color: #555; font-size: 90%; }
 """
 
 
-def write_html(path: str, d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
-    """Write the page to ``path``; returns the path."""
-    text = render_html(d, ctx, step)
+def page(title: str, body: str, *, timelines: bool = True) -> str:
+    """A whole self-contained page: the style, ``body``, and the timelines' script."""
+    script = f"<script>{TIMELINE_JS}</script>" if timelines else ""
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_CSS}{TIMELINE_CSS if timelines else ''}</style></head><body>\n{body}\n"
+        f"{script}</body></html>\n"
+    )
+
+
+def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
+    """The whole page as a string."""
+    s = d.summary
+    busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
+    body = (
+        f"<h2>gpuprobe diagnose</h2><p>{html.escape(s.path)}: {s.events:,} events, "
+        f"{len(s.steps)} steps, whole-trace GPU busy {busy}</p>{_headline_html(d)}"
+        f'<div class="wrap"><div class="side"><h3>Findings</h3>{findings_html(d.findings)}</div>'
+        f'<div class="main">{step_timeline(d, ctx, step)}{perfetto_note([s.path])}</div></div>'
+    )
+    return page(f"gpuprobe diagnose: {s.path}", body)
+
+
+def write_page(path: str | os.PathLike[str], text: str) -> str:
+    """Write a page to ``path``; returns the path (one-line error when it cannot be written)."""
     try:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
         raise InputError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
-    return path
+    return str(path)
+
+
+def write_html(path: str, d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
+    """Write the page to ``path``; returns the path."""
+    return write_page(path, render_html(d, ctx, step))
 
 
 def _headline_html(d: Diagnosis) -> str:
@@ -510,12 +332,7 @@ code {{ background: #eef; padding: 1px 3px; }}
 
 def write_comparison_html(c: TraceComparison, path: str | os.PathLike[str]) -> str:
     """Write the comparison's page to ``path`` (``render.report``); returns the path."""
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(comparison_page(c))
-    except OSError as exc:
-        raise InputError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
-    return str(path)
+    return write_page(path, comparison_page(c))
 
 
 def kernels_html(kb: KernelBreakdown) -> str:
