@@ -65,6 +65,8 @@ def test_a_speed_ratio_below_one_is_slower_and_said_the_right_way_round() -> Non
     assert speed_change(1 / 0.93) == "8 % faster"
     assert speed_change(1.12) == "12 % faster"
     assert speed_change(0.4) == "2.50× slower"
+    assert speed_change(1 / 1.81) == "1.81× slower"  # as a table's 1.81× slowdown reads
+    assert speed_change(0.7) == "30 % slower"
     assert speed_change(3.0) == "3.00× faster"
     assert speed_change(1.002) == "as fast"
     assert speed_change(0.0) == "n/a"

@@ -83,9 +83,10 @@ def count(v: float | None) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-# From this ratio of speeds on (or its inverse down), a change reads as "2.50× faster" rather than
-# a percentage: "150 % faster" is read wrongly as often as right. gpuprobe's choice.
-SPEED_TIMES_FROM = 2.0
+# From this ratio of speeds on (or its inverse down), a change reads as "1.81× slower" rather than
+# a percentage ("45 % slower" beside a table's 1.81× slowdown, or "150 % faster", is read wrongly
+# as often as right). gpuprobe's choice.
+SPEED_TIMES_FROM = 1.5
 
 
 def speed_change(ratio: float) -> str:

@@ -112,7 +112,7 @@ def test_a_slower_lower_precision_on_a_gpu_is_called_slower_and_explained() -> N
     no_gain = {f.subject: f for f in r.findings if f.id == "precision-no-gain"}
     bf16 = no_gain["bf16"]
     assert bf16.title == (
-        "bf16 is 47 % slower than fp32 here (1.35 ms a forward pass, fp32 714.3 µs)"
+        "bf16 is 1.90× slower than fp32 here (1.35 ms a forward pass, fp32 714.3 µs)"
     )
     assert bf16.details[0].startswith(
         "one forward pass is 6.44 GFLOP: fp32 ran it at 9.0 TFLOP/s, bf16 at 4.8 TFLOP/s; too "
