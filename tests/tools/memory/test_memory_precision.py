@@ -147,3 +147,12 @@ def test_bad_input() -> None:
         precision_sweep(lambda x: x, torch.randn(2))
     with pytest.raises(UsageError, match="fp8"):
         precision_sweep(_model(), torch.randn(2, 64), dtypes=("fp8",))
+
+
+def test_int8_work_is_counted_in_operations_not_flops() -> None:
+    """Issue 27: int8 figures are TOP/s (the spec sheets' unit for integer products)."""
+    from gpuprobe.tools.memory.rules.precision import _rate
+
+    assert _rate(2_000_000_000_000, 1.0, "int8") == "2.0 TOP/s"
+    assert _rate(2_000_000_000_000, 1.0, "bf16") == "2.0 TFLOP/s"
+    assert _rate(None, 1.0, "int8") == "n/a"
