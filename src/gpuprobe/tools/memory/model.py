@@ -48,7 +48,7 @@ class FitTrial(Record):
     batch_size: int
     fits: bool
     phase: Phase = "search"
-    error: str | None = None  # the out-of-memory message (or the cap it exceeded) when it did not fit
+    error: str | None = None  # the out-of-memory message, or the cap it went over, when not a fit
     median_s: float | None = None  # one step, on the device's clock
     p20_s: float | None = None
     p80_s: float | None = None
