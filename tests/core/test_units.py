@@ -54,3 +54,20 @@ def test_gib() -> None:
     assert units.gib(3 * 2**30, 1, unit=False) == "3.0"
     assert units.gib_value(1.234 * 2**30) == 1.23
     assert units.gib(None) == units.NA and units.gib_value(None) is None
+
+
+def test_a_speed_ratio_below_one_is_slower_and_said_the_right_way_round() -> None:
+    """Issue 27: "0.93× slower" read as faster; a ratio below 1 is a percentage slower, a large
+    one is turned round ("2.50× slower", never "0.40× slower")."""
+    from gpuprobe.core.units import speed_change
+
+    assert speed_change(0.93) == "7 % slower"
+    assert speed_change(1 / 0.93) == "8 % faster"
+    assert speed_change(1.12) == "12 % faster"
+    assert speed_change(0.4) == "2.50× slower"
+    assert speed_change(1 / 1.81) == "1.81× slower"  # as a table's 1.81× slowdown reads
+    assert speed_change(0.7) == "30 % slower"
+    assert speed_change(3.0) == "3.00× faster"
+    assert speed_change(1.002) == "as fast"
+    assert speed_change(0.0) == "n/a"
+    assert speed_change(float("nan")) == "n/a"

@@ -10,6 +10,7 @@ This module is at the bottom of the layers: judges use it for titles, ``report/`
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "rate",
     "seconds",
     "size",
+    "speed_change",
 ]
 
 NA = "n/a"  # a value that was not measured or is not supported (nvitop's NA)
@@ -79,6 +81,29 @@ def count(v: float | None) -> str:
     if v is None:
         return NA
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+# From this ratio of speeds on (or its inverse down), a change reads as "1.81× slower" rather than
+# a percentage ("45 % slower" beside a table's 1.81× slowdown, or "150 % faster", is read wrongly
+# as often as right). gpuprobe's choice.
+SPEED_TIMES_FROM = 1.5
+
+
+def speed_change(ratio: float) -> str:
+    """A ratio of speeds (new / old throughput, or old / new time) in words that match it:
+    ``0.93`` -> ``7 % slower``, ``1.12`` -> ``12 % faster``, ``0.4`` -> ``2.50× slower``,
+    ``3.0`` -> ``3.00× faster``, ``1.002`` -> ``as fast``. Never "0.93× slower": a ratio below 1
+    is turned round before it is called slower."""
+    if not 0 < ratio < math.inf:
+        return NA
+    if ratio >= SPEED_TIMES_FROM:
+        return f"{ratio:.2f}× faster"
+    if ratio <= 1 / SPEED_TIMES_FROM:
+        return f"{1 / ratio:.2f}× slower"
+    pct = round(100 * (ratio - 1))
+    if pct == 0:
+        return "as fast"
+    return f"{pct} % faster" if pct > 0 else f"{-pct} % slower"
 
 
 def rate(value: float | None, unit: str, digits: int = 3) -> str:

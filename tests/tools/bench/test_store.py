@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import closing
 from pathlib import Path
 
@@ -81,3 +82,31 @@ def test_compare_without_history() -> None:
     with closing(Store()) as store:
         c = store.compare(_report(1.0, 1.0, Environment(hostname="box")), None)
     assert c.changes == () and c.note == "no earlier run on this machine to compare with"
+
+
+def test_a_figure_that_moved_90_times_is_an_outlier_not_better(_data_dir: Path) -> None:
+    """Issue 27: a transfer that went from 0.1 to 9.29 GB/s was called "92.947 better"; a move
+    of OUTLIER_RATIO× or more is a measurement problem, shown as an outlier with a note."""
+    from gpuprobe.tools.bench.model import OUTLIER_RATIO
+    from gpuprobe.tools.bench.show.table import bench_text, outlier_note
+
+    env = Environment(hostname="box")
+    with closing(Store()) as store:
+        store.save(_report(0.1, 1e-3, env))
+        new = _report(9.2947, 1.06e-3, env)
+        c = store.compare(new, store.last_run("box"))
+    by = {ch.key: ch for ch in c.changes}
+    copy = by["transfer/host/numpy/cpu/4096"]
+    assert copy.ratio == pytest.approx(92.947) and copy.outlier and copy.better is None
+    call = by["launch/call/numpy/cpu/1"]  # 6 % slower: a real change, not an outlier
+    assert not call.outlier and call.better is False
+    assert OUTLIER_RATIO == 10.0
+    note = outlier_note(c)
+    assert note is not None and note.startswith("outlier: 1 result(s) moved 10× or more")
+    text = bench_text(dataclasses.replace(new, comparison=c))
+    row = next(line for line in text.splitlines() if "transfer/host" in line)
+    assert "92.9" in row and "outlier" in row and "better" not in row and "92.947" not in row
+    assert "a measurement problem" in text
+    # a fall by 10× is an outlier too, and the record round-trips
+    c2 = dataclasses.replace(c, changes=(dataclasses.replace(copy, ratio=0.1, outlier=True),))
+    assert type(c2).from_dict(c2.to_dict()) == c2

@@ -255,3 +255,17 @@ def test_the_h200_doctor_run_judged_again() -> None:
     assert jax.fix is not None and "jax_default_matmul_precision', 'highest'" in jax.fix
     assert {"torch-gpu-kernels-ok", "cupy-gpu-kernels-ok", "jax-gpu-kernels-ok"} <= set(ids)
     assert "torch-float32-on-tensor-cores" not in ids and "cupy-float32-on-tensor-cores" not in ids
+
+
+def test_group_headings_keep_acronyms_in_capitals() -> None:
+    """Issue 27: str.capitalize printed the GPU group as "Gpu"."""
+    from gpuprobe.tools.doctor.show import doctor_html, doctor_text, group_heading
+
+    assert group_heading("gpu") == "GPU"
+    assert group_heading("driver") == "Driver"
+    assert group_heading("cuda toolkit") == "CUDA toolkit"
+    report = doctor(inventory=_inv("h200.json"))
+    assert "gpu" in report.by_group()
+    lines = doctor_text(report).splitlines()
+    assert "GPU" in {line.strip() for line in lines} and "Gpu" not in doctor_text(report)
+    assert ">GPU</th>" in doctor_html(report)

@@ -250,3 +250,53 @@ def test_a_bare_cuda_device_gets_its_index_at_the_door(monkeypatch: pytest.Monke
         ("reset_peak_memory_stats", (1,)),
         ("max", 1),
     ]
+
+
+def test_a_batch_that_peaks_over_the_cap_is_not_a_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: under a 512 MiB cap, batch 7049 peaked at 526 MiB and was called a fit (RLIMIT_AS
+    counts address space mapped after the cap was set; the RSS also grows by pages mapped before
+    it). A trial whose peak, with what it took of the cap before the step, is above the cap is not
+    a fit: the search goes below it, the table says "over" and the finding names the peak."""
+    from gpuprobe.tools.memory import fit as fit_mod
+
+    cap = 512 * MIB
+
+    def trial(step: object, b: int, repeats: int, device: object, limit: object) -> dict:
+        # 75 KiB a sample of RSS above the trial's start, 2 MiB of the cap taken before the step
+        return {
+            "fits": True,
+            "times": [1e-3],
+            "timer": "perf_counter",
+            "peak": b * 75 * 1024,
+            "kind": "peak RSS above the trial's start",
+            "device": "cpu",
+            "cap_baseline": 692 * MIB,
+            "cap_overhead": 2 * MIB,
+        }
+
+    monkeypatch.setattr(fit_mod, "_isolated_trial", trial)
+    r = fit(demo.alloc_step, range(1, 16385), repeats=1, memory_limit=cap, curve=False)
+    room = (cap - 2 * MIB) // (75 * 1024)  # 6962 samples: the largest within the cap
+    assert r.best is not None and 0.95 * room <= r.best <= room
+    assert r.first_fail is not None and r.first_fail > room
+    best = next(t for t in r.trials if t.batch_size == r.best)
+    assert best.fits and best.peak_memory is not None and best.peak_memory + 2 * MIB <= cap
+    over = next(t for t in r.trials if t.batch_size == r.first_fail)
+    assert not over.fits and over.over_cap and over.peak_memory is not None
+    assert over.peak_memory + 2 * MIB > cap
+    assert f"over the {size(cap)} cap" in (over.error or "")
+    assert "over the memory cap" in str(over)
+    largest = next(f for f in r.findings if f.id == "fit-largest")
+    assert largest.title == (
+        f"largest batch that fits: {r.best} ({r.first_fail} peaks at "
+        f"{size(over.peak_memory)}, over the 512 MiB cap)"
+    )
+    row = next(line for line in str(r).splitlines() if line.split()[:1] == [str(r.first_fail)])
+    assert row.split()[1] == "over" and row.endswith("> cap")
+    assert FitResult.from_dict(r.to_dict()) == r
+    # nothing under the cap: the smallest batch already peaks over it
+    monkeypatch.setattr(fit_mod, "_isolated_trial", lambda *a: {**trial(*a), "peak": cap + 1})
+    none = fit(demo.alloc_step, range(1, 9), repeats=1, memory_limit=cap, curve=False)
+    assert none.best is None
+    nothing = next(f for f in none.findings if f.id == "fit-nothing-fits")
+    assert nothing.title == "even the smallest batch (1) peaks over the 512 MiB cap"

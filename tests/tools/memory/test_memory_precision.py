@@ -112,7 +112,7 @@ def test_a_slower_lower_precision_on_a_gpu_is_called_slower_and_explained() -> N
     no_gain = {f.subject: f for f in r.findings if f.id == "precision-no-gain"}
     bf16 = no_gain["bf16"]
     assert bf16.title == (
-        "bf16 is slower here: 0.53x fp32's throughput (1.35 ms a forward pass, fp32 714.3 µs)"
+        "bf16 is 1.90× slower than fp32 here (1.35 ms a forward pass, fp32 714.3 µs)"
     )
     assert bf16.details[0].startswith(
         "one forward pass is 6.44 GFLOP: fp32 ran it at 9.0 TFLOP/s, bf16 at 4.8 TFLOP/s; too "
@@ -147,3 +147,12 @@ def test_bad_input() -> None:
         precision_sweep(lambda x: x, torch.randn(2))
     with pytest.raises(UsageError, match="fp8"):
         precision_sweep(_model(), torch.randn(2, 64), dtypes=("fp8",))
+
+
+def test_int8_work_is_counted_in_operations_not_flops() -> None:
+    """Issue 27: int8 figures are TOP/s (the spec sheets' unit for integer products)."""
+    from gpuprobe.tools.memory.rules.precision import _rate
+
+    assert _rate(2_000_000_000_000, 1.0, "int8") == "2.0 TOP/s"
+    assert _rate(2_000_000_000_000, 1.0, "bf16") == "2.0 TFLOP/s"
+    assert _rate(None, 1.0, "int8") == "n/a"

@@ -9,7 +9,14 @@ import pytest
 
 from gpuprobe.core.errors import GpuprobeError, UsageError
 from gpuprobe.core.findings import Status
-from gpuprobe.tools.monitor.pack import pack, parse_counts, read_sharing, recommend
+from gpuprobe.tools.monitor.pack import (
+    RATE_UNIT_FALLBACK,
+    pack,
+    parse_counts,
+    rate_unit,
+    read_sharing,
+    recommend,
+)
 from gpuprobe.tools.monitor.pack_model import PackLevel, PackReport, core_capacity
 from gpuprobe.tools.monitor.rules.pack import judge
 
@@ -45,6 +52,8 @@ def test_rate_read_from_each_copy_is_summed() -> None:
     r = pack(BUSY, [2], rate=r"rate: ([0-9.]+)")
     assert r.levels[0].throughput == pytest.approx(15.0)
     assert all(c.rate == 7.5 for c in r.levels[0].copies)
+    assert r.unit == RATE_UNIT_FALLBACK  # the pattern names no unit after the number
+    assert r.levels[0].unit == r.unit
     missing = pack(BUSY, [1], rate=r"it/s ([0-9.]+)")
     assert missing.levels[0].throughput is None
     assert any(f.id == "pack-no-rate" for f in missing.findings)
@@ -127,3 +136,41 @@ def test_gpu_findings_say_when_mig_and_mps_help(fake_nvml: Any) -> None:
     assert "pack-cpu-only" not in ids
     assert "supports MIG" in ids["pack-mig"].title
     assert "MPS" in ids["pack-mps"].title
+
+
+@pytest.mark.parametrize(
+    ("pattern", "unit"),
+    [
+        (r"([0-9.]+) it/s", "it/s"),
+        (r"loss ([\d.]+) tok/s$", "tok/s"),
+        (r"rate=([0-9.]+)\s+samples/s", "samples/s"),
+        (r"(?:x)([0-9]+)\ img\/s", "img/s"),
+        (r"([^]]+) ms", "ms"),
+        (r"([\d.]+)\s*(\w+)", RATE_UNIT_FALLBACK),
+        (r"rate: ([0-9.]+)", RATE_UNIT_FALLBACK),
+    ],
+)
+def test_a_rate_gets_the_unit_its_pattern_names(pattern: str, unit: str) -> None:
+    """Issue 27: "372 rate" named no unit; the unit is the word after the number's group."""
+    assert rate_unit(pattern) == unit
+
+
+def _rec_title(slowdown: float, unit: str = "jobs/h") -> str:
+    levels = (
+        PackLevel(n=1, copies=(), wall_s=1.0, mean_copy_s=1.0, throughput=372.0, slowdown=1.0),
+        PackLevel(
+            n=2, copies=(), wall_s=1.0, mean_copy_s=slowdown, throughput=800.0, slowdown=slowdown
+        ),
+    )
+    r = PackReport(command=("job",), levels=levels, unit=unit, recommended=2, cores=4)
+    return next(f for f in judge(r) if f.id == "pack-recommend").title
+
+
+def test_a_copy_that_got_faster_is_not_called_slower() -> None:
+    """Issue 27: "each copy 0.93x slower" read as a slowdown that was a speed-up."""
+    assert _rec_title(0.93, "it/s") == (
+        "run 2 at once: 800 it/s in total, 2.15x N=1, each copy 8 % faster"
+    )
+    assert _rec_title(1.10).endswith("each copy 9 % slower")
+    assert _rec_title(2.5).endswith("each copy 2.50× slower")
+    assert "0.93" not in _rec_title(0.93)

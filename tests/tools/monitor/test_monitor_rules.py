@@ -163,3 +163,28 @@ def test_summary_round_trips_through_json() -> None:
     s = summarize(build(util=lambda i: 7, main_thread=lambda i: 99.0))
     again = type(s).from_dict(s.to_dict())
     assert again == s
+
+
+def test_a_run_that_used_the_other_cores_is_not_bound_to_one_thread() -> None:
+    """Issue 27: a run whose main thread was pegged but which used 1.6 cores in all was told
+    "one core pegged, vectorise"; it used the other cores too."""
+    from gpuprobe.tools.monitor.rules.starvation import ONE_THREAD_MAX_CORES
+
+    assert ONE_THREAD_MAX_CORES == 1.25
+    spread = summarize(build(gpus=False, main_thread=lambda i: 99.0, tree_cpu=lambda i: 160.0))
+    f = ids(spread.findings)
+    assert ev(f["monitor-cpu-usage"], "command_cores_mean") == 1.6
+    assert "monitor-cpu-main-thread" not in f
+    alone = ids(
+        summarize(build(gpus=False, main_thread=lambda i: 99.0, tree_cpu=lambda i: 110.0)).findings
+    )
+    assert alone["monitor-cpu-main-thread"].status is Status.INFO
+    assert ev(alone["monitor-cpu-usage"], "command_cores_mean") == 1.1
+    # the same on a starved GPU: a pegged main thread beside 0.6 of a core of other work
+    starved = ids(
+        summarize(
+            build(util=lambda i: 7, main_thread=lambda i: 99.0, tree_cpu=lambda i: 160.0)
+        ).findings
+    )
+    assert "monitor-gpu-starved-main-thread" not in starved
+    assert starved["monitor-gpu-busy"].status is Status.WARN

@@ -176,3 +176,59 @@ def test_cpu_per_worker_measured_and_contention_judged(sweep):
     assert judged(5.0, 0.95) == []  # a full core each
     assert judged(0.3, 0.4) == []  # too short: scheduling and the client's n × n work
     assert judged(5.0, 0.4, comm=0.5) == []  # waiting on communication, not on other jobs
+
+
+def test_efficiency_counts_only_workers_with_a_row_block():
+    """Issue 27: with one row block the second worker had nothing to do, and the sweep printed
+    "74 % efficiency" (noise between two one-worker runs). Efficiency is against the workers
+    that had a block; with none more than the fewest, there is none, and one finding says so."""
+    runs = [_row("normal", 1, 8.0), _row("normal", 2, 10.8), _row("normal", 4, 4.0)]
+    one = _with_speedup(runs, 1, blocks=1)
+    assert [r.efficiency for r in one] == [None, None, None]
+    assert [round(r.speedup, 2) for r in one] == [1.0, 0.74, 2.0]  # measured, still shown
+    found = apply_rules(RULES_SWEEP, SweepFacts(one, [1, 2, 4], 0, 1))
+    eff = [f for f in found if f.id == "scale-lstsq-efficiency"]
+    assert len(eff) == 1 and eff[0].status is Status.INFO
+    assert eff[0].title.startswith("1 row block: no parallel efficiency")
+    assert "%" not in eff[0].title
+    # two blocks on four workers: efficiency against the two that had one
+    two = _with_speedup(runs, 1, blocks=2)
+    assert two[2].efficiency == pytest.approx(2.0 / 2)
+    title = next(
+        f.title
+        for f in apply_rules(RULES_SWEEP, SweepFacts(two, [1, 2, 4], 0, 2))
+        if f.id == "scale-lstsq-efficiency"
+    )
+    assert title.startswith("normal: parallel efficiency 100% from 1 to 4 workers (2 with a row")
+
+
+def test_one_row_block_sweep_shows_no_efficiency():
+    res = scale_lstsq(600, 5, workers=(1, 2), methods=("normal",), chunk_rows=600, processes=False)
+    assert res.row_blocks == 1 and all(r.efficiency is None for r in res.results)
+    text = str(res)
+    assert "1 row block of 600 rows" in text and "1 row blocks" not in text
+    assert "[info] 1 row block: no parallel efficiency" in text
+    assert "efficiency 1" not in text and "efficiency 7" not in text
+    assert ScaleResult.from_dict(res.to_dict()) == res
+
+
+def test_a_rank_deficient_input_is_a_finding_not_a_warning(tmp_path, recwarn):
+    """Issue 27: the sweep printed RankDeficiencyWarning raw on the terminal, once per solve;
+    lstsq (the Python API) still warns, as docs/scale.md says, and the sweep gives the finding."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((800, 4))
+    a = np.hstack([a, a[:, :1]])  # rank 4 of 5
+    np.save(tmp_path / "A.npy", a)
+    np.save(tmp_path / "b.npy", rng.standard_normal(800))
+    res = scale_lstsq(
+        input=tmp_path / "A.npy",
+        target=str(tmp_path / "b.npy"),
+        workers=(1,),
+        methods=("tsqr",),
+        processes=False,
+    )
+    assert not [w for w in recwarn if "rank" in str(w.message)]
+    deficient = [f for f in res.findings if f.id == "lstsq-rank-deficient"]
+    assert len(deficient) == 1 and deficient[0].status is Status.WARN
+    assert deficient[0].title.startswith("A has rank 4 of 5 columns")
+    assert "[warn] A has rank 4 of 5 columns" in str(res)

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.tools.bench.model import BenchComparison, BenchReport, Change, Environment
+from gpuprobe.tools.bench.model import (
+    OUTLIER_RATIO,
+    BenchComparison,
+    BenchReport,
+    Change,
+    Environment,
+)
 
 __all__ = [
     "DB_NAME",
@@ -267,8 +273,8 @@ class Store:
 
     def compare(self, report: BenchReport, previous: PastRun | None) -> BenchComparison:
         """``report`` against ``previous``: each shared result's old and new figure, the ratio
-        new/old, whether it got better (None within :data:`NOISE_FRACTION`), and what changed
-        in the environment."""
+        new/old, whether it got better (None within :data:`NOISE_FRACTION`, and for an outlier
+        that moved :data:`~gpuprobe.tools.bench.model.OUTLIER_RATIO`× or more), and what changed in the environment."""
         if previous is None:
             return BenchComparison(note="no earlier run on this machine to compare with")
         changes = []
@@ -280,9 +286,10 @@ class Store:
             metric, value, unit, higher = head
             ratio = value / old[2]
             better = None
-            if abs(ratio - 1) > NOISE_FRACTION:
+            outlier = not 1 / OUTLIER_RATIO < ratio < OUTLIER_RATIO
+            if abs(ratio - 1) > NOISE_FRACTION and not outlier:
                 better = (ratio > 1) == higher
-            changes.append(Change(r.key, metric, unit, old[2], value, ratio, better))
+            changes.append(Change(r.key, metric, unit, old[2], value, ratio, better, outlier))
         return BenchComparison(
             previous_run=previous.id,
             previous_created=previous.created,

@@ -18,6 +18,7 @@ from gpuprobe.core.records import Record
 from gpuprobe.platform.measurement import Measurement
 
 __all__ = [
+    "OUTLIER_RATIO",
     "BenchComparison",
     "BenchReport",
     "BenchResult",
@@ -153,6 +154,12 @@ class Environment(Record):
         return tuple(out)
 
 
+# A headline figure that moved by this factor or more either way is an outlier: no tuning or
+# upgrade moves one point 10×; a cold first run, another job on the card, clocks stuck low or
+# a broken driver does (gpuprobe's choice: an order of magnitude). It is neither better nor worse.
+OUTLIER_RATIO = 10.0
+
+
 @dataclass(frozen=True)
 class Change(Record):
     """One result's headline figure, last run vs this run (``ratio`` = new / old)."""
@@ -163,7 +170,10 @@ class Change(Record):
     old: float
     new: float
     ratio: float
-    better: bool | None = None  # None when within the noise band
+    better: bool | None = None  # None when within the noise band, or an outlier
+    # moved by OUTLIER_RATIO× or more: a measurement problem (a cold run, another job,
+    # a broken driver), not a change to call better or worse
+    outlier: bool = False
 
 
 @dataclass(frozen=True)

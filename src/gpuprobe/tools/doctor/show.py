@@ -14,13 +14,25 @@ from gpuprobe.ui.findings import finding_html, render_findings
 from gpuprobe.ui.reprs import capture
 from gpuprobe.ui.style import STATUS_STYLE
 
-__all__ = ["doctor_html", "doctor_text", "render_doctor"]
+__all__ = ["ACRONYMS", "doctor_html", "doctor_text", "group_heading", "render_doctor"]
+
+
+# Words a group's heading keeps in capitals (str.capitalize made "gpu" read "Gpu").
+ACRONYMS = frozenset({"gpu", "gpus", "cpu", "cuda", "nvml", "pcie", "mig", "mps", "blas"})
+
+
+def group_heading(group: str) -> str:
+    """A group's heading: ``gpu`` -> ``GPU``, ``cuda toolkit`` -> ``CUDA toolkit``,
+    ``driver`` -> ``Driver`` (the first letter capitalized, acronyms in capitals)."""
+    words = [w.upper() if w.lower() in ACRONYMS else w for w in group.split(" ")]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:]
 
 
 def render_doctor(report: DoctorReport, console: Any) -> None:
     """Print the doctor's report, group by group, worst first, then the verdict."""
     for group, findings in report.by_group().items():
-        render_findings(findings, console, group.capitalize())
+        render_findings(findings, console, group_heading(group))
     counts = {s: sum(1 for f in report.findings if f.status is s) for s in Status}
     style = STATUS_STYLE[report.status]
     summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
@@ -48,7 +60,9 @@ def doctor_html(report: DoctorReport) -> str:
     """The doctor's findings as an HTML table, worst first, with evidence and fixes."""
     rows = []
     for group, findings in report.by_group().items():
-        rows.append(f"<tr><th colspan='3' style='text-align:left'>{escape(group)}</th></tr>")
+        rows.append(
+            f"<tr><th colspan='3' style='text-align:left'>{escape(group_heading(group))}</th></tr>"
+        )
         rows.extend(finding_html(f) for f in findings)
     verdict = f"<p><b>verdict:</b> {report.status.value}, exit code {report.exit_code}</p>"
     return f"<div class='gpuprobe-doctor'><table>{''.join(rows)}</table>{verdict}</div>"

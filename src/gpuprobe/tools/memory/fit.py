@@ -329,7 +329,7 @@ def fit(
                 cap_use[key] = max(cap_use.get(key, 0), int(raw[key]))
         if raw.get("device") and not resolved:
             resolved.append(str(raw["device"]))
-        t = _to_trial(b, raw, phase)
+        t = _over_cap(_to_trial(b, raw, phase), memory_limit, int(raw.get("cap_overhead", 0)))
         trials[b] = t
         if on_trial is not None:
             on_trial(t)
@@ -380,6 +380,29 @@ def fit(
         result,
         findings=tuple(findings),
         others_cores=None if others is None else round(others, 3),
+    )
+
+
+def _over_cap(t: FitTrial, memory_limit: int | None, overhead: int) -> FitTrial:
+    """``t`` as not fitting when it ran but used more than ``memory_limit``: its peak above the
+    trial's start plus what the trial took of the cap before the step (``overhead``). Under
+    RLIMIT_AS a step can fault in pages mapped before the cap was set, so its RSS can grow past
+    the cap without an allocation failing (7049 rows peaked at 526 MiB under a 512 MiB cap)."""
+    if memory_limit is None or not t.fits or t.peak_memory is None:
+        return t
+    used = t.peak_memory + overhead
+    if used <= memory_limit:
+        return t
+    from gpuprobe.core.units import size
+
+    return replace(
+        t,
+        fits=False,
+        over_cap=True,
+        error=f"step({t.batch_size}) peaked at {size(used)}, over the {size(memory_limit)} cap "
+        f"({t.memory_kind or 'peak memory'}"
+        + (f", with {size(overhead)} taken before the step" if overhead else "")
+        + ")",
     )
 
 

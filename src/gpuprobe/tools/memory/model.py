@@ -48,7 +48,7 @@ class FitTrial(Record):
     batch_size: int
     fits: bool
     phase: Phase = "search"
-    error: str | None = None  # the out-of-memory message when it did not fit
+    error: str | None = None  # the out-of-memory message, or the cap it went over, when not a fit
     median_s: float | None = None  # one step, on the device's clock
     p20_s: float | None = None
     p80_s: float | None = None
@@ -56,11 +56,17 @@ class FitTrial(Record):
     throughput: float | None = None  # samples/s at the median
     peak_memory: int | None = None  # bytes: CUDA allocator peak, or the trial process's peak RSS
     memory_kind: str | None = None  # what peak_memory measures
+    # it ran, but its peak (with what the trial took of the cap before the step) was above the
+    # memory_limit: pages mapped before the cap was set count in the RSS, not in RLIMIT_AS; a
+    # batch over the cap is not a fit
+    over_cap: bool = False
 
     def __repr__(self) -> str:
         return render.repr_(self)
 
     def __str__(self) -> str:
+        if self.over_cap:
+            return f"{self.batch_size}: peak {size(self.peak_memory)}, over the memory cap"
         if not self.fits:
             return f"{self.batch_size}: out of memory"
         return (

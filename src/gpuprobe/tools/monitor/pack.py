@@ -52,12 +52,50 @@ __all__ = [
     "MPS_PIPE_DEFAULT",
     "pack",
     "parse_counts",
+    "rate_unit",
     "read_sharing",
 ]
 
 MPS_PIPE_DEFAULT = "/tmp/nvidia-mps"  # CUDA_MPS_PIPE_DIRECTORY's default (MPS docs)
 MAX_COUNT = 64  # copies; more is a typo more often than a plan
 OUTPUT_TAIL_BYTES = 65536  # of each copy's output kept for --rate and error messages
+
+
+RATE_UNIT_FALLBACK = "(--rate's figure)"  # a --rate whose pattern names no unit after the number
+_UNIT_RX = re.compile(r"[^\W\d][\w/%.·-]*|%")  # "it/s", "samples/s", "tokens/sec", "%"
+
+
+def rate_unit(pattern: str) -> str:
+    """The unit a ``--rate`` pattern names after its first group: ``([0-9.]+) it/s`` ->
+    ``it/s``, ``loss ([\\d.]+) tok/s`` -> ``tok/s``; :data:`RATE_UNIT_FALLBACK` when the text
+    after the number is not a plain word (``([\\d.]+)\\s*(\\w+)``, nothing)."""
+    depth, start, i = 0, -1, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a character class: skip to its end (a leading "]" is a literal)
+            j = i + 2 if pattern[i + 1 : i + 2] == "^" else i + 1
+            j += 1 if pattern[j : j + 1] == "]" else 0
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            if start < 0 and not pattern.startswith("(?", i):
+                start, depth = i, 0
+            depth += 1 if start >= 0 else 0
+        elif c == ")" and start >= 0:
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    tail = pattern[i + 1 :] if start >= 0 and i < len(pattern) else ""
+    tail = re.sub(r"\\s[*+?]?|\\ ", " ", tail)  # \s, \s*, "\ " read as a space
+    tail = re.sub(r"\\([^\w])", r"\1", tail)  # \/ and \. are the characters themselves
+    word = re.split(r"[\s$|()*+?{\[]", tail.strip())[0]
+    return word if _UNIT_RX.fullmatch(word) else RATE_UNIT_FALLBACK
 
 
 def parse_counts(text: str) -> list[int]:
@@ -289,6 +327,7 @@ def pack(
                 f"--rate {rate!r} has no group: put the number in parentheses, e.g. "
                 f"--rate '([0-9.]+) {rate.strip() or 'it/s'}'"
             )
+    unit = "jobs/h" if rate is None else rate_unit(rate)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     levels: list[PackLevel] = []
@@ -302,10 +341,8 @@ def pack(
         for n in levels_n:
             copies, wall, samples = _run_level(cmd, executable, n, sampler, rate_rx, Path(tmp))
             lv = _level(n, copies, wall, samples, rate_rx is not None)
-            if levels:
-                lv = replace(lv, slowdown=lv.mean_copy_s / levels[0].mean_copy_s)
-            else:
-                lv = replace(lv, slowdown=1.0)
+            base = levels[0].mean_copy_s if levels else lv.mean_copy_s
+            lv = replace(lv, slowdown=lv.mean_copy_s / base if levels else 1.0, unit=unit)
             levels.append(lv)
             if on_level is not None:
                 on_level(lv)
@@ -313,7 +350,7 @@ def pack(
     report = PackReport(
         command=tuple(cmd),
         levels=tuple(levels),
-        unit="jobs/h" if rate_rx is None else "rate (--rate, summed)",
+        unit=unit,
         recommended=recommend(levels, cores=cores),
         cores=cores,
         load_average=tuple(round(x, 2) for x in load) if load else None,  # type: ignore[arg-type]

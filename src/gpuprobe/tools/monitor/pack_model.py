@@ -79,6 +79,7 @@ class PackLevel(Record):
     samples: int = 0
     failed: int = 0
     others_cores: float | None = None  # cores other processes kept busy during the level
+    unit: str = "jobs/h"  # of throughput: jobs/h, or the unit --rate names ("it/s")
 
     def __repr__(self) -> str:
         return render.repr_(self)
@@ -104,7 +105,7 @@ class PackReport(Record):
 
     command: tuple[str, ...]
     levels: tuple[PackLevel, ...]
-    unit: str  # "jobs/h" or "<rate>/s (--rate)"
+    unit: str  # "jobs/h", or the unit the --rate pattern names ("it/s"), summed over copies
     recommended: int | None
     cores: int
     load_average: tuple[float, float, float] | None = None  # before the first level

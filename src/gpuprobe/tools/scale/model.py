@@ -28,7 +28,9 @@ class ScaleRow(Record):
     communication_s: float
     communication_share: float
     speedup: float  # wall at the fewest workers / wall here, same method
-    efficiency: float  # speedup / (workers / fewest workers)
+    # speedup / (workers with a block / fewest workers with a block); None when no count in the
+    # sweep gave more workers a block than the fewest did (one row block: nothing to spread)
+    efficiency: float | None
     residual_norm: float
     error_vs_numpy: float | None  # ‖x − x_numpy‖ / ‖x_numpy‖
     times_faster_than_numpy: float | None

@@ -38,6 +38,7 @@ __all__ = [
     "rank_deficient",
     "reference",
     "sweep_local_sgd_approximate",
+    "sweep_rank_deficient",
     "worker_paused",
 ]
 
@@ -94,6 +95,9 @@ class SweepFacts:
     rows: list[ScaleRow]
     sizes: list[int]  # the worker counts swept, in order
     cores: int = 0  # cores on the machine (0: unknown)
+    row_blocks: int = 0  # row blocks of A (0: unknown)
+    # a solve's lstsq-rank-deficient finding (the sweep keeps its warning off the terminal)
+    deficient: Finding | None = None
 
 
 def _ev(**values: float | int | None) -> tuple[Evidence, ...]:
@@ -269,16 +273,29 @@ def accuracy(ctx: SweepFacts) -> list[Finding]:
 
 @rule("scale-lstsq-efficiency")
 def efficiency(ctx: SweepFacts) -> list[Finding]:
-    """Each exact method's parallel efficiency from the fewest to the most workers."""
+    """Each exact method's parallel efficiency from the fewest to the most workers; where no
+    count gave more workers a row block than the fewest (one block), that there is none."""
     rows, sizes = ctx.rows, ctx.sizes
     out = []
-    for r in rows:
-        if len(sizes) < 2 or r.workers != sizes[-1] or not r.exact:
+    top = [r for r in rows if len(sizes) > 1 and r.workers == sizes[-1] and r.exact]
+    if top and all(r.efficiency is None for r in top):
+        blocks = ctx.row_blocks
+        title = (
+            f"{blocks} row block{'s' if blocks != 1 else ''}: no parallel efficiency (a block "
+            f"is one worker's task, so {sizes[-1]} workers had no more to share than {sizes[0]})"
+        )
+        fix = "give --chunk-rows a smaller count, for at least as many row blocks as workers"
+        ev = _ev(row_blocks=ctx.row_blocks or None, workers=sizes[-1], fewest_workers=sizes[0])
+        return [Finding("scale-lstsq-efficiency", Status.INFO, title, ev, fix, "scale")]
+    for r in top:
+        if r.efficiency is None:
             continue
         low = r.efficiency < PARALLEL_EFFICIENCY_WARN
         title = (
             f"{r.requested}: parallel efficiency {r.efficiency:.0%} from {sizes[0]} to "
-            f"{r.workers} workers (speedup {r.speedup:.2f}×, communication "
+            f"{r.workers} workers"
+            + (f" ({ctx.row_blocks} with a row block)" if 0 < ctx.row_blocks < r.workers else "")
+            + f" (speedup {r.speedup:.2f}×, communication "
             f"{r.communication_share:.0%})"
         )
         evidence = _ev(
@@ -364,4 +381,17 @@ def cpu_contention(ctx: SweepFacts) -> list[Finding]:
 
 
 # In the order the sweep's report lists them.
-RULES_SWEEP: tuple[Rule, ...] = (accuracy, efficiency, sweep_local_sgd_approximate, cpu_contention)
+@rule("lstsq-rank-deficient", applies=lambda f: f.deficient is not None)
+def sweep_rank_deficient(ctx: SweepFacts) -> list[Finding]:
+    """A rank-deficient A, found by a solve of the sweep: its finding once, in place of the
+    RankDeficiencyWarning each solve would print."""
+    return [] if ctx.deficient is None else [ctx.deficient]
+
+
+RULES_SWEEP: tuple[Rule, ...] = (
+    accuracy,
+    efficiency,
+    sweep_local_sgd_approximate,
+    cpu_contention,
+    sweep_rank_deficient,
+)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from gpuprobe.core.errors import InputError, UsageError
+from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import gib
 from gpuprobe.tools.scale.engine import (
@@ -40,7 +42,13 @@ from gpuprobe.tools.scale.engine import (
     require_dask,
 )
 from gpuprobe.tools.scale.kernels import _orthogonal, _synthetic_block
-from gpuprobe.tools.scale.lstsq import METHODS, REFERENCE_MEMORY_FRACTION, SgdSettings, lstsq
+from gpuprobe.tools.scale.lstsq import (
+    METHODS,
+    REFERENCE_MEMORY_FRACTION,
+    RankDeficiencyWarning,
+    SgdSettings,
+    lstsq,
+)
 from gpuprobe.tools.scale.model import Baseline, ScaleResult, ScaleRow
 from gpuprobe.tools.scale.rules import RULES_SWEEP, SweepFacts
 from gpuprobe.tools.scale.sources import default_chunk_rows, read_problem
@@ -246,6 +254,7 @@ def scale_lstsq(
             base, x_ref = _numpy_baseline(a, b, client, repeats)
             baselines.append(base)
         results: list[ScaleRow] = []
+        deficient: Finding | None = None  # the first solve's lstsq-rank-deficient finding
         for w in sizes:
             subset = addrs[:w]
             held = input is None  # synthetic data is made once per count and held; files are read
@@ -262,7 +271,12 @@ def scale_lstsq(
                 best = None
                 for rep in range(repeats):
                     say(f"{method} on {w} worker(s), run {rep + 1}/{repeats}")
-                    x, report = lstsq(a_w, b_w, method, client=client, workers=subset, sgd=sgd)
+                    with warnings.catch_warnings():  # it is a finding of the sweep instead
+                        warnings.simplefilter("ignore", RankDeficiencyWarning)
+                        x, report = lstsq(a_w, b_w, method, client=client, workers=subset, sgd=sgd)
+                    deficient = deficient or next(
+                        (f for f in report.findings if f.id == "lstsq-rank-deficient"), None
+                    )
                     if best is None or report.wall_s < best[1].wall_s:
                         best = (x, report)
                 assert best is not None
@@ -273,13 +287,14 @@ def scale_lstsq(
             if held:
                 client.cancel([a_w, b_w])
                 del a_w, b_w
-        results = _with_speedup(results, sizes[0])
+        blocks = len(a.chunks[0])
+        results = _with_speedup(results, sizes[0], blocks)
         info = engine.info
         return ScaleResult(
             rows=m,
             cols=n,
             problem=label,
-            row_blocks=len(a.chunks[0]),
+            row_blocks=blocks,
             chunk_rows=int(max(a.chunks[0])),
             cores=cores,
             cluster=f"{info.cluster} ({'processes' if info.processes else 'threads'}) "
@@ -292,7 +307,9 @@ def scale_lstsq(
             repeats=repeats,
             results=tuple(results),
             baselines=tuple(baselines),
-            findings=tuple(apply_rules(RULES_SWEEP, SweepFacts(results, sizes, cores))),
+            findings=tuple(
+                apply_rules(RULES_SWEEP, SweepFacts(results, sizes, cores, blocks, deficient))
+            ),
         )
 
 
@@ -326,10 +343,21 @@ def _row(
     )
 
 
-def _with_speedup(rows: list[ScaleRow], fewest: int) -> list[ScaleRow]:
+def _with_speedup(rows: list[ScaleRow], fewest: int, blocks: int = 0) -> list[ScaleRow]:
+    """Each row's speedup against the fewest workers, and its parallel efficiency against the
+    workers that had a row block to work on (``min(workers, blocks)``; ``blocks`` 0: unknown, every
+    worker counts): a worker without a block
+    adds nothing to spread. None where no count had more such workers than the fewest (one row
+    block: every run is one worker's, and "74 % efficiency" would be noise)."""
     base = {r.requested: r.wall_s for r in rows if r.workers == fewest}
+
+    def busy(w: int) -> int:
+        return min(w, blocks) if blocks > 0 else w
+
+    spread = any(busy(r.workers) > busy(fewest) for r in rows)
     out = []
     for r in rows:
         sp = base[r.requested] / r.wall_s if r.wall_s > 0 else math.nan
-        out.append(dataclasses.replace(r, speedup=sp, efficiency=sp / (r.workers / fewest)))
+        eff = sp / (busy(r.workers) / busy(fewest)) if spread else None
+        out.append(dataclasses.replace(r, speedup=sp, efficiency=eff))
     return out

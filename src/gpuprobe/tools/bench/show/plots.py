@@ -195,6 +195,11 @@ def _dtype_roofs(report: BenchReport, device: str) -> dict[str, float]:
     return out
 
 
+def _giga_unit(dtype: str) -> str:
+    """Integer products are operations, not floating-point ones: GOP/s for int8."""
+    return "GOP/s" if dtype == "int8" else "GFLOP/s"
+
+
 def _roofline(ax: Any, report: BenchReport) -> None:
     """Each device's roof and its points. A point is marked by its workload (the legend below
     says which), not a text label beside it, so labels never overlap; no point sits above the
@@ -244,14 +249,15 @@ def _roofline(ax: Any, report: BenchReport) -> None:
                             + (
                                 f"({dpeak:.4g} GFLOP/s, past the spec)"
                                 if dtype == "measured"
-                                else f"(spec: {dpeak:.4g} GFLOP/s)"
+                                else f"(spec: {dpeak:.4g} {_giga_unit(dtype)})"
                             ),
                         )
                         roof_handles.append(h2)
     for d, label, ai, gf in pts:
         ax.loglog([ai], [gf], markers[label], color=colors[d], ms=5, ls="none")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of least DRAM traffic)")
-    ax.set_ylabel("GFLOP/s")
+    ints = any(label.endswith(" int8") for _, label, _, _ in pts)
+    ax.set_ylabel("GFLOP/s (GOP/s for int8)" if ints else "GFLOP/s")
     ax.set_title("roofline")
     ax.grid(True, which="both", alpha=0.3)
     point_handles = [

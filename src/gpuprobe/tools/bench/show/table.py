@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from gpuprobe.core import render
 from gpuprobe.core.findings import worst_first
 from gpuprobe.core.units import seconds
-from gpuprobe.tools.bench.model import BenchComparison, BenchReport, BenchResult
+from gpuprobe.tools.bench.model import OUTLIER_RATIO, BenchComparison, BenchReport, BenchResult
 from gpuprobe.tools.bench.workloads import by_name
 from gpuprobe.ui.findings import render_findings
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # rich is imported when a table is drawn, not with the tool
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["bench_html", "bench_text", "figure", "format_size", "render_bench"]
+__all__ = ["bench_html", "bench_text", "figure", "format_size", "outlier_note", "render_bench"]
 
 
 def format_size(r: BenchResult) -> str:
@@ -181,10 +181,30 @@ def _comparison(c: BenchComparison) -> Table:
         t.add_column(name, justify="left" if name in ("result", "") else "right", overflow="fold")
     for ch in c.changes:
         mark = {True: "[green]better[/]", False: "[red]worse[/]", None: "same"}[ch.better]
+        if ch.outlier:
+            mark = "[yellow]outlier[/]"
         t.add_row(
-            ch.key, _figure(ch.old, ch.unit), _figure(ch.new, ch.unit), f"{ch.ratio:.3f}", mark
+            ch.key, _figure(ch.old, ch.unit), _figure(ch.new, ch.unit), _ratio(ch.ratio), mark
         )
     return t
+
+
+def _ratio(r: float) -> str:
+    """new/old: three decimals near 1 (``1.048``), three significant figures far from it
+    (``92.9``, ``0.0108``), so an outlier does not read as a precise figure."""
+    return f"{r:.3f}" if 0.1 <= r < 10 else f"{r:.3g}"
+
+
+def outlier_note(c: BenchComparison) -> str | None:
+    """One line under the comparison when some result moved :data:`OUTLIER_RATIO`× or more."""
+    n = sum(ch.outlier for ch in c.changes)
+    if not n:
+        return None
+    return (
+        f"outlier: {n} result(s) moved {OUTLIER_RATIO:g}× or more since run {c.previous_run}; "
+        "that is a measurement problem in one of the runs (a cold first run, another job on "
+        "the device, clocks held low, a broken driver), not better or worse: run both again"
+    )
 
 
 def render_bench(report: BenchReport, console: Console) -> None:
@@ -216,6 +236,8 @@ def render_bench(report: BenchReport, console: Console) -> None:
             )
         if c.changes:
             console.print(_comparison(c))
+            if note := outlier_note(c):
+                console.print(f"[yellow]{note}[/]")
         if c.note:
             console.print(f"compare: {c.note}")
     tail = f"{report.elapsed_s or 0:.1f} s"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, rule
-from gpuprobe.core.units import count
+from gpuprobe.core.units import count, size
 from gpuprobe.platform.hardware.host import usable_cores
 from gpuprobe.platform.hardware.load import host_busy_finding
 from gpuprobe.tools.memory.model import KNEE_FRACTION, FitResult
@@ -34,7 +34,12 @@ def nothing_fits(r: FitResult) -> list[Finding]:
         Finding(
             id="fit-nothing-fits",
             status=Status.FAIL,
-            title=f"even the smallest batch ({r.smallest}) runs out of memory",
+            title=f"even the smallest batch ({r.smallest}) "
+            + (
+                f"peaks over the {size(r.memory_limit)} cap"
+                if smallest is not None and smallest.over_cap and r.memory_limit is not None
+                else "runs out of memory"
+            ),
             evidence=(*_search_evidence(r), *_cap_evidence(r)),
             fix="free memory first (other processes: nvidia-smi; torch.cuda.empty_cache()), "
             "or shrink the model: mixed precision, activation checkpointing",
@@ -64,7 +69,7 @@ def fit_largest(r: FitResult) -> list[Finding]:
         Finding(
             id="fit-largest",
             status=Status.OK,
-            title=f"largest batch that fits: {r.best} ({r.first_fail} runs out of memory)",
+            title=f"largest batch that fits: {r.best} ({_fails(r)})",
             evidence=(
                 Evidence("best", r.best),
                 Evidence("first_fail", r.first_fail),
@@ -76,6 +81,14 @@ def fit_largest(r: FitResult) -> list[Finding]:
             group="fit",
         )
     ]
+
+
+def _fails(r: FitResult) -> str:
+    """How the first size that failed failed: out of memory, or over the cap."""
+    t = next((t for t in r.trials if t.batch_size == r.first_fail), None)
+    if t is not None and t.over_cap and r.memory_limit is not None:
+        return f"{r.first_fail} peaks at {size(t.peak_memory)}, over the {size(r.memory_limit)} cap"
+    return f"{r.first_fail} runs out of memory"
 
 
 def _cap_evidence(r: FitResult) -> tuple[Evidence, ...]:

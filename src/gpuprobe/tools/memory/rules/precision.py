@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, rule
-from gpuprobe.core.units import seconds
+from gpuprobe.core.units import seconds, speed_change
 from gpuprobe.platform.hardware.host import usable_cores
 from gpuprobe.platform.hardware.load import host_busy_finding
 from gpuprobe.tools.memory.model import (
@@ -72,8 +72,11 @@ def _slower(x: PrecisionResult) -> bool:
     return (x.speedup or 0) <= 1 / SPEEDUP_MIN
 
 
-def _rate(flops: int | None, seconds: float | None) -> str:
-    return f"{flops / seconds / 1e12:.1f} TFLOP/s" if flops and seconds else "n/a"
+def _rate(flops: int | None, seconds: float | None, dtype: str) -> str:
+    """The pass's work over its time: TOP/s for int8 (integer operations are not FLOPs, as the
+    spec sheets print them), TFLOP/s for the rest."""
+    unit = "TOP/s" if dtype == "int8" else "TFLOP/s"
+    return f"{flops / seconds / 1e12:.1f} {unit}" if flops and seconds else "n/a"
 
 
 def _gpu_no_gain(r: PrecisionReport, x: PrecisionResult) -> str:
@@ -82,8 +85,8 @@ def _gpu_no_gain(r: PrecisionReport, x: PrecisionResult) -> str:
     base = r.result("fp32")
     work = (
         f"one forward pass is {r.flops / 1e9:.3g} GFLOP: fp32 ran it at "
-        f"{_rate(r.flops, base.median_s if base else None)}, {x.dtype} at "
-        f"{_rate(r.flops, x.median_s)}; "
+        f"{_rate(r.flops, base.median_s if base else None, 'fp32')}, {x.dtype} at "
+        f"{_rate(r.flops, x.median_s, x.dtype)}; "
         if r.flops
         else ""
     )
@@ -104,7 +107,7 @@ def _no_gain(
     speedup = x.speedup or 0
     if _slower(x):
         title = (
-            f"{x.dtype} is slower here: {speedup:.2f}x fp32's throughput "
+            f"{x.dtype} is {speed_change(speedup)} than fp32 here "
             f"({seconds(x.median_s)} a forward pass, fp32 {seconds(base.median_s if base else None)})"
         )
     else:

@@ -41,6 +41,11 @@ def fit_text(r: FitResult) -> str:
                 f"  {t.batch_size:>8}  {'yes':<4}  {seconds(t.median_s):>10}  "
                 f"{count(t.throughput):>11}  {size(t.peak_memory):>10}{mark}"
             )
+        elif t.over_cap:  # it ran, above the cap: its time is not shown as a fit's
+            lines.append(
+                f"  {t.batch_size:>8}  {'over':<4}  {'':>10}  {'':>11}  "
+                f"{size(t.peak_memory):>10}{mark} > cap"
+            )
         else:
             lines.append(f"  {t.batch_size:>8}  {'OOM':<4}  {'':>10}  {'':>11}  {'':>10}{mark}")
     lines += findings_lines(r.findings, no_details=("fit-nothing-fits",))

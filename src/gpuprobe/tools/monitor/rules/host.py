@@ -7,7 +7,7 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.platform.hardware.load import host_busy_finding
 from gpuprobe.tools.monitor.rules._common import GROUP, enough_samples
-from gpuprobe.tools.monitor.rules.starvation import PEGGED_MIN_FRACTION
+from gpuprobe.tools.monitor.rules.starvation import ONE_THREAD_MAX_CORES, PEGGED_MIN_FRACTION
 from gpuprobe.tools.monitor.summary import RunContext
 
 __all__ = ["HOST_WAIT_MIN_CORES", "cpu_main_thread", "cpu_usage", "host_busy"]
@@ -83,10 +83,14 @@ def cpu_usage(ctx: RunContext) -> list[Finding]:
 def cpu_main_thread(ctx: RunContext) -> list[Finding]:
     """``monitor-cpu-main-thread``: one thread of the main process pegged a core in at least
     :data:`~gpuprobe.tools.monitor.rules.starvation.PEGGED_MIN_FRACTION` of the run, on a host with
-    more than one core."""
+    more than one core, while the command used at most
+    :data:`~gpuprobe.tools.monitor.rules.starvation.ONE_THREAD_MAX_CORES` cores on average (one
+    that used more was not bound to one thread)."""
     host = ctx.host
     pegged = host.main_thread_pegged_fraction or 0
     if pegged < PEGGED_MIN_FRACTION or host.cores <= 1:
+        return []
+    if (host.command_cores_mean or 0) > ONE_THREAD_MAX_CORES:
         return []
     return [
         Finding(

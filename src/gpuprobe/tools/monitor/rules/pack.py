@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules, rule
-from gpuprobe.core.units import count
+from gpuprobe.core.units import count, speed_change
 from gpuprobe.platform.hardware.load import host_busy_finding
 from gpuprobe.tools.monitor.pack_model import (
     GPU_LIGHT_UTIL_PERCENT,
@@ -129,7 +129,7 @@ def recommendation(r: PackReport) -> list[Finding]:
                 f"run one copy at a time: {count(rec.throughput)} {r.unit}{beyond}"
                 if rec.n == 1
                 else f"run {rec.n} at once: {count(rec.throughput)} {r.unit} in total, "
-                f"{gain:.2f}x N={first.n}, each copy {rec.slowdown or 1:.2f}x slower{beyond}"
+                f"{gain:.2f}x N={first.n}, each copy {speed_change(1 / (rec.slowdown or 1))}{beyond}"
             )
             if gain is not None
             else f"run {rec.n} at once",

@@ -27,6 +27,7 @@ from gpuprobe.tools.monitor.summary import (
 __all__ = [
     "HOST_SATURATED_PERCENT",
     "LOADER_SATURATED_PERCENT",
+    "ONE_THREAD_MAX_CORES",
     "PEGGED_MIN_FRACTION",
     "STARVED_MIN_FRACTION",
     "starved_by_host",
@@ -36,6 +37,11 @@ __all__ = [
 
 STARVED_MIN_FRACTION = 0.5  # of the GPU's samples mostly idle before it is called starved
 PEGGED_MIN_FRACTION = 0.5  # of the idle samples in which the main thread is pegged
+# A pegged main thread limits a command only when the command used little more than that one
+# core: at most this many cores on average (its core plus a quarter of one for the rest:
+# gpuprobe's choice). A run that used 1.6 of 2 cores was using the others too; "one core pegged,
+# vectorise" would be wrong there (issue 27).
+ONE_THREAD_MAX_CORES = 1.25
 LOADER_SATURATED_PERCENT = 85.0  # mean % of one core per worker process; PyTorch DataLoader workers
 HOST_SATURATED_PERCENT = 90.0  # mean % over all cores; nothing left to feed the GPU
 
@@ -65,7 +71,8 @@ def _gpu_evidence(st: GpuStats) -> tuple[Evidence, Evidence]:
 @rule("monitor-gpu-starved-main-thread", applies=_starved)
 def starved_by_main_thread(ctx: RunContext, st: GpuStats) -> list[Finding]:
     """``monitor-gpu-starved-main-thread``: one thread of the main process pegged a core in at
-    least :data:`PEGGED_MIN_FRACTION` of the GPU's idle samples (E9)."""
+    least :data:`PEGGED_MIN_FRACTION` of the GPU's idle samples (E9), while the command used at
+    most :data:`ONE_THREAD_MAX_CORES` cores in them."""
     idle = _idle(ctx, st)
     trees = _trees(idle)
     tops = [t.main_thread_max_percent for t in trees if t.main_thread_max_percent is not None]
@@ -75,6 +82,8 @@ def starved_by_main_thread(ctx: RunContext, st: GpuStats) -> list[Finding]:
         return []
     cores = ctx.host.cores
     cores_used = statistics.fmean(t.cpu_percent for t in trees) / 100
+    if cores_used > ONE_THREAD_MAX_CORES:  # other threads or processes worked too
+        return []
     return [
         Finding(
             id="monitor-gpu-starved-main-thread",

@@ -42,7 +42,9 @@ def pack_text(r: PackReport) -> str:
             + failed
         )
     lines.append(
-        f"  * recommended; throughput: {r.unit}; copies CPU: their CPU seconds over the wall "
+        f"  * recommended; throughput: {r.unit}"
+        + (", the copies' --rate summed" if r.rate_regex else "")
+        + "; copies CPU: their CPU seconds over the wall "
         "time, % of one core; host busy: all cores, whoever used them"
     )
     lines += findings_lines(r.findings)
@@ -50,8 +52,8 @@ def pack_text(r: PackReport) -> str:
 
 
 def level_repr(level: PackLevel) -> str:
-    """``<PackLevel 2 at once: 1.1 s wall, 6545 jobs/h, slowdown 1.10×>``."""
-    rate = f", {count(level.throughput)}/h" if level.throughput is not None else ""
+    """``<PackLevel 2 at once: 1.1 s wall, 6,545 jobs/h, slowdown 1.10×>``."""
+    rate = f", {count(level.throughput)} {level.unit}" if level.throughput is not None else ""
     slow = f", slowdown {level.slowdown:.2f}×" if level.slowdown is not None else ""
     failed = f", {level.failed} failed" if level.failed else ""
     return one_line(

@@ -210,7 +210,7 @@ def scale_table(result: ScaleResult) -> list[list[str]]:
                 str(r.workers),
                 f"{r.wall_s:.3f}",
                 f"{r.speedup:.2f}",
-                f"{r.efficiency:.0%}",
+                NA if r.efficiency is None else f"{r.efficiency:.0%}",
                 f"{r.communication_share:.0%}",
                 NA if r.cpu_per_worker is None else f"{r.cpu_per_worker:.2f}",
                 f"{r.residual_norm:.8g}",
@@ -225,7 +225,8 @@ def scale_header(result: ScaleResult) -> list[str]:
     """The lines above the table."""
     lines = [
         f"least squares {result.rows} × {result.cols} float64 ({result.problem}), "
-        f"{result.row_blocks} row blocks of {result.chunk_rows} rows",
+        f"{result.row_blocks} row block{'s' if result.row_blocks != 1 else ''} of "
+        f"{result.chunk_rows} rows",
         f"cluster: {result.cluster}; per worker {result.threads_per_worker} task thread, "
         f"{result.blas_threads_per_worker or NA} BLAS thread(s) "
         f"({result.blas_library or f'BLAS {NA}'}); {result.cores} cores; best of {result.repeats}",
