@@ -114,7 +114,10 @@ def test_the_import_keeps_what_the_card_recorded_and_says_what_it_did_not(tmp_pa
     trace = data / "diagnose" / "hta_trace_diff_control_step1012.json.gz"
     shutil.copy(trace, sweep / "traces" / "item_every_step.json.gz")
     (sweep / "machine.txt").write_text("2026-11-23T01:00:00Z\nLinux x 6.18\n16\n")
-    (sweep / "steps.tsv").write_text("info\t0\t1\ndoctor\t1\t30\nanchors\tskip\t0\ntar\t0\t0\n")
+    (sweep / "steps.tsv").write_text(
+        "info\t0\t1\ninfo-text\t0\t1\ndoctor\t1\t30\nanchors\tskip\t0\n"
+        "trace-item_every_step\t0\t9\ntar\t0\t0\n"
+    )
     (sweep / "info.txt").write_text("the card's info view\n")
     root = tmp_path / "checkout"
     for d in ("benchmarks/results", "docs", "tests/data/diagnose", "tests/data/monitor"):
