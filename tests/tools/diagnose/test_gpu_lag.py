@@ -70,8 +70,6 @@ def test_tf32_matmul_on_h200_stays_healthy() -> None:
     [
         "item_every_step",
         "item_fixed",
-        "loader_single_process",
-        "loader_workers",
         "pageable_copies",
         "pinned_copies",
         "python_loop_mask",
@@ -83,6 +81,19 @@ def test_h200_traces_that_keep_pace_are_timed_on_the_host(name: str) -> None:
     assert d.summary.steps_timed_on_gpu is False
     assert d.summary.gpu_lag_share == 0.0
     assert all(r.cpu_duration_us is None for r in d.steps)
+
+
+def test_h200_loader_with_workers_lags_like_a_gpu_bound_loop() -> None:
+    """examples/loader_workers.py as the H200 ran it on 2026-11-26 (4 workers, the GPU fed): all
+    of a step's GPU work ran after its host step, so its steps are timed on the GPU's side, busy
+    99 % as HTA's whole-trace figure says (99.1 %), with no problem found."""
+    d = diagnose(str(H200 / "loader_workers.json.gz"))
+    assert d.summary.steps_timed_on_gpu is True
+    assert d.summary.gpu_lag_share == pytest.approx(1.0)
+    assert [round(r.duration_us) for r in d.steps] == [20139, 13322, 13312]
+    assert [round(r.cpu_duration_us or 0) for r in d.steps] == [7330, 4963, 5389]
+    assert [round(100 * (r.gpu_busy_fraction or 0), 1) for r in d.steps] == [99.2, 99.0, 99.1]
+    assert _problems(d) == {} and d.headline is None
 
 
 def _matmul_loop(path: str, sync: bool, steps: int = 5) -> str:
