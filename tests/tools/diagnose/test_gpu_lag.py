@@ -83,6 +83,19 @@ def test_h200_traces_that_keep_pace_are_timed_on_the_host(name: str) -> None:
     assert all(r.cpu_duration_us is None for r in d.steps)
 
 
+def test_h200_starved_loop_whose_work_spills_past_its_step_is_timed_on_the_host() -> None:
+    """examples/loader_single_process.py on the H200 (2026-11-26): each host step is 145 ms of
+    DataLoader, then launches ~12 ms of GPU work that runs on past the step's end (58 % of it
+    after the host step). The GPU, busy 10 % of the span, is not behind: timed on its side the
+    steps read 291.7, 158.7 and 13.6 ms, the last "busy 97.3 %"; on the host's, as they are."""
+    d = diagnose(str(H200 / "loader_single_process.json.gz"))
+    assert d.summary.gpu_lag_share == pytest.approx(0.584, abs=0.001)
+    assert d.summary.steps_timed_on_gpu is False
+    assert [round(r.duration_us / 1e3, 1) for r in d.steps] == [147.5, 152.2, 154.8]
+    assert all(0.05 < (r.gpu_busy_fraction or 0) < 0.10 for r in d.steps)
+    assert d.headline is not None and d.headline.id == "input-bound"
+
+
 def test_h200_loader_with_workers_lags_like_a_gpu_bound_loop() -> None:
     """examples/loader_workers.py as the H200 ran it on 2026-11-26 (4 workers, the GPU fed): all
     of a step's GPU work ran after its host step, so its steps are timed on the GPU's side, busy
@@ -185,3 +198,12 @@ def test_compare_fp32_with_tf32_times_the_gpu_steps() -> None:
     assert (round(step.before), round(step.after)) == (2753, 417)
     assert step.verdict == "faster"
     assert "GEMM" in c.headline
+
+
+def test_busy_share_merges_overlaps_at_any_time_origin() -> None:
+    from gpuprobe.tools.diagnose.lag import busy_share
+
+    ts, end = np.array([-10.0, 20.0, -5.0]), np.array([-2.0, 30.0, 0.0])  # unsorted, overlapping
+    assert busy_share(ts, end, -10.0, 30.0) == pytest.approx(0.5)  # [-10, 0] and [20, 30]
+    assert busy_share(ts, end, 25.0, 35.0) == pytest.approx(0.5)  # clipped to the span
+    assert busy_share(ts[:0], end[:0], 0.0, 1.0) == 0.0

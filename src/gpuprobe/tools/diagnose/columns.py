@@ -20,7 +20,13 @@ import numpy as np
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import RawTrace
-from gpuprobe.tools.diagnose.lag import GPU_LAG_FRACTION, gpu_step_windows, lag_share
+from gpuprobe.tools.diagnose.lag import (
+    GPU_LAG_FRACTION,
+    GPU_LAG_MIN_BUSY,
+    busy_share,
+    gpu_step_windows,
+    lag_share,
+)
 from gpuprobe.tools.diagnose.steps import Step, select_steps
 
 __all__ = ["KERNEL_WAIT_MAX_GAP_US", "LAUNCH_GAP_MAX_US", "TraceColumns", "column"]
@@ -97,7 +103,20 @@ class TraceColumns:
         self.gpu_lag_share = lag_share(
             self.step_starts, self.step_ends, self.gpu_step, self.gpu_dev, self.gpu_ts, self.gpu_end
         )
-        self.gpu_lags = self.gpu_lag_share is not None and self.gpu_lag_share > GPU_LAG_FRACTION
+        self.gpu_lags = (
+            self.gpu_lag_share is not None
+            and self.gpu_lag_share > GPU_LAG_FRACTION
+            and self._steps_gpu_busy() >= GPU_LAG_MIN_BUSY
+        )
+
+    def _steps_gpu_busy(self) -> float:
+        """Share of the steps' span, from the first step's start to the last end of the GPU work
+        they launched, that the GPU is busy (any device)."""
+        launched = self.gpu_step >= 0
+        hi = float(self.step_ends[-1])
+        if launched.any():
+            hi = max(hi, float(self.gpu_end[launched].max()))
+        return busy_share(self.gpu_ts, self.gpu_end, float(self.step_starts[0]), hi)
 
     # -- steps ------------------------------------------------------------------------------
 

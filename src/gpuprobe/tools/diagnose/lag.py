@@ -13,11 +13,35 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GPU_LAG_FRACTION", "gpu_step_windows", "lag_share"]
+__all__ = ["GPU_LAG_FRACTION", "GPU_LAG_MIN_BUSY", "busy_share", "gpu_step_windows", "lag_share"]
 
 GPU_LAG_FRACTION = 0.5  # median share of a step's GPU work that runs outside its CPU window
 # past which the steps are timed on the GPU's side: most of each step's work runs after (or
 # before) the host's step, so the CPU window says nothing of the GPU's time; ours
+GPU_LAG_MIN_BUSY = 0.5  # share of the steps' span the GPU must be busy for it to run behind:
+# a starved loop's GPU (busy 10 % on the H200's loader_single_process, 2026-11-26) runs each
+# step's few ms of work just after the host step that launched it, then idles through the next
+# step's DataLoader; that tail is no backlog, and the host's steps stay the steps; ours
+
+
+def busy_share(ts: np.ndarray, end: np.ndarray, lo: float, hi: float) -> float:
+    """Share of [lo, hi] covered by the union of the intervals [ts, end] (any device)."""
+    if hi <= lo or ts.size == 0:
+        return 0.0
+    a = np.clip(ts, lo, hi)
+    b = np.clip(end, lo, hi)
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    reach = np.maximum.accumulate(b)
+    # an interval starts a new merged run when it begins after everything before it ended
+    new = np.empty(a.size, dtype=bool)
+    new[0] = True
+    new[1:] = a[1:] > reach[:-1]
+    run = np.cumsum(new) - 1
+    starts = a[new]
+    ends = np.full(starts.size, -np.inf)
+    np.maximum.at(ends, run, b)
+    return float((ends - starts).sum() / (hi - lo))
 
 
 def lag_share(
