@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plot",
         metavar="FILE",
-        help="write charts (crossover, bandwidth vs size, roofline) to FILE.png/.svg",
+        help="write charts (crossover, bandwidth vs size, roofline) to FILE "
+        "(.png, .svg, .pdf, .jpg)",
     )
     p.add_argument(
         "--compare",
@@ -67,12 +68,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuprobe.api import bench
     from gpuprobe.core import render
-    from gpuprobe.core.errors import UsageError
-    from gpuprobe.ui.plot_extra import ChartsUnavailable
+    from gpuprobe.ui.plot_extra import ChartsUnavailable, figure_path
     from gpuprobe.ui.progress import progress
 
-    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
+    if args.plot:  # before measuring: a wrong suffix is one line at once
+        figure_path(args.plot, "--plot")
     kwargs: dict[str, Any] = {}
     if args.budget is not None:
         kwargs["budget_s"] = args.budget

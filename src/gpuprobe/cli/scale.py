@@ -143,7 +143,9 @@ def register(sub: Any) -> None:
     )
     out = lp.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="the result as JSON on stdout")
-    out.add_argument("--plot", metavar="FILE", help="speedup and error against workers (.png/.svg)")
+    out.add_argument(
+        "--plot", metavar="FILE", help="speedup and error against workers (.png, .svg, .pdf, .jpg)"
+    )
     lp.set_defaults(handler=run_lstsq)
 
 
@@ -214,8 +216,10 @@ def run_lstsq(args: argparse.Namespace) -> int:
         raise UsageError("--input reads the problem from FILE: leave out --rows and --cols")
     if args.target and not args.input:
         raise UsageError("--target names b inside --input FILE: give --input too")
-    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
+    if args.plot:  # before the sweep: a wrong suffix is one line at once
+        from gpuprobe.ui.plot_extra import figure_path
+
+        figure_path(args.plot, "--plot")
     from gpuprobe import SgdSettings
     from gpuprobe.api import scale_lstsq
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.core import render
-from gpuprobe.core.errors import UsageError
 from gpuprobe.tools.scale.model import ScaleResult
 from gpuprobe.tools.scale.rules import EXACT_ERROR_OK
+from gpuprobe.ui.plot_extra import figure_path
 
 __all__ = ["ERROR_FLOOR", "plot_scale", "scale_figure"]
 
@@ -62,14 +62,13 @@ def scale_figure(result: ScaleResult) -> Any:
 
 
 def plot_scale(result: ScaleResult, path: str | Path) -> Path:
-    """Speedup and error against workers, one line per method, to a PNG or SVG file."""
-    out = Path(path)
-    if out.suffix.lower() not in (".png", ".svg"):
-        raise UsageError(f"--plot {out}: give a .png or .svg file name")
-    fig = scale_figure(result)
+    """Speedup and error against workers, one line per method, written to ``path`` in the format
+    its suffix names (.png, .svg, .pdf, .jpg); returns the path."""
+    from gpuprobe.ui.chart import save_figure
+
+    out = figure_path(path)  # before drawing: a wrong suffix costs nothing
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    return out
+    return save_figure(scale_figure(result), out)
 
 
 def plot(result: ScaleResult, path: str | Path | None = None) -> Any:
