@@ -119,15 +119,12 @@ def test_a_recording_without_a_gpu_draws_the_cpu_panels_alone() -> None:
     cpu_only = gpuprobe.read_timeline(_host_only(tl))
     assert plots.panels_with_data(cpu_only) == plots.CPU_PANELS
     fig = cpu_only.plot()
-    # the heatmap, the command's CPU, memory, then the heatmap's colour bar and memory's right
-    # axis: no GPU panel
-    assert [ax.get_ylabel() for ax in fig.axes] == [
-        "core",
-        "CPU % of a core",
-        "command RSS MiB",
-        "busy %",
-        "host used GiB",
-    ]
+    # the heatmap (its colour bar inside it), the command's CPU, memory and its right axis: no
+    # GPU panel
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels == ["core", "CPU % of a core", "command RSS MiB", "host used GiB"]
+    (bar,) = fig.axes[0].child_axes
+    assert bar.get_ylabel() == "busy %"
     assert not [t.get_text() for ax in fig.axes for t in ax.texts]  # no "no samples" panel
 
 

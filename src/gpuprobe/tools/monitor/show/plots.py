@@ -249,7 +249,9 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
         ax.set_ylabel("core")
         if cores <= 16:
             ax.set_yticks(range(cores))
-        cb = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
+        # the colour bar just right of the heatmap, where the other panels have their legends
+        # (a colour bar of the figure's layout sits past every legend, far from its panel)
+        cb = fig.colorbar(im, cax=ax.inset_axes((1.01, 0.0, 0.012, 1.0)))
         cb.set_label("busy %", fontsize=7)
         cb.ax.tick_params(labelsize=7)
     elif panel == "cmd_cpu":
