@@ -264,3 +264,15 @@ def test_scale_plot_pdf(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stdout + p.stderr
     _check(tmp_path / "s.pdf")
+
+
+def test_bench_plot_that_cannot_be_written_keeps_the_report(tmp_path: Path) -> None:
+    p = _gpuprobe(
+        *("bench", "launch", "--backend", "numpy", "--quick", "--budget", "0.005", "--no-save"),
+        *("--plot", "gone/b.png"),
+        cwd=tmp_path,
+    )
+    assert p.returncode == 2
+    assert "launch" in p.stdout and "charts:" not in p.stdout  # the measurements all the same
+    (line,) = [x for x in p.stderr.splitlines() if "no charts" in x]
+    assert line == "gpuprobe: no charts: gone/b.png: cannot write it (No such file or directory)"

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from gpuprobe.core.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
+from gpuprobe.core.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["register", "run_lstsq"]
 
@@ -255,11 +255,14 @@ def run_lstsq(args: argparse.Namespace) -> int:
     from gpuprobe.ui.plot_extra import ChartsUnavailable
 
     plot_note = None  # without matplotlib: the results all the same, then one line
+    unwritten = False  # a chart's file that could not be written: the results, the line, exit 2
     if args.plot:
         try:
             result.plot(args.plot)
         except ChartsUnavailable as exc:
             plot_note = f"gpuprobe: no plot: {exc.message}"
+        except UsageError as exc:
+            plot_note, unwritten = f"gpuprobe: no plot: {exc.message}", True
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -270,4 +273,6 @@ def run_lstsq(args: argparse.Namespace) -> int:
             print(f"\nplot: {args.plot}")
     if plot_note:
         print(plot_note, file=sys.stderr)
+    if unwritten:
+        return EXIT_USAGE
     return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK
