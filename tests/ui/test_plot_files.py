@@ -276,3 +276,12 @@ def test_bench_plot_that_cannot_be_written_keeps_the_report(tmp_path: Path) -> N
     assert "launch" in p.stdout and "charts:" not in p.stdout  # the measurements all the same
     (line,) = [x for x in p.stderr.splitlines() if "no charts" in x]
     assert line == "gpuprobe: no charts: gone/b.png: cannot write it (No such file or directory)"
+
+
+def test_scale_without_numpy_has_the_speedup_panel_alone() -> None:
+    with_numpy = _built("ScaleResult")
+    assert [ax.get_title() for ax in with_numpy.plot().axes] == ["speedup", "error"]
+    alone = gpuprobe.scale_lstsq(
+        400, 4, workers=(1,), methods=("normal",), chunk_rows=200, compare_numpy=False
+    )
+    assert [ax.get_title() for ax in alone.plot().axes] == ["speedup"]

@@ -25,11 +25,13 @@ ERROR_FLOOR = 1e-17
 
 def scale_figure(result: ScaleResult) -> Any:
     """Speedup and error against workers, one line per method, on a figure object (never pyplot,
-    so the user's matplotlib backend is left alone)."""
+    so the user's matplotlib backend is left alone). A sweep with no error against numpy (run
+    with ``--no-numpy``) has the speedup panel alone."""
     from gpuprobe.ui.chart import new_chart
 
-    fig = new_chart(figsize=(10, 4), layout="constrained")
-    ax1, ax2 = fig.subplots(1, 2)
+    shown = [r.error_vs_numpy for r in result.results if r.error_vs_numpy is not None]
+    fig = new_chart(figsize=(10 if shown else 5.5, 4), layout="constrained")
+    ax1, *rest = fig.subplots(1, 2 if shown else 1, squeeze=False)[0]
     sizes = sorted({r.workers for r in result.results})
     ax1.plot(sizes, [w / sizes[0] for w in sizes], "k:", label="ideal")
     for method in dict.fromkeys(r.requested for r in result.results):
@@ -37,25 +39,24 @@ def scale_figure(result: ScaleResult) -> Any:
         ws = [r.workers for r in rows]
         ax1.plot(ws, [r.speedup for r in rows], "o-", label=method)
         errs = [r.error_vs_numpy for r in rows]
-        if all(e is not None for e in errs):
-            ax2.plot(ws, [max(e, ERROR_FLOOR) for e in errs], "o-", label=method)  # type: ignore[type-var]
-    shown = [r.error_vs_numpy for r in result.results if r.error_vs_numpy is not None]
-    if shown:  # whole decades from float64's rounding level up, so 4e-15 does not look large
-        low = min(ERROR_FLOOR, min(max(e, ERROR_FLOOR) for e in shown) / 10)
-        ax2.set_ylim(low, max(1e-8, max(shown) * 10))
-        ax2.axhline(EXACT_ERROR_OK, color="grey", ls="--", lw=1, label=f"{EXACT_ERROR_OK:g}")
+        if rest and all(e is not None for e in errs):
+            rest[0].plot(ws, [max(e, ERROR_FLOOR) for e in errs], "o-", label=method)  # type: ignore[type-var]
     ax1.set(
         xlabel="workers", ylabel=f"speedup over {sizes[0]} worker(s)", xticks=sizes, title="speedup"
     )
-    ax2.set(
-        xlabel="workers",
-        ylabel="relative error vs numpy.linalg.lstsq",
-        yscale="log",
-        xticks=sizes,
-        title="error",
-    )
     ax1.legend()
-    if ax2.lines:
+    if rest:  # whole decades from float64's rounding level up, so 4e-15 does not look large
+        (ax2,) = rest
+        low = min(ERROR_FLOOR, min(max(e, ERROR_FLOOR) for e in shown) / 10)
+        ax2.set_ylim(low, max(1e-8, max(shown) * 10))
+        ax2.axhline(EXACT_ERROR_OK, color="grey", ls="--", lw=1, label=f"{EXACT_ERROR_OK:g}")
+        ax2.set(
+            xlabel="workers",
+            ylabel="relative error vs numpy.linalg.lstsq",
+            yscale="log",
+            xticks=sizes,
+            title="error",
+        )
         ax2.legend()
     fig.suptitle(f"gpuprobe scale lstsq: {result.rows} × {result.cols} ({result.problem})")
     return fig
