@@ -44,21 +44,21 @@ def test_bucketing_keeps_mean_and_envelope() -> None:
 
 
 def test_figure_panels() -> None:
+    # a GPU recording without host samples: the four GPU panels (power with its temperature
+    # axis), no empty CPU panel
     gpu = read_timeline(DATA / "healthy.jsonl")
+    assert plots.panels_with_data(gpu) == plots.GPU_PANELS
     fig = plots.timeline_figure(gpu)
-    titles = [ax.get_ylabel() for ax in fig.axes]
-    for label in (
-        "GPU util %",
-        "GPU mem GiB",
-        "power W",
-        "SM clock MHz",
-        "core",
-        "CPU % of a core",
-        "memory",
-    ):
-        assert label in titles
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels == ["GPU util %", "GPU mem GiB", "power W", "SM clock MHz", "temp °C (dotted)"]
+    # panels asked for by name are drawn, each saying in one line why it is empty
     host_only = plots.timeline_figure(gpu, plots.CPU_PANELS)
-    assert "GPU util %" not in [ax.get_ylabel() for ax in host_only.axes]
+    assert [ax.get_ylabel() for ax in host_only.axes] == ["core", "CPU % of a core", "memory"]
+    assert [t.get_text() for ax in host_only.axes for t in ax.texts] == [
+        "no host samples",
+        "no process watched",
+        "no host samples",
+    ]
 
 
 def test_long_recording_is_drawn_reduced(tmp_path: Path) -> None:

@@ -265,15 +265,14 @@ def write_run_report(
     return _write(tl, summary, html_path=html_path, png_path=png_path)
 
 
-def plot_timeline(tl: Timeline, path: PathLike) -> None:
-    """Draw a recording's charts (GPU panels when GPUs were recorded, then the CPU) into one
-    figure titled with its command, written to ``path`` (``.png``, ``.svg`` or ``.pdf``); a file
-    that cannot be written raises :class:`OSError`."""
-    from gpuprobe.tools.monitor.show.plots import timeline_figure
-    from gpuprobe.tools.monitor.summary import command_text
+def plot_timeline(tl: Timeline, path: PathLike) -> Path:
+    """Draw a recording's charts (the panels with data: GPU ones when GPUs were recorded, then
+    the CPU) into one figure titled with its command, written to ``path`` in the format its
+    suffix names (``.png``, ``.svg``, ``.pdf``, ``.jpg``); returns the path. A wrong suffix, or a
+    file that cannot be written, raises :class:`~gpuprobe.core.errors.UsageError`."""
+    import pathlib
 
-    fig = timeline_figure(tl, title=f"gpuprobe run: {command_text(tl.header.command)}")
-    fig.savefig(path, dpi=100)
+    return tl.plot(pathlib.Path(path))
 
 
 def parse_counts(text: str) -> list[int]:

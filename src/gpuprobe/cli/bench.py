@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--plot",
         metavar="FILE",
-        help="write charts (crossover, bandwidth vs size, roofline) to FILE.png/.svg",
+        help="write charts (crossover, bandwidth vs size, roofline) to FILE "
+        "(.png, .svg, .pdf, .jpg)",
     )
     p.add_argument(
         "--compare",
@@ -67,12 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuprobe.api import bench
     from gpuprobe.core import render
-    from gpuprobe.core.errors import UsageError
-    from gpuprobe.ui.plot_extra import ChartsUnavailable
+    from gpuprobe.core.errors import EXIT_USAGE, UsageError
+    from gpuprobe.ui.plot_extra import ChartsUnavailable, figure_path
     from gpuprobe.ui.progress import progress
 
-    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
+    if args.plot:  # before measuring: a wrong suffix is one line at once
+        figure_path(args.plot, "--plot")
     kwargs: dict[str, Any] = {}
     if args.budget is not None:
         kwargs["budget_s"] = args.budget
@@ -88,11 +89,14 @@ def run(args: argparse.Namespace) -> int:
             **kwargs,
         )
     plot_note = None  # without matplotlib: the report all the same, then one line
+    unwritten = False  # a chart's file that could not be written: the report, the line, exit 2
     if args.plot:
         try:
             report.plot(args.plot)
         except ChartsUnavailable as exc:
             plot_note = f"gpuprobe: no charts: {exc.message}"
+        except UsageError as exc:
+            plot_note, unwritten = f"gpuprobe: no charts: {exc.message}", True
     if args.json:
         print_json(report.to_dict())
     else:
@@ -106,4 +110,4 @@ def run(args: argparse.Namespace) -> int:
         print(plot_note, file=sys.stderr)
     if report.history_note:  # after the report, which is never thrown away for it
         print(f"gpuprobe: {report.history_note}", file=sys.stderr)
-    return report.exit_code
+    return EXIT_USAGE if unwritten else report.exit_code

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "run"]
-
-_FORMATS = (".png", ".svg", ".pdf", ".html")
 
 
 def register(sub: Any) -> None:
@@ -25,7 +24,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--out",
         metavar="FILE",
-        help="one file to write: .png, .svg, .pdf (the charts) or .html (the report)",
+        help="one file to write: .png, .svg, .pdf, .jpg (the charts) or .html (the report)",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=run)
@@ -33,33 +32,27 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Draw; 0 when written."""
-    from rich.console import Console
-
     from gpuprobe.api import plot_timeline, read_timeline, summarize, write_run_report
+    from gpuprobe.cli._common import console
     from gpuprobe.core import render
-    from gpuprobe.core.errors import UsageError
-    from gpuprobe.ui.plot_extra import ChartsUnavailable
+    from gpuprobe.ui.plot_extra import ChartsUnavailable, figure_path
 
+    if args.out:  # before reading: a wrong suffix is one line at once
+        figure_path(args.out, "--out", also=(".html",))
     tl = read_timeline(args.timeline)
     summary = summarize(tl)
     notes = [f"gpuprobe: {tl.dropped_note()}"] if tl.dropped_note() else []
     assert tl.path is not None
     if args.out:
         out = Path(args.out)
-        if out.suffix.lower() not in _FORMATS:
-            raise UsageError(f"--out {out}: give a file ending in {', '.join(_FORMATS)}")
         if out.suffix.lower() == ".html":
             try:
                 paths = write_run_report(tl, summary, html_path=out)
             except ChartsUnavailable as exc:  # the page is written, without its charts
                 paths = list(exc.written)
                 notes.append(f"gpuprobe: no charts in {out.name}: {exc.message}")
-        else:  # without matplotlib: its one line, exit 2
-            try:
-                plot_timeline(tl, out)
-            except OSError as exc:
-                raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-            paths = [out]
+        else:  # a chart; without matplotlib: its one line, exit 2
+            paths = [plot_timeline(tl, out)]
     else:
         d = tl.path.parent
         try:
@@ -79,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=1))
     else:
-        Console(highlight=False, soft_wrap=True).print(
-            render.renderable(summary, paths=paths, notes=notes)
-        )
+        # wrapped at the terminal's width (80 in a pipe) under each line's indent, as run's;
+        # each note whole on one line of its own, on stderr
+        console().print(render.renderable(summary, paths=paths))
+        for note in notes:
+            print(note, file=sys.stderr)
     return 0

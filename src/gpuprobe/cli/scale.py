@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from gpuprobe.core.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
+from gpuprobe.core.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["register", "run_lstsq"]
 
@@ -143,7 +143,9 @@ def register(sub: Any) -> None:
     )
     out = lp.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="the result as JSON on stdout")
-    out.add_argument("--plot", metavar="FILE", help="speedup and error against workers (.png/.svg)")
+    out.add_argument(
+        "--plot", metavar="FILE", help="speedup and error against workers (.png, .svg, .pdf, .jpg)"
+    )
     lp.set_defaults(handler=run_lstsq)
 
 
@@ -214,8 +216,10 @@ def run_lstsq(args: argparse.Namespace) -> int:
         raise UsageError("--input reads the problem from FILE: leave out --rows and --cols")
     if args.target and not args.input:
         raise UsageError("--target names b inside --input FILE: give --input too")
-    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {args.plot}: give a .png or .svg file name")
+    if args.plot:  # before the sweep: a wrong suffix is one line at once
+        from gpuprobe.ui.plot_extra import figure_path
+
+        figure_path(args.plot, "--plot")
     from gpuprobe import SgdSettings
     from gpuprobe.api import scale_lstsq
 
@@ -251,11 +255,14 @@ def run_lstsq(args: argparse.Namespace) -> int:
     from gpuprobe.ui.plot_extra import ChartsUnavailable
 
     plot_note = None  # without matplotlib: the results all the same, then one line
+    unwritten = False  # a chart's file that could not be written: the results, the line, exit 2
     if args.plot:
         try:
             result.plot(args.plot)
         except ChartsUnavailable as exc:
             plot_note = f"gpuprobe: no plot: {exc.message}"
+        except UsageError as exc:
+            plot_note, unwritten = f"gpuprobe: no plot: {exc.message}", True
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -266,4 +273,6 @@ def run_lstsq(args: argparse.Namespace) -> int:
             print(f"\nplot: {args.plot}")
     if plot_note:
         print(plot_note, file=sys.stderr)
+    if unwritten:
+        return EXIT_USAGE
     return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK

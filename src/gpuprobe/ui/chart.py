@@ -5,7 +5,8 @@ pyplot's global state belongs to the user: choosing a backend (``matplotlib.use(
 registering figures with pyplot would stop a notebook's own ``plt.show()`` from drawing, or show
 our figures a second time at the end of a cell. A :class:`Chart` is a plain figure that Jupyter
 shows inline by itself (``_repr_png_``), whatever backend is in use, and that saves with
-``savefig`` like any other. Import this module lazily: it imports matplotlib, and without it
+``savefig`` like any other; :func:`save_figure` writes one in the format its file's suffix names.
+Import this module lazily: it imports matplotlib, and without it
 (matplotlib is the extra ``gpuprobe[plot]``) the import raises
 :class:`~gpuprobe.ui.plot_extra.ChartsUnavailable`, one line naming the extra.
 """
@@ -13,18 +14,22 @@ shows inline by itself (``_repr_png_``), whatever backend is in use, and that sa
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 from typing import Any
 
-from gpuprobe.ui.plot_extra import unavailable
+from gpuprobe.core.errors import UsageError
+from gpuprobe.ui.plot_extra import figure_path, unavailable
 
 try:
     from matplotlib.figure import Figure
 except ImportError as _exc:  # the extra gpuprobe[plot] is not installed (or does not import)
     raise unavailable(_exc) from None
 
-__all__ = ["Chart", "figure_png", "new_chart"]
+__all__ = ["Chart", "figure_png", "new_chart", "save_figure"]
 
 NOTEBOOK_DPI = 80  # dots per inch of the PNG a notebook shows: a 12-inch chart is 960 px wide
+FILE_DPI = 100  # dots per inch of a chart written to a file: a 12-inch chart is 1200 px wide
 
 
 class Chart(Figure):
@@ -48,3 +53,19 @@ def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str], *, option: str | None = None) -> Path:
+    """Write ``fig`` to ``path`` in the format its suffix names (one of
+    :data:`~gpuprobe.ui.plot_extra.FIGURE_FORMATS`; see
+    :func:`~gpuprobe.ui.plot_extra.figure_path`, ``option`` as there) and return the path. The
+    renderer is picked for this one save: pyplot and the user's rcParams are left alone. A file
+    that cannot be written is a one-line :class:`~gpuprobe.core.errors.UsageError`."""
+    out = figure_path(path, option)
+    fmt = out.suffix.lower().lstrip(".")
+    try:
+        fig.savefig(out, format="jpeg" if fmt == "jpg" else fmt, dpi=FILE_DPI)
+    except OSError as exc:
+        where = f"{option} {path}" if option else str(path)
+        raise UsageError(f"{where}: cannot write it ({exc.strerror or exc})") from None
+    return out

@@ -5,20 +5,28 @@ matplotlib (with fonttools and pillow, about 60 MB installed) is the optional ex
 for without it raises :class:`ChartsUnavailable`, whose one-line message names the extra; the
 command line prints that line and writes everything else (a run's ``report.html`` without its
 charts, ``summary.json``, a benchmark's table).
+
+Every chart written to a file goes through :func:`figure_path` (checked here, before any work and
+without matplotlib: ``bench --plot x.gif`` fails at once) and then
+:func:`gpuprobe.ui.chart.save_figure`, in the format the file's suffix names
+(:data:`FIGURE_FORMATS`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpuprobe.core.errors import EXIT_USAGE, GpuprobeError
+from gpuprobe.core.errors import EXIT_USAGE, GpuprobeError, UsageError
 
 __all__ = [
     "CHARTS_MISSING",
+    "FIGURE_FORMATS",
     "PLOT_INSTALL",
     "ChartsUnavailable",
     "charts_unavailable",
+    "figure_path",
     "unavailable",
 ]
 
@@ -26,6 +34,9 @@ __all__ = [
 # metadata and adds only matplotlib and what it needs.
 PLOT_INSTALL = "pip install 'gpuprobe[plot]'"
 CHARTS_MISSING = f"charts need matplotlib: {PLOT_INSTALL}"
+# The file formats a chart is written in, by the file's suffix: those matplotlib's own backends
+# write with nothing more than matplotlib's dependencies (JPEG through pillow, which it requires).
+FIGURE_FORMATS = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
 
 class ChartsUnavailable(GpuprobeError, ImportError):
@@ -56,3 +67,22 @@ def unavailable(exc: ImportError) -> ChartsUnavailable:
         isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "matplotlib"
     )
     return ChartsUnavailable() if missing else ChartsUnavailable(f"{CHARTS_MISSING} ({exc})")
+
+
+def figure_path(
+    path: str | os.PathLike[str], option: str | None = None, *, also: Sequence[str] = ()
+) -> Path:
+    """``path`` as a :class:`~pathlib.Path` when its suffix names one of :data:`FIGURE_FORMATS`
+    or of ``also`` (``.html`` where a page may be asked for), in any case; otherwise a one-line
+    :class:`~gpuprobe.core.errors.UsageError` naming them, prefixed with ``option`` (``--plot``)
+    where the path came from one."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(
+            f"a chart's file is a path (str or pathlib.Path), not {type(path).__name__}"
+        )
+    out = Path(path)
+    formats = (*FIGURE_FORMATS, *also)
+    if out.suffix.lower() not in formats:
+        where = f"{option} {os.fspath(path)}" if option else os.fspath(path)
+        raise UsageError(f"{where}: give a file ending in {', '.join(formats)}")
+    return out

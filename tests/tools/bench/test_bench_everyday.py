@@ -135,7 +135,8 @@ def test_roofline_points_never_sit_above_the_roofs_drawn() -> None:
     )
     report = _report(rs, ("matmul", "scale"), False)
     fig = bench_figure(report)
-    roof = fig.axes[3]
+    (roof,) = fig.axes  # matmul and scale alone: no crossover or bandwidth panel, the roofline
+    assert roof.get_title() == "roofline"
     roofs = [ln for ln in roof.get_lines() if len(ln.get_xdata()) > 1]
     labels = [ln.get_label() for ln in roofs]
     # int8 counts integer operations: its roof and the axis say GOP/s (issue 27), float16 GFLOP/s
@@ -151,10 +152,6 @@ def test_roofline_points_never_sit_above_the_roofs_drawn() -> None:
     assert not roof.texts
     legend = [t.get_text() for t in roof.get_legend().get_texts()]
     assert "matmul int8" in legend and "matmul float32" in legend
-    # matmul ticks: the sizes, no crowded minor labels
-    mm = fig.axes[1]
-    fig.canvas.draw()
-    assert [t.get_text() for t in mm.get_xticklabels(minor=True) if t.get_text()] == []
 
 
 def test_a_recommendation_from_spread_times_is_to_be_confirmed() -> None:

@@ -25,7 +25,10 @@ def _gpuprobe(*args: str) -> subprocess.CompletedProcess[str]:
         (["bench", "gemm"], "unknown workload 'gemm'; choose from expression, scale, matmul"),
         (["bench", "--backend", "tensorflow"], "unknown backend 'tensorflow'; choose from numpy"),
         (["bench", "--device", "tpu"], "device 'tpu': gpuprobe runs on cpu, cuda or cuda:N"),
-        (["bench", "--plot", "x.pdf"], "--plot x.pdf: give a .png or .svg file name"),
+        (
+            ["bench", "--plot", "x.gif"],
+            "--plot x.gif: give a file ending in .png, .svg, .pdf, .jpg, .jpeg",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

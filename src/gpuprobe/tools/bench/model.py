@@ -10,6 +10,7 @@ for compute, bytes for sizes of copies.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from gpuprobe.core import render
@@ -233,9 +234,10 @@ class BenchReport(Record):
         """The first finding with ``finding_id``."""
         return next((f for f in self.findings if f.id == finding_id), None)
 
-    def plot(self, path: str | None = None) -> Any:
-        """The charts (crossover, bandwidth vs size, roofline) as a matplotlib figure, which
-        Jupyter shows inline; written to ``path`` too when given (.png or .svg)."""
+    def plot(self, path: str | Path | None = None) -> Any:
+        """The charts (crossover, bandwidth vs size, roofline: those with results) as a
+        matplotlib figure, which Jupyter shows inline; with ``path``, written there in the format
+        its suffix names (.png, .svg, .pdf, .jpg) and the path returned."""
         return render.plot(self, path)
 
     def __repr__(self) -> str:

@@ -4,6 +4,7 @@
     with gpuprobe.record(out="runs/epoch1") as rec:
         train_one_epoch()
     rec.plot()          # a matplotlib Figure: shows inline in Jupyter
+    rec.plot("run.png") # written to a file (.png, .svg, .pdf, .jpg), its path returned
     rec.findings        # the judged findings, worst first
     rec.report()        # runs/epoch1/report.html
 
@@ -73,9 +74,13 @@ class Recording:
         """The findings, worst first."""
         return self.summary.findings
 
-    def plot(self, panels: tuple[str, ...] | None = None) -> Figure:
-        """The charts as a matplotlib Figure (Jupyter shows it inline)."""
-        return render.plot(self, panels)
+    def plot(
+        self, path: str | Path | None = None, *, panels: tuple[str, ...] | None = None
+    ) -> Figure | Path:
+        """The charts as a matplotlib Figure (Jupyter shows it inline); with ``path``, written
+        there in the format its suffix names (.png, .svg, .pdf, .jpg) and the path returned.
+        ``panels`` picks charts by name (default: those with data)."""
+        return render.plot(self, path, panels=panels)
 
     def report(self, path: str | Path | None = None) -> Path:
         """Write the HTML report (default ``OUT/report.html``) and return its path."""

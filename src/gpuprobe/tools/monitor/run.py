@@ -97,8 +97,15 @@ class RunResult:
             return repr(self)
         return render.text(self)
 
+    def plot(self, path: str | Path | None = None, *, panels: tuple[str, ...] | None = None) -> Any:
+        """The run's charts, read from its timeline, as a matplotlib Figure (Jupyter shows it
+        inline); with ``path``, written there in the format its suffix names (.png, .svg, .pdf,
+        .jpg) and the path returned."""
+        return read_timeline(self.timeline).plot(path, panels=panels)
+
     def _repr_html_(self) -> str:
-        """The summary and findings in a notebook; the charts are in ``report.html``."""
+        """The summary and findings in a notebook; the charts are in ``report.html`` and
+        ``.plot()``."""
         if self.summary is None:
             return f"<pre>{html.escape(repr(self))}</pre>"
         return render.html(self)

@@ -262,7 +262,8 @@ def _host_stats(tl: Timeline) -> HostStats:
     trees = [s.tree for s in tl.samples if s.tree is not None]
     tops = [t.main_thread_max_percent for t in trees if t.main_thread_max_percent is not None]
     demand = [d for d in map(thread_demand, trees) if d is not None]
-    rss = [t.rss for t in trees]
+    # 0 bytes resident is the command that has just exited (a zombie), not a reading
+    rss = [t.rss for t in trees if t.rss]
     warm = int(len(rss) * WARMUP_FRACTION)
     avail = [s.host.memory_available for s in tl.samples if s.host.memory_available is not None]
     return HostStats(

@@ -358,6 +358,11 @@ class Timeline:
     def __repr__(self) -> str:
         return render.repr_(self)
 
+    def plot(self, path: str | Path | None = None, *, panels: tuple[str, ...] | None = None) -> Any:
+        """The charts as a matplotlib Figure (Jupyter shows it inline); with ``path``, written
+        there in the format its suffix names (.png, .svg, .pdf, .jpg) and the path returned."""
+        return render.plot(self, path, panels=panels)
+
     @property
     def start(self) -> float:
         """The recording's start, seconds since the epoch."""

@@ -109,6 +109,6 @@ class ScaleResult(Record):
 
     def plot(self, path: str | Path | None = None) -> Any:
         """The speedup and error charts as a matplotlib figure (Jupyter shows it inline); with
-        ``path``, written there (PNG or SVG) and the path returned
-        (:mod:`gpuprobe.tools.scale.show.plots`)."""
+        ``path``, written there in the format its suffix names (.png, .svg, .pdf, .jpg) and the
+        path returned (:mod:`gpuprobe.tools.scale.show.plots`)."""
         return render.plot(self, path)

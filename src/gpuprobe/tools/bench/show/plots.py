@@ -1,4 +1,4 @@
-"""Charts of ``gpuprobe bench --plot FILE`` (PNG or SVG by the extension) and of
+"""Charts of ``gpuprobe bench --plot FILE`` (PNG, SVG, PDF or JPEG by the suffix) and of
 ``BenchReport.plot()``, drawn on a figure object (never pyplot, so the user's backend is left
 alone), with matplotlib imported only when asked: each workload's curves of time against size
 (crossover's elementwise and matmul), its charts of rate against size (transfer's bandwidth), and a
@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from gpuprobe.core import render
-from gpuprobe.core.errors import UsageError
 from gpuprobe.core.text import plain_text
 from gpuprobe.tools.bench.model import BenchReport, BenchResult
 from gpuprobe.tools.bench.workloads import WORKLOADS, by_name
 from gpuprobe.tools.bench.workloads.base import Curve, Roofline, SizeSeries, Workload
+from gpuprobe.ui.plot_extra import figure_path
 
 __all__ = ["bench_figure", "plot_bench", "roofline_points"]
 
@@ -31,7 +32,7 @@ def _empty(ax: Any, what: str) -> None:
     ax.text(
         0.5,
         0.5,
-        f"no {what} results in this run",
+        f"no {what} results in this run: nothing to chart",
         ha="center",
         va="center",
         transform=ax.transAxes,
@@ -41,7 +42,10 @@ def _empty(ax: Any, what: str) -> None:
     ax.set_yticks([])
 
 
-def _curves(ax: Any, results: list[BenchResult], w: Workload, curve: Curve) -> None:
+def _curve_data(
+    results: list[BenchResult], w: Workload, curve: Curve
+) -> tuple[dict[str, list[tuple[int, float]]], set[str]]:
+    """``curve``'s (size, seconds) points by series label, and the labels drawn dashed."""
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     dashed: set[str] = set()
     for r in results:
@@ -56,7 +60,12 @@ def _curves(ax: Any, results: list[BenchResult], w: Workload, curve: Curve) -> N
             series[label].append((r.size, r.seconds))
             if dash:
                 dashed.add(label)
-    if not series:
+    return series, dashed
+
+
+def _curves(ax: Any, results: list[BenchResult], w: Workload, curve: Curve) -> None:
+    series, dashed = _curve_data(results, w, curve)
+    if not series:  # not drawn by bench_figure, which leaves the panel out
         _empty(ax, curve.empty)
         return
     for label, pts in sorted(series.items()):
@@ -94,14 +103,22 @@ def _curves(ax: Any, results: list[BenchResult], w: Workload, curve: Curve) -> N
     ax.grid(True, which="both", alpha=0.3)
 
 
-def _series(ax: Any, results: list[BenchResult], w: Workload, chart: SizeSeries) -> None:
+def _series_data(
+    results: list[BenchResult], w: Workload, chart: SizeSeries
+) -> dict[str, list[tuple[int, float]]]:
+    """``chart``'s (size, value) points by series label."""
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in results:
         if r.workload == w.name and r.ok and r.size and r.values.get(chart.value):
             series[f"{r.case} ({r.framework} {r.device})"].append(
                 (r.size, float(r.values[chart.value] or 0))
             )
-    if not series:
+    return series
+
+
+def _series(ax: Any, results: list[BenchResult], w: Workload, chart: SizeSeries) -> None:
+    series = _series_data(results, w, chart)
+    if not series:  # not drawn by bench_figure, which leaves the panel out
         _empty(ax, chart.empty)
         return
     for label, pts in sorted(series.items()):
@@ -209,7 +226,7 @@ def _roofline(ax: Any, report: BenchReport) -> None:
     from matplotlib.lines import Line2D
 
     pts = roofline_points(report)
-    if not pts:
+    if not pts:  # not drawn by bench_figure, which leaves the panel out
         _empty(ax, "/".join(w.name for w in WORKLOADS if w.plot.roofline.points is not None))
         return
     devices = sorted({p[0] for p in pts})
@@ -276,7 +293,9 @@ def _roofline(ax: Any, report: BenchReport) -> None:
 
 def bench_figure(report: BenchReport) -> Any:
     """The charts as one :class:`~gpuprobe.ui.chart.Chart` (Jupyter shows it inline), two a row:
-    every workload's curves, then every workload's rate-against-size charts, then the roofline."""
+    every workload's curves, then every workload's rate-against-size charts, then the roofline,
+    each only where this run has its results (``bench matmul`` has no crossover chart; a run
+    that measured nothing gets one panel saying so)."""
     from gpuprobe.ui.chart import new_chart
 
     results = list(report.results)
@@ -285,37 +304,40 @@ def bench_figure(report: BenchReport) -> Any:
             partial(_curves, results=results, w=w, curve=c)
             for w in WORKLOADS
             for c in w.plot.curves
+            if _curve_data(results, w, c)[0]
         ),
         *(
             partial(_series, results=results, w=w, chart=c)
             for w in WORKLOADS
             for c in w.plot.series
+            if _series_data(results, w, c)
         ),
-        partial(_roofline, report=report),
+        *((partial(_roofline, report=report),) if roofline_points(report) else ()),
     ]
+    if not draws:
+        draws = [partial(_empty, what="measured")]
     rows = (len(draws) + 1) // 2
-    fig = new_chart(figsize=(13, 4.5 * rows), layout="constrained")
-    axes = fig.subplots(rows, 2, squeeze=False)
+    cols = 1 if len(draws) == 1 else 2
+    fig = new_chart(figsize=(6.5 * cols, 4.5 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
     for i, draw in enumerate(draws):
-        draw(axes[i // 2][i % 2])
-    if len(draws) % 2:
-        axes[-1][-1].set_visible(False)
+        draw(axes[i // cols][i % cols])
+    if len(draws) % cols:
+        fig.delaxes(axes[-1][-1])
     title = f"gpuprobe bench on {report.environment.hostname} ({report.created})"
     fig.suptitle(plain_text(title), fontsize=10)
     return fig
 
 
-def plot_bench(report: BenchReport, path: str | None = None) -> Any:
-    """The charts; written to ``path`` too when given (.png or .svg, by the extension)."""
-    if path is not None and not str(path).lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {path}: give a .png or .svg file name")
-    fig = bench_figure(report)
-    if path is not None:
-        try:
-            fig.savefig(path)
-        except OSError as exc:
-            raise UsageError(f"--plot {path}: cannot write it ({exc})") from None
-    return fig
+def plot_bench(report: BenchReport, path: str | Path | None = None) -> Any:
+    """The charts as a figure; with ``path``, written there in the format its suffix names
+    (.png, .svg, .pdf, .jpg) and the path returned."""
+    if path is None:
+        return bench_figure(report)
+    from gpuprobe.ui.chart import save_figure
+
+    out = figure_path(path)  # before drawing: a wrong suffix costs nothing
+    return save_figure(bench_figure(report), out)
 
 
 render.plot.register(BenchReport, plot_bench)

@@ -67,8 +67,10 @@ def oom_error(r: OomReport) -> list[Finding]:
             title=f"{e.framework} ran out of memory on {where}: tried to allocate "
             f"{size(e.requested)}",
             evidence=tuple(ev),
+            # named, not "see below": a report's text shows no fix lines, and JSON has no below
             fix="make the step smaller (batch size: gpuprobe.fit(step) finds the largest "
-            "that fits), or give memory back before it (see below)",
+            "that fits), or give memory back before it (the finding 'what to do, cheapest "
+            "first' lists how)",
             group="oom",
             details=(e.message,),
         )

@@ -202,7 +202,11 @@ def sampler_cost(ctx: RunContext) -> list[Finding]:
                 Evidence("sampler_cpu", round(tl.sampler_cpu_s, 3), "s"),
                 Evidence("sampler_cost", round(cost, 3), "%"),
                 Evidence("samples", ctx.samples, ""),
-                Evidence("missed_ticks", (tl.end or {}).get("missed_ticks"), ""),
+                *(  # an older recording's end line lacks it, a cut one has no end line
+                    (Evidence("missed_ticks", missed, ""),)
+                    if (missed := (tl.end or {}).get("missed_ticks")) is not None
+                    else ()
+                ),
                 *_costliest_call(tl.end, ctx.samples),
             ),
             fix="",

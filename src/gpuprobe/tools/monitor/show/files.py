@@ -48,7 +48,7 @@ def write_run_files(
         paths = [*exc.written, *paths]
         notes.append(f"gpuprobe: no report.png: {exc.message}")
     except GpuprobeError as exc:
-        notes.append(f"gpuprobe: no charts: {exc.message}")
+        notes.append(f"gpuprobe: no report: {exc.message}")  # report.png not written
     except OSError as exc:
         name = exc.filename or out_dir
         notes.append(f"gpuprobe: no report: cannot write {name}: {exc.strerror or exc}")

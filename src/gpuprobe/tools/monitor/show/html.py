@@ -12,14 +12,14 @@ import base64
 import datetime as _dt
 import html
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status
 from gpuprobe.core.units import size
 from gpuprobe.tools.monitor.record import Recording
-from gpuprobe.tools.monitor.summary import RunSummary, command_text
+from gpuprobe.tools.monitor.summary import GpuStats, RunSummary, command_text
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME, Timeline
 from gpuprobe.ui.plot_extra import PLOT_INSTALL, ChartsUnavailable, charts_unavailable
 from gpuprobe.ui.reprs import code_html, fix_html
@@ -65,8 +65,89 @@ def _finding_rows(findings: Sequence[Finding]) -> str:
     return "<table>" + "".join(rows) + "</table>"
 
 
-def _n(x: object, unit: str = "") -> str:
-    return "n/a" if x is None else f"{x}{unit}"
+def _n(x: object) -> str:
+    """A table cell: n/a where this GPU lacks a figure another GPU has."""
+    return "n/a" if x is None else str(x)
+
+
+def _gpu_table(summary: RunSummary) -> str:
+    """One row per GPU; a column no GPU has a value for (a field the card does not report, an
+    older timeline) is left out, so a one-GPU page shows no "n/a"."""
+    columns: list[tuple[str, Callable[[GpuStats], object]]] = [
+        ("name", lambda g: g.name),
+        ("used by command", lambda g: "yes" if g.used_by_command else "no"),
+        ("util mean", lambda g: _unit(g.util_mean, " %")),
+        ("util p90", lambda g: _unit(g.util_p90, " %")),
+        (
+            "memory peak / total",
+            lambda g: (
+                None if g.memory_peak is None else f"{size(g.memory_peak)} / {size(g.memory_total)}"
+            ),
+        ),
+        ("power max", lambda g: _unit(g.power_max_w, " W")),
+        ("temp max", lambda g: _unit(g.temperature_max_c, " °C")),
+        ("SM clock median", lambda g: _unit(g.sm_clock_median_mhz, " MHz")),
+        ("clock events", lambda g: ", ".join(sorted(g.reasons)) or "none"),
+    ]
+    shown = [(t, f) for t, f in columns if any(f(g) is not None for g in summary.gpus)]
+    head = "".join(f"<th>{_e(t)}</th>" for t, _ in shown)
+    rows = "".join(
+        f"<tr><td>GPU {g.index}</td>"
+        + "".join(f"<td>{_e(_n(f(g)))}</td>" for _, f in shown)
+        + "</tr>"
+        for g in summary.gpus
+    )
+    return f"<table><tr><th></th>{head}</tr>{rows}</table>"
+
+
+def _unit(x: object, unit: str) -> str | None:
+    return None if x is None else f"{x}{unit}"
+
+
+def _host_table(tl: Timeline, summary: RunSummary) -> str:
+    """The host and the command, one row per figure known; a timeline without host samples says
+    so in one line."""
+    hs = summary.host
+    pegged = hs.main_thread_pegged_fraction
+    model = tl.header.host.cpu_model
+    rows = [
+        ("cores", f"{hs.cores}" + (f" ({model})" if model else "") if hs.cores else None),
+        ("host CPU mean", _unit(hs.cpu_mean_percent, " %")),
+        (
+            "command CPU mean / peak",
+            None
+            if hs.command_cores_mean is None
+            else f"{hs.command_cores_mean} / {hs.command_cores_peak} cores",
+        ),
+        (
+            "busiest thread of main process",
+            None
+            if hs.main_thread_mean_percent is None
+            else f"{hs.main_thread_mean_percent} % mean"
+            + ("" if pegged is None else f", pegged in {round(100 * pegged, 1)} % of samples"),
+        ),
+        (
+            "worker processes (max)",
+            str(hs.workers_max) if hs.command_cores_mean is not None else None,
+        ),
+        (
+            "command RSS after warm-up / peak / end",
+            None
+            if hs.rss_peak is None
+            else f"{size(hs.rss_start)} / {size(hs.rss_peak)} / {size(hs.rss_end)}",
+        ),
+        (
+            "host memory available (min)",
+            None
+            if hs.memory_available_min is None
+            else f"{size(hs.memory_available_min)} of {size(hs.memory_total)}",
+        ),
+    ]
+    known = [(label, value) for label, value in rows if value is not None]
+    if len(known) <= 1:  # the core count alone comes from the header, not from samples
+        return "<p>No host samples in this recording: only the GPUs were recorded.</p>"
+    body = "".join(f"<tr><td>{_e(label)}</td><td>{_e(value)}</td></tr>" for label, value in known)
+    return f"<table>{body}</table>"
 
 
 def render_run_html(
@@ -81,39 +162,19 @@ def render_run_html(
     h = tl.header
     started = _dt.datetime.fromtimestamp(h.started).isoformat(timespec="seconds")
     cmd = command_text(h.command, limit=400)
-    exit_text = "n/a (no end line)" if summary.exit_code is None else str(summary.exit_code)
-    gpu_rows = "".join(
-        f"<tr><td>GPU {g.index}</td><td>{_e(g.name or 'n/a')}</td>"
-        f"<td>{'yes' if g.used_by_command else 'no'}</td><td>{_n(g.util_mean, ' %')}</td>"
-        f"<td>{_n(g.util_p90, ' %')}</td><td>{size(g.memory_peak)} / {size(g.memory_total)}</td>"
-        f"<td>{_n(g.power_max_w, ' W')}</td><td>{_n(g.temperature_max_c, ' °C')}</td>"
-        f"<td>{_n(g.sm_clock_median_mhz, ' MHz')}</td>"
-        f"<td>{_e(', '.join(sorted(g.reasons)) or '-')}</td></tr>"
-        for g in summary.gpus
+    exit_text = (
+        "no exit code (the recording has no end line)"
+        if summary.exit_code is None
+        else f"exit code {summary.exit_code}"
     )
+    cost = summary.sampler_cost_percent
+    sampler = "" if cost is None else f"sampler {cost} % of one core · "
     gpu_table = (
-        "<table><tr><th></th><th>name</th><th>used by command</th><th>util mean</th>"
-        "<th>util p90</th><th>memory peak / total</th><th>power max</th><th>temp max</th>"
-        f"<th>SM clock median</th><th>clock events</th></tr>{gpu_rows}</table>"
+        _gpu_table(summary)
         if summary.gpus
         else f"<p>No GPU: {_e(h.driver.error or h.driver.status)}. The host alone was recorded.</p>"
     )
-    hs = summary.host
-    host_table = (
-        "<table>"
-        f"<tr><td>cores</td><td>{hs.cores} ({_e(h.host.cpu_model or 'n/a')})</td></tr>"
-        f"<tr><td>host CPU mean</td><td>{_n(hs.cpu_mean_percent, ' %')}</td></tr>"
-        f"<tr><td>command CPU mean / peak</td><td>{_n(hs.command_cores_mean)} / "
-        f"{_n(hs.command_cores_peak)} cores</td></tr>"
-        f"<tr><td>busiest thread of main process</td><td>{_n(hs.main_thread_mean_percent, ' %')}"
-        f" mean, pegged in {_n(None if hs.main_thread_pegged_fraction is None else round(100 * hs.main_thread_pegged_fraction, 1), ' %')}"
-        " of samples</td></tr>"
-        f"<tr><td>worker processes (max)</td><td>{hs.workers_max}</td></tr>"
-        f"<tr><td>command RSS after warm-up / peak / end</td><td>{size(hs.rss_start)} / "
-        f"{size(hs.rss_peak)} / {size(hs.rss_end)}</td></tr>"
-        f"<tr><td>host memory available (min)</td><td>{size(hs.memory_available_min)} of "
-        f"{size(hs.memory_total)}</td></tr></table>"
-    )
+    host_table = _host_table(tl, summary)
     imgs = "".join(
         f'<h2>{_e(title)}</h2><img alt="{_e(title)}" '
         f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
@@ -135,9 +196,8 @@ def render_run_html(
         f"<title>gpuprobe run: {_e(cmd[:80])}</title><style>{_CSS}</style></head>"
         f'<body data-images="{len(images)}"><h1>gpuprobe run report</h1>'
         f'<div class="meta"><code>{_e(cmd)}</code><br>started {_e(started)} on '
-        f"{_e(h.host.hostname or 'n/a')} · {summary.duration_s:.1f} s · exit code "
-        f"{_e(exit_text)} · {summary.samples} samples at {h.hz:g} Hz · sampler "
-        f"{_n(summary.sampler_cost_percent, ' % of one core')} · timeline "
+        f"{_e(h.host.hostname or 'an unnamed host')} · {summary.duration_s:.1f} s · "
+        f"{_e(exit_text)} · {summary.samples} samples at {h.hz:g} Hz · {sampler}timeline "
         f"<code>{_e(tl.path.name if tl.path else TIMELINE_NAME)}</code></div>{dropped}"
         f"<h2>Findings</h2>{_finding_rows(summary.findings)}"
         f"<h2>GPUs</h2>{gpu_table}<h2>Host and command</h2>{host_table}{imgs}"
@@ -162,6 +222,7 @@ def write_run_report(
         CPU_PANELS,
         GPU_PANELS,
         figure_png,
+        panels_with_data,
         timeline_figure,
     )
 
@@ -169,16 +230,16 @@ def write_run_report(
     written: list[Path] = []
     cmd = command_text(tl.header.command, limit=100)
     if png_path is not None and missing is None:
-        p = Path(png_path)
+        from gpuprobe.ui.chart import save_figure
+
         fig = timeline_figure(tl, title=f"gpuprobe run: {cmd}")
-        fig.savefig(p, dpi=100)
-        written.append(p)
+        written.append(save_figure(fig, png_path))
     if html_path is not None:
         images = []
-        if missing is None:
-            if tl.gpu_indices:
-                images.append(("GPU", figure_png(timeline_figure(tl, GPU_PANELS))))
-            images.append(("CPU and memory", figure_png(timeline_figure(tl, CPU_PANELS))))
+        if missing is None:  # a section with no panel to draw is left out
+            for section, panels in (("GPU", GPU_PANELS), ("CPU and memory", CPU_PANELS)):
+                if shown := panels_with_data(tl, panels):
+                    images.append((section, figure_png(timeline_figure(tl, shown))))
         p = Path(html_path)
         page = render_run_html(tl, summary, images, charts_missing=missing is not None)
         p.write_text(page, encoding="utf-8")

@@ -16,12 +16,15 @@ utilization panel also shades each bucket's min-max).
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuprobe.core import render
 from gpuprobe.core.text import plain_text
 from gpuprobe.tools.monitor.record import Recording
+from gpuprobe.tools.monitor.summary import command_text
 from gpuprobe.tools.monitor.timeline import Timeline
+from gpuprobe.ui.plot_extra import figure_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,6 +36,9 @@ __all__ = [
     "GPU_PANELS",
     "MAX_POINTS",
     "figure_png",
+    "panels_with_data",
+    "plot_recording",
+    "plot_timeline",
     "timeline_figure",
 ]
 
@@ -43,6 +49,7 @@ MEMORY_CAPACITY_SHOWN_FRACTION = 0.05
 GPU_PANELS = ("gpu_util", "gpu_memory", "gpu_power", "gpu_clock")
 CPU_PANELS = ("cpu_heatmap", "cmd_cpu", "memory")
 _PANEL_HEIGHT = 1.9  # inches
+_NOTHING = "no samples with GPU, CPU or memory readings in this timeline: nothing to chart"
 _WARN_REASONS = (
     "sw_thermal_slowdown",
     "hw_thermal_slowdown",
@@ -242,7 +249,9 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
         ax.set_ylabel("core")
         if cores <= 16:
             ax.set_yticks(range(cores))
-        cb = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
+        # the colour bar just right of the heatmap, where the other panels have their legends
+        # (a colour bar of the figure's layout sits past every legend, far from its panel)
+        cb = fig.colorbar(im, cax=ax.inset_axes((1.01, 0.0, 0.012, 1.0)))
         cb.set_label("busy %", fontsize=7)
         cb.ax.tick_params(labelsize=7)
     elif panel == "cmd_cpu":
@@ -279,7 +288,7 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
         # the command's RSS on the left axis in a unit that fits it (13 MiB on a GiB axis is a
         # flat line at 0), the host's used memory on the right axis in GiB
         GiB = 1 / 2**30
-        rss_b = np.array([np.nan if s.tree is None else float(s.tree.rss) for s in tl.samples])
+        rss_b = np.array([_rss(s.tree) for s in tl.samples])
         used = np.array(
             [np.nan if s.host.memory_used is None else s.host.memory_used * GiB for s in tl.samples]
         )
@@ -313,6 +322,45 @@ def _draw_cpu(fig: Figure, ax: Axes, tl: Timeline, panel: str) -> None:
         _legend(ax, handles, twin=True)
 
 
+# What each GPU panel draws (any one of them read makes the panel worth drawing).
+_GPU_FIELDS = {
+    "gpu_util": ("utilization_gpu",),
+    "gpu_memory": ("memory_used",),
+    "gpu_power": ("power_w", "temperature_c"),
+    "gpu_clock": ("sm_clock_mhz",),
+}
+
+
+def _rss(tree: Any) -> float:
+    """The tree's resident memory in bytes; NaN where unknown. 0 is unknown too: a live process
+    is never 0 bytes resident, but the one that has just exited (a zombie) reads 0."""
+    return float(tree.rss) if tree is not None and tree.rss else float("nan")
+
+
+def _has_data(tl: Timeline, panel: str) -> bool:
+    if panel in _GPU_FIELDS:
+        return any(
+            getattr(tick.sample, name) is not None
+            for index in tl.gpu_indices
+            for _, tick in tl.gpu_ticks(index)
+            for name in _GPU_FIELDS[panel]
+        )
+    if panel == "cpu_heatmap":
+        return any(s.host.cpu_percent for s in tl.samples)
+    if panel == "cmd_cpu":
+        return any(s.tree is not None for s in tl.samples)
+    return any(s.host.memory_used is not None or _rss(s.tree) > 0 for s in tl.samples)
+
+
+def panels_with_data(
+    tl: Timeline, panels: tuple[str, ...] = GPU_PANELS + CPU_PANELS
+) -> tuple[str, ...]:
+    """Those of ``panels`` that ``tl`` has something to draw in: no GPU panel for a run without
+    a GPU (or for a field the card does not report), no CPU panel for a timeline without host
+    samples, so a replayed recording shows no empty panel."""
+    return tuple(p for p in panels if _has_data(tl, p))
+
+
 def timeline_figure(
     tl: Timeline,
     panels: tuple[str, ...] | None = None,
@@ -320,11 +368,21 @@ def timeline_figure(
     title: str | None = None,
     width: float = 12.0,
 ) -> Figure:
-    """One figure with ``panels`` (default: the GPU panels when GPUs were recorded, then the CPU
-    panels), sharing the time axis."""
+    """One figure with ``panels`` (default: each panel with data, GPU ones first, see
+    :func:`panels_with_data`), sharing the time axis. A timeline with nothing to draw gets one
+    panel that says so."""
     Figure = _mpl()
     if panels is None:
-        panels = (GPU_PANELS if tl.gpu_indices else ()) + CPU_PANELS
+        panels = panels_with_data(tl)
+    if not panels:
+        fig = Figure(figsize=(width, 0.6 + _PANEL_HEIGHT), layout="constrained")
+        ax = fig.subplots()
+        ax.text(0.5, 0.5, _NOTHING, ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if title:
+            fig.suptitle(plain_text(title), fontsize=10)
+        return fig
     fig = Figure(figsize=(width, 0.6 + _PANEL_HEIGHT * len(panels)), layout="constrained")
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for ax, panel in zip(axes, panels, strict=True):
@@ -349,9 +407,26 @@ def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
     return png(fig, dpi=dpi)
 
 
-def recording_figure(rec: Recording, panels: tuple[str, ...] | None = None) -> Any:
-    """``rec.plot()``: the recording's charts as a figure."""
-    return timeline_figure(rec.timeline, panels)
+def plot_timeline(
+    tl: Timeline, path: str | Path | None = None, *, panels: tuple[str, ...] | None = None
+) -> Any:
+    """``timeline.plot()``: the charts as a figure; with ``path``, titled with the command and
+    written there (its suffix names the format) and the path returned."""
+    if path is None:
+        return timeline_figure(tl, panels)
+    from gpuprobe.ui.chart import save_figure
+
+    out = figure_path(path)  # before drawing: a wrong suffix costs nothing
+    fig = timeline_figure(tl, panels, title=f"gpuprobe run: {command_text(tl.header.command)}")
+    return save_figure(fig, out)
 
 
-render.plot.register(Recording, recording_figure)
+def plot_recording(
+    rec: Recording, path: str | Path | None = None, *, panels: tuple[str, ...] | None = None
+) -> Any:
+    """``rec.plot()``: the recording's charts as a figure, or written to ``path``."""
+    return plot_timeline(rec.timeline, path, panels=panels)
+
+
+render.plot.register(Timeline, plot_timeline)
+render.plot.register(Recording, plot_recording)

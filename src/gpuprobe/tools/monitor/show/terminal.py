@@ -12,22 +12,61 @@ from rich.text import Text
 
 from gpuprobe.core import render
 from gpuprobe.core.render import one_line
-from gpuprobe.core.units import NA, gib, size
+from gpuprobe.core.units import gib, size
 from gpuprobe.tools.monitor.record import RECORDING_HTML_FOOTER, Recording
 from gpuprobe.tools.monitor.run import RunResult
-from gpuprobe.tools.monitor.summary import RunSummary, command_text
+from gpuprobe.tools.monitor.summary import GpuStats, HostStats, RunSummary, command_text
 from gpuprobe.tools.monitor.timeline import Timeline
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = ["render_summary", "summary_html", "summary_text", "timeline_repr"]
 
 
-def _na(v: object) -> str:
-    return NA if v is None else str(v)
-
-
 def _gib(b: int | None) -> str:
     return gib(b, 1, unit=False)
+
+
+def _known(*parts: tuple[bool, str]) -> str:
+    """The parts whose value is known, joined: a replayed recording that lacks a field (an older
+    timeline, a card that does not report it) shows no "n/a" for it."""
+    return ", ".join(text for known, text in parts if known)
+
+
+def _gpu(g: GpuStats) -> str:
+    """One GPU's line after its name."""
+    return ("" if g.used_by_command else "not used by the command; ") + (
+        _known(
+            (
+                g.util_mean is not None,
+                f"busy {g.util_mean} % mean"
+                + (f" (p90 {g.util_p90} %)" if g.util_p90 is not None else ""),
+            ),
+            (
+                g.memory_peak is not None,
+                f"memory peak {_gib(g.memory_peak)}"
+                + (f"/{_gib(g.memory_total)}" if g.memory_total else "")
+                + " GiB",
+            ),
+            (g.power_max_w is not None, f"power max {g.power_max_w} W"),
+            (g.temperature_max_c is not None, f"temp max {g.temperature_max_c} °C"),
+        )
+        or "no readings"
+    )
+
+
+def _host(h: HostStats) -> str:
+    """The host's line after "host: "."""
+    pegged = h.main_thread_pegged_fraction
+    facts = _known(
+        (h.cpu_mean_percent is not None, f"{h.cpu_mean_percent} % busy mean"),
+        (  # the mean and the peak come from the same samples: both known or neither
+            h.command_cores_mean is not None,
+            f"command {h.command_cores_mean} cores mean (peak {h.command_cores_peak})",
+        ),
+        (pegged is not None, f"main thread pegged in {100 * (pegged or 0):.0f} % of samples"),
+        (h.rss_peak is not None, f"RSS peak {size(h.rss_peak)}"),
+    )
+    return f"{h.cores} cores" + (f", {facts}" if facts else " (no host samples)")
 
 
 def _indented(text: str | Text, indent: int, style: str = "") -> Padding:
@@ -50,32 +89,8 @@ def render_summary(
         )
     ]
     for g in s.gpus:
-        lines.append(
-            _indented(
-                f"GPU {g.index} ({g.name or 'n/a'}): "
-                + ("" if g.used_by_command else "not used by the command; ")
-                + f"busy {g.util_mean if g.util_mean is not None else 'n/a'} % mean "
-                f"(p90 {g.util_p90 if g.util_p90 is not None else 'n/a'} %), memory peak "
-                f"{_gib(g.memory_peak)}/{_gib(g.memory_total)} GiB, power max "
-                f"{g.power_max_w if g.power_max_w is not None else 'n/a'} W, temp max "
-                f"{g.temperature_max_c if g.temperature_max_c is not None else 'n/a'} °C",
-                2,
-            )
-        )
-    h = s.host
-    pegged = (
-        "n/a"
-        if h.main_thread_pegged_fraction is None
-        else f"{100 * h.main_thread_pegged_fraction:.0f} %"
-    )
-    lines.append(
-        _indented(
-            f"host: {h.cores} cores, {_na(h.cpu_mean_percent)} % busy mean; command "
-            f"{_na(h.command_cores_mean)} cores mean (peak {_na(h.command_cores_peak)}),"
-            f" main thread pegged in {pegged} of samples, RSS peak {size(h.rss_peak)}",
-            2,
-        )
-    )
+        lines.append(_indented(f"GPU {g.index}{f' ({g.name})' if g.name else ''}: " + _gpu(g), 2))
+    lines.append(_indented(f"host: {_host(s.host)}", 2))
     lines.append(Text("Findings", style="bold"))
     for f in s.findings:
         lines.append(
