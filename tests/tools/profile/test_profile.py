@@ -539,3 +539,20 @@ def test_run_arms_the_hook_dormant_unless_told_not_to(tmp_path):
     )
     assert plain.returncode == 0 and plain.stdout.split() == ["None"]
     assert not (tmp_path / "b" / ".gpuprobe-profile").exists()
+
+
+@pytest.mark.parametrize("new_opt", ["0", "3"])
+def test_two_optimizers_count_one_step_an_iteration(tmp_path, monkeypatch, new_opt):
+    """A GAN's two optimizers (after_step's fast path keys on the first one's id and class):
+    each iteration is one step, also while the second is rebuilt as another class every 3."""
+    monkeypatch.setenv("STEPS", "12")
+    monkeypatch.setenv("NEW_OPT", new_opt)
+    report = gpuprobe.profile_command(
+        _script("two_optimizers.py"), tmp_path / "p", skip=4, warmup=1, active=3
+    )
+    (proc,) = report.processes
+    assert proc.mode == "optimizer" and proc.steps == 12
+    (trace,) = report.traces
+    assert _steps_in(trace) == [5, 6, 7]
+    assert _spans_per_step(trace, "Optimizer.step#SGD") == [1, 1, 1]
+    assert sum(_spans_per_step(trace, "Optimizer.step#")) == 6  # the generator's inside too

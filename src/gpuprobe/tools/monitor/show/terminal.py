@@ -17,6 +17,7 @@ from gpuprobe.tools.monitor.record import RECORDING_HTML_FOOTER, Recording
 from gpuprobe.tools.monitor.run import RunResult
 from gpuprobe.tools.monitor.summary import GpuStats, HostStats, RunSummary, command_text
 from gpuprobe.tools.monitor.timeline import Timeline
+from gpuprobe.ui.findings import Hanging
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = ["render_summary", "summary_html", "summary_text", "timeline_repr"]
@@ -93,17 +94,17 @@ def render_summary(
     lines.append(_indented(f"host: {_host(s.host)}", 2))
     lines.append(Text("Findings", style="bold"))
     for f in s.findings:
-        lines.append(
-            Text.assemble((f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status]), f.title)
-        )
+        status = Text(f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status])
+        lines.append(Hanging(status, f.title))
         if f.evidence:
-            lines.append(_indented(", ".join(str(e) for e in f.evidence), 10, "dim"))
+            evidence = Text(", ".join(str(e) for e in f.evidence), style="dim")
+            lines.append(Hanging(" " * 10, evidence))
         if f.fix:
-            lines.append(_indented(Text.assemble(("fix: ", "green"), f.fix), 10))
+            lines.append(Hanging(Text(" " * 10 + "fix: ", "green"), f.fix))
     for note in notes:
         lines.append(Text(note, style="yellow"))
     if paths:
-        lines.append(Text("wrote " + "  ".join(str(p) for p in paths), style="dim"))
+        lines.append(Hanging(Text("wrote ", "dim"), Text("  ".join(map(str, paths)), "dim")))
     return Group(*lines)
 
 

@@ -153,8 +153,9 @@ def wrap_step(cls, hook):
     @functools.wraps(inner)
     def step(self, *args, **kwargs):
         out = inner(self, *args, **kwargs)
-        if hook.step_due:
-            hook.end_optimizer_step()
+        if hook.step_due:  # end_optimizer_step, inlined: this runs every step
+            hook.step_due = False
+            hook.boundary()
         return out
 
     step._gpuprobe = True

@@ -123,6 +123,10 @@ class _Hook:
         self.steps = 0  # completed steps
         self.mode = None  # "optimizer" | "dataloader"
         self.main_opt = None  # weak reference to the optimizer whose steps are counted
+        # the main optimizer's id and class once its steps are the steps and its class's step is
+        # wrapped: after_step's fast path, one comparison a step (benchmarks/profile_overhead.py)
+        self.fast_id = None
+        self.fast_cls = None
         self.window = None  # the open _Window
         self.pending = None  # dict: a window to open at a step boundary
         self.windows = []  # what each window did, for the status
@@ -185,6 +189,9 @@ class _Hook:
             # or optimizer step
             if hook.step_due:
                 hook.end_optimizer_step()  # the wrapper was bypassed last time
+            elif id(optimizer) == hook.fast_id and type(optimizer) is hook.fast_cls:
+                hook.step_due = True  # the main optimizer, as every step before
+                return
             main = hook.main_opt() if hook.main_opt is not None else None
             if main is None:
                 hook.main_opt = weakref.ref(optimizer)
@@ -198,6 +205,7 @@ class _Hook:
                 hook.steps = 0  # the loader's batches counted so far were no steps
             wrap_step(type(optimizer), hook)
             hook.step_due = True
+            hook.fast_id, hook.fast_cls = id(optimizer), type(optimizer)
 
         register_optimizer_step_post_hook(after_step)
         opt_cls = torch.optim.Optimizer
