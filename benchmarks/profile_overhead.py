@@ -275,8 +275,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "profile_overhead.json"))
     args = ap.parse_args()
     pairs, steps, runs, calls = (3, 150, 10, 20_000) if args.quick else (9, 600, 30, 100_000)
-    # (rounds, steps a block) of the side-by-side run, per width: ~20 s each on 2 cores
-    sides = {256: (40, 40), 4096: (16, 20)} if args.quick else {256: (200, 40), 4096: (60, 20)}
+    # (rounds, steps a block) of the side-by-side run, per width: 20-70 s each on 2 cores
+    sides = {256: (40, 40), 4096: (16, 20)} if args.quick else {256: (200, 40), 4096: (200, 20)}
     import torch
 
     res: dict[str, Any] = {
