@@ -44,51 +44,24 @@ from gpuprobe.tools.profile.hook import HookSettings, hook_env  # noqa: E402
 
 GOAL = 0.01  # the hook's share of step time outside its window (issue 26)
 
-# steps of a small training loop, each timed by the loop itself (perf_counter around one
-# iteration: DataLoader next, forward, backward, optimizer step); prints the step times, µs
-LOOP = r"""
-import json, sys, time
+# a small training loop: setup(n, width) makes n batches of 64 and an MLP of that hidden width,
+# timed(k) runs k steps, each timed by the loop itself (perf_counter around one iteration:
+# DataLoader next, forward, backward, optimizer step), µs
+TRAIN = r"""
+import json, statistics, sys, time
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.manual_seed(0)
 torch.set_num_threads(1)
-steps, width = int(sys.argv[1]), int(sys.argv[2])
-data = TensorDataset(torch.randn(64 * (steps + 1), 128), torch.randint(0, 10, (64 * (steps + 1),)))
-model = torch.nn.Sequential(torch.nn.Linear(128, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-it = iter(DataLoader(data, batch_size=64))
-times = []
-for i in range(steps):
-    t = time.perf_counter()
-    x, y = next(it)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    times.append((time.perf_counter() - t) * 1e6)
-print(json.dumps(times[steps // 5:]))
-"""
-
-
-# The same loop in one process started with the hook, in blocks of steps with the hook's per-step
-# path in place and taken out (its DataLoader wrapper, optimizer post-hook and step wrapper, put
-# back by their __wrapped__), alternated block by block, each round's order the other way round
-# from the last: no difference between processes (their memory layout, their clocks) enters
-# the ratio. The hook's request thread runs throughout; its own CPU time is read at the end.
-ALTERNATE = r"""
-import json, statistics, sys, threading, time
-import psutil, torch
-import torch.optim.optimizer as oo
-from torch.utils.data import DataLoader, TensorDataset, dataloader
-torch.manual_seed(0)
-torch.set_num_threads(1)
-rounds, block, width = (int(v) for v in sys.argv[1:4])
-n = 2 * rounds * block + 20
-data = TensorDataset(torch.randn(64 * n, 128), torch.randint(0, 10, (64 * n,)))
-model = torch.nn.Sequential(torch.nn.Linear(128, width), torch.nn.ReLU(), torch.nn.Linear(width, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-it = iter(DataLoader(data, batch_size=64))
-def steps(k):
+def setup(n, width):
+    global model, opt, it
+    data = TensorDataset(torch.randn(64 * n, 128), torch.randint(0, 10, (64 * n,)))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(128, width), torch.nn.ReLU(), torch.nn.Linear(width, 10)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    it = iter(DataLoader(data, batch_size=64))
+def timed(k):
     out = []
     for _ in range(k):
         t = time.perf_counter()
@@ -99,8 +72,34 @@ def steps(k):
         opt.step()
         out.append((time.perf_counter() - t) * 1e6)
     return out
+"""
+# one process's steps, printed (the first fifth left out)
+LOOP = (
+    TRAIN
+    + r"""
+steps, width = int(sys.argv[1]), int(sys.argv[2])
+setup(steps + 1, width)
+print(json.dumps(timed(steps)[steps // 5:]))
+"""
+)
+
+
+# The same loop in one process started with the hook, in blocks of steps with the hook's per-step
+# path in place and taken out (its DataLoader wrapper, optimizer post-hook and step wrapper, put
+# back by their __wrapped__), alternated block by block, each round's order the other way round
+# from the last: no difference between processes (their memory layout, their clocks) enters
+# the ratio. The hook's request thread runs throughout; its own CPU time is read at the end.
+ALTERNATE = (
+    TRAIN
+    + r"""
+import threading
+import psutil
+import torch.optim.optimizer as oo
+from torch.utils.data import dataloader
+rounds, block, width = (int(v) for v in sys.argv[1:4])
+setup(2 * rounds * block + 20, width)
 t0 = time.monotonic()
-steps(20)  # warm: the hook's step wrapper is put on SGD at its first step
+timed(20)  # warm: the hook's step wrapper is put on SGD at its first step
 base = dataloader._BaseDataLoaderIter
 hooked = (base.__next__, dict(oo._global_optimizer_post_hooks), type(opt).__dict__["step"])
 assert hasattr(hooked[0], "__wrapped__") and getattr(hooked[2], "_gpuprobe", False), "no hook"
@@ -115,7 +114,7 @@ for r in range(rounds):
     got = {}
     for on in ((True, False) if r % 2 == 0 else (False, True)):
         place(on)
-        got[on] = statistics.median(steps(block))
+        got[on] = statistics.median(timed(block))
         meds[on].append(got[on])
     ratios.append(got[True] / got[False])
 place(True)
@@ -125,6 +124,7 @@ cpu = next(x for x in psutil.Process().threads() if x.id == th.native_id)
 print(json.dumps({"ratios": ratios, "on_us": meds[True], "off_us": meds[False],
                   "thread_cpu_s": cpu.user_time + cpu.system_time, "wall_s": wall}))
 """
+)
 
 
 def alternate(rounds: int, block: int, width: int) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuprobe.tools.diagnose.intervals import merge_intervals, overlap
+
 __all__ = ["GPU_LAG_FRACTION", "GPU_LAG_MIN_BUSY", "busy_share", "gpu_step_windows", "lag_share"]
 
 GPU_LAG_FRACTION = 0.5  # median share of a step's GPU work that runs outside its CPU window
@@ -25,23 +27,11 @@ GPU_LAG_MIN_BUSY = 0.5  # share of the steps' span the GPU must be busy for it t
 
 
 def busy_share(ts: np.ndarray, end: np.ndarray, lo: float, hi: float) -> float:
-    """Share of [lo, hi] covered by the union of the intervals [ts, end] (any device)."""
+    """Share of [lo, hi] covered by the union of the intervals [ts, end) (any device)."""
     if hi <= lo or ts.size == 0:
         return 0.0
-    a = np.clip(ts, lo, hi)
-    b = np.clip(end, lo, hi)
-    order = np.argsort(a, kind="stable")
-    a, b = a[order], b[order]
-    reach = np.maximum.accumulate(b)
-    # an interval starts a new merged run when it begins after everything before it ended
-    new = np.empty(a.size, dtype=bool)
-    new[0] = True
-    new[1:] = a[1:] > reach[:-1]
-    run = np.cumsum(new) - 1
-    starts = a[new]
-    ends = np.full(starts.size, -np.inf)
-    np.maximum.at(ends, run, b)
-    return float((ends - starts).sum() / (hi - lo))
+    starts, ends = merge_intervals(ts, end)
+    return overlap(starts, ends, lo, hi) / (hi - lo)
 
 
 def lag_share(
