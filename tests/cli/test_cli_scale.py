@@ -67,7 +67,7 @@ def test_input_file(capsys, tmp_path):
     [
         (["--input", "x.npy", "--rows", "5"], "leave out --rows"),
         (["--target", "y"], "give --input too"),
-        (["--plot", "out.pdf"], ".png or .svg"),
+        (["--plot", "out.gif"], "give a file ending in .png, .svg, .pdf"),
         (["--input", "missing.npy", "--threads"], "no such file"),
         (["--workers", "1,x"], "comma-separated"),
         (["--method", "qr"], "methods are"),

@@ -26,7 +26,7 @@ def _spin(seconds: float) -> int:
 
 def test_record_a_busy_block_and_an_idle_one(tmp_path: Path) -> None:
     with gpuprobe.record(out=tmp_path / "busy", hz=10, nvml=no_nvml) as busy:
-        _spin(1.0)
+        _spin(2.0)
     with gpuprobe.record(out=tmp_path / "idle", hz=10, nvml=no_nvml) as idle:
         time.sleep(1.0)
     b = [
@@ -41,15 +41,16 @@ def test_record_a_busy_block_and_an_idle_one(tmp_path: Path) -> None:
     ]
     # the sampler's own thread is not counted as the busiest thread
     assert statistics.median(i) < 5.0
-    # the busy block burns 1 s of its thread's CPU however loaded the machine is: the busiest
-    # thread's % of a core, integrated over the samples, finds it (the last interval may be lost)
+    # the busy block burns 2 s of its thread's CPU however loaded the machine is: the busiest
+    # thread's % of a core, integrated over the samples, finds it (the first and last intervals
+    # may be lost: 0.45 s of a 1 s block once, with the suite and other work on both cores)
     samples = busy.timeline.samples
     burnt = sum(
         cur.tree.main_thread_max_percent / 100.0 * (cur.t - prev.t)
         for prev, cur in itertools.pairwise(samples)
         if cur.tree and cur.tree.main_thread_max_percent is not None
     )
-    assert 0.6 < burnt < 2.0, burnt
+    assert 1.2 < burnt < 3.0, burnt
     assert statistics.median(b) > max(5.0, 5 * statistics.median(i))
     if sys.platform.startswith("linux"):  # ran or waited for a core: most of the time
         wants = [
