@@ -8,6 +8,7 @@ the copy installed in the environment."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,3 +137,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         print(text, file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def chromium() -> str:
+    """The headless browser for the HTML tests (the monitor's report, diagnose's timeline;
+    Debian: apt-get install -y chromium)."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip(
+        "chromium is not installed (apt-get install -y chromium): the HTML pages cannot be "
+        "checked in a real browser here"
+    )

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuprobe.core.wrap import TEXT_WIDTH, hang, hang_lines
-
 __all__ = [
     "MIN_WRAP_WIDTH",
-    "TEXT_WIDTH",
     "columns_that_fit",
-    "hang",
-    "hang_lines",
     "left_out_note",
     "table_width",
     "terminal_width",

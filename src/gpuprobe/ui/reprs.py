@@ -17,8 +17,8 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status
 from gpuprobe.core.units import seconds
+from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.platform.measurement import Measurement
-from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.style import STATUS_COLORS
 
 __all__ = [

@@ -185,24 +185,13 @@ PROBE = """
 """
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip(
-        "chromium is not installed (apt-get install -y chromium): the timeline's script "
-        "cannot be run in a real browser here"
-    )
-
-
-def _probe(page: str, tmp_path: Path) -> dict:
+def _probe(page: str, tmp_path: Path, chromium: str) -> dict:
     html = tmp_path / "probe.html"
     html.write_text(page.replace("</body>", f"<script>{PROBE}</script></body>"), encoding="utf-8")
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run(
             [
-                _chromium(),
+                chromium,
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
@@ -225,10 +214,10 @@ def _probe(page: str, tmp_path: Path) -> dict:
     return json.loads(m.group(1).replace("&quot;", '"'))
 
 
-def test_the_timeline_zooms_pans_and_resets_in_a_browser(tmp_path):
+def test_the_timeline_zooms_pans_and_resets_in_a_browser(tmp_path, chromium):
     page = _page(tmp_path, str(DLRM8))
     span = _data(page)[0]["span"]
-    out = _probe(page, tmp_path)
+    out = _probe(page, tmp_path, chromium)
     assert out["start"] == [0, span]
     # the wheel zooms in by e^2 around the pointer, about a quarter into the axis: the time
     # under the pointer stays under it

@@ -12,9 +12,9 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status, status_counts
 from gpuprobe.core.units import seconds
+from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.monitor.summary import command_text
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
-from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.findings import Hanging
 
 __all__ = ["print_profile", "write_verdict_page"]

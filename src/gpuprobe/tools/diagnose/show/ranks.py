@@ -11,10 +11,10 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status
+from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
-from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.findings import print_findings
 
 __all__ = [

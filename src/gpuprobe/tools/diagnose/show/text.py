@@ -8,9 +8,9 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Status
+from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
-from gpuprobe.ui.columns import TEXT_WIDTH
 from gpuprobe.ui.findings import print_findings
 from gpuprobe.ui.style import STATUS_STYLE
 

@@ -7,13 +7,11 @@ import textwrap
 from gpuprobe.core import render
 from gpuprobe.core.render import one_line
 from gpuprobe.core.units import count, seconds, size
+from gpuprobe.core.wrap import TEXT_WIDTH, hang_lines
 from gpuprobe.tools.memory.model import FitResult, FitTrial
-from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
-__all__ = ["WIDTH", "fit_text", "trial_repr"]
-
-WIDTH = 80  # columns of the header lines (a terminal's usual width)
+__all__ = ["fit_text", "trial_repr"]
 
 
 def fit_text(r: FitResult) -> str:
@@ -53,8 +51,8 @@ def fit_text(r: FitResult) -> str:
 
 
 def _wrapped(text: str) -> list[str]:
-    """A header line, wrapped to WIDTH columns under two spaces."""
-    return textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ")
+    """A header line, wrapped to TEXT_WIDTH columns under two spaces."""
+    return textwrap.wrap(text, TEXT_WIDTH, initial_indent="  ", subsequent_indent="    ")
 
 
 def trial_repr(t: FitTrial) -> str:

@@ -3,20 +3,16 @@
 
 from __future__ import annotations
 
-import textwrap
-
 from gpuprobe.core import render
 from gpuprobe.core.findings import status_counts
 from gpuprobe.core.render import one_line
 from gpuprobe.core.units import size
+from gpuprobe.core.wrap import hang_lines
 from gpuprobe.tools.memory.oom.classify import OomError
 from gpuprobe.tools.memory.oom.report import OomReport
-from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
-__all__ = ["WIDTH", "error_repr", "render_text", "report_repr"]
-
-WIDTH = 80  # columns of a note (a terminal's usual width)
+__all__ = ["error_repr", "render_text", "report_repr"]
 
 
 def render_text(r: OomReport) -> str:
@@ -26,7 +22,7 @@ def render_text(r: OomReport) -> str:
         r.findings, no_details=("oom-error",), no_fix=("oom-error", "oom-what-to-do")
     )
     for n in r.notes:
-        lines += textwrap.wrap(n, WIDTH, initial_indent="  note: ", subsequent_indent="        ")
+        lines.append(f"  note: {n}")
     return "\n".join(hang_lines(lines))  # prose under its lead at 80 columns
 
 

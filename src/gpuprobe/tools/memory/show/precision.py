@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gpuprobe.core import render
 from gpuprobe.core.units import NA, seconds
+from gpuprobe.core.wrap import hang_lines
 from gpuprobe.tools.memory.model import PrecisionReport
-from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
 __all__ = ["precision_text"]

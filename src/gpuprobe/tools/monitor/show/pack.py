@@ -8,8 +8,8 @@ import shlex
 from gpuprobe.core import render
 from gpuprobe.core.render import one_line
 from gpuprobe.core.units import count
+from gpuprobe.core.wrap import hang_lines
 from gpuprobe.tools.monitor.pack_model import PackLevel, PackReport
-from gpuprobe.ui.columns import hang_lines
 from gpuprobe.ui.findings import findings_lines, result_html
 
 __all__ = ["level_repr", "pack_text"]

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Group, RenderableType
-from rich.padding import Padding
 from rich.text import Text
 
 from gpuprobe.core import render
@@ -70,12 +69,6 @@ def _host(h: HostStats) -> str:
     return f"{h.cores} cores" + (f", {facts}" if facts else " (no host samples)")
 
 
-def _indented(text: str | Text, indent: int, style: str = "") -> Padding:
-    """A line that wraps at the console's width under its own indent."""
-    line = text if isinstance(text, Text) else Text(text, style=style)
-    return Padding(line, (0, 0, 0, indent), expand=False)
-
-
 def render_summary(
     s: RunSummary, *, paths: Sequence[Path] = (), notes: Sequence[str] = ()
 ) -> RenderableType:
@@ -90,8 +83,8 @@ def render_summary(
         )
     ]
     for g in s.gpus:
-        lines.append(_indented(f"GPU {g.index}{f' ({g.name})' if g.name else ''}: " + _gpu(g), 2))
-    lines.append(_indented(f"host: {_host(s.host)}", 2))
+        lines.append(Hanging("  ", f"GPU {g.index}{f' ({g.name})' if g.name else ''}: " + _gpu(g)))
+    lines.append(Hanging("  ", f"host: {_host(s.host)}"))
     lines.append(Text("Findings", style="bold"))
     for f in s.findings:
         status = Text(f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status])
