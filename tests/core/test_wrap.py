@@ -24,4 +24,7 @@ def test_a_line_that_fits_and_a_long_word_stay_as_they_are() -> None:
     path = "  files: /" + "a" * 100
     assert hang(path) == [path]  # nothing to break at: one word after the lead
     assert hang_lines(["x " * 50], None) == ["x " * 50]
-    assert [len(line) for line in hang_lines(["x " * 50], 40)] == [39, 39, 19]
+    # no marker: continuations hang two columns under the indent, not at the margin
+    wrapped = hang_lines(["x " * 50], 40)
+    assert [len(line) for line in wrapped] == [39, 39, 23]
+    assert all(line.startswith("  x") for line in wrapped[1:])

@@ -59,11 +59,7 @@ def test_comparison_and_oom_report_have_html(name: str) -> None:
 # str() wider than 80 columns, each for a reason still open (issue 27): bench's table keeps its
 # 140 columns of numbers, scale's key/value tables their long values; and the types whose str()
 # is their one-line repr (at most MAX_REPR_CHARS)
-WIDE_TEXT = {"BenchReport", "LstsqReport", "LstsqResult", "OomError", "RunSummary", "ScaleResult",
-             "Timeline"}  # fmt: skip
-
-
-@pytest.mark.parametrize("name", sorted(set(BUILDERS) - WIDE_TEXT))
+@pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_str_fits_80_columns_or_hangs(name: str) -> None:
     """print(result) in an 80-column terminal: every line fits, but for a single word (a path)
     longer than the line after its indent."""

@@ -15,9 +15,9 @@ __all__ = ["EXIT_BROKEN_PIPE", "console", "print_json", "progress", "say", "stdo
 
 def console(stderr: bool = False) -> Any:
     """A rich console (imported lazily to keep --help fast)."""
-    from rich.console import Console
+    from gpuprobe.ui.console import make_console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return make_console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def print_json(data: Any) -> None:

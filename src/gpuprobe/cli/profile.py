@@ -139,9 +139,11 @@ def _show(report: Any, args: argparse.Namespace) -> None:
             sys.stdout.write(json.dumps(report.to_dict(), indent=1) + "\n")
             sys.stdout.flush()
         else:
-            from rich.console import Console
+            from gpuprobe.ui.console import make_console
 
-            render.terminal(report, Console(stderr=True, highlight=False), verbose=args.verbose)
+            render.terminal(
+                report, make_console(stderr=True, highlight=False), verbose=args.verbose
+            )
     except BrokenPipeError:
         stdout_gone()
         say("gpuprobe: broken pipe: the reader of the report went away before it was written")

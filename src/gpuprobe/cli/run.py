@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(doc, indent=1) + "\n")
             sys.stdout.flush()
         else:
-            from rich.console import Console
+            from gpuprobe.ui.console import make_console
 
-            Console(stderr=True, highlight=False).print(
+            make_console(stderr=True, highlight=False).print(
                 render.renderable(summary, paths=paths, notes=notes)
             )
     except BrokenPipeError:

@@ -12,11 +12,11 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst_first
+from gpuprobe.ui.console import Hanging
 from gpuprobe.ui.reprs import code_html, fix_html
 from gpuprobe.ui.style import STATUS_COLORS, STATUS_LABEL, STATUS_STYLE
 
 __all__ = [
-    "Hanging",
     "finding_html",
     "finding_table_html",
     "findings_html",
@@ -53,30 +53,6 @@ def findings_lines(
 
 
 INDENT = " " * 8  # where a finding's lines begin under its status in print_findings
-
-
-class Hanging:
-    """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
-    first (a hanging indent), a word too long for the line folded there, and no trailing spaces
-    (a pipe gets the text as the terminal shows it)."""
-
-    def __init__(self, lead: Any, body: Any) -> None:
-        from rich.text import Text
-
-        self.lead = Text(lead) if isinstance(lead, str) else lead
-        self.body = Text(body) if isinstance(body, str) else body
-
-    def __rich_console__(self, console: Any, options: Any) -> Any:
-        from rich.text import Text
-
-        room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
-        pad = Text(" " * self.lead.cell_len)
-        for i, line in enumerate(self.body.wrap(console, room, overflow="fold")):
-            line.rstrip()
-            yield Text.assemble(self.lead if i == 0 else pad, line)
-
-
-MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
 
 
 def print_findings(

@@ -31,9 +31,9 @@ __all__ = [
 
 
 def _console(width: int) -> Any:
-    from rich.console import Console
+    from gpuprobe.ui.console import make_console
 
-    return Console(
+    return make_console(
         record=True,
         width=width,
         file=io.StringIO(),

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, status_counts
 from gpuprobe.core.records import Record
 from gpuprobe.core.text import strip_control
@@ -126,6 +127,9 @@ class RunSummary(Record):
     gpus: tuple[GpuStats, ...]
     host: HostStats
     findings: tuple[Finding, ...]
+
+    def __str__(self) -> str:
+        return render.text(self)
 
     def __repr__(self) -> str:
         return (

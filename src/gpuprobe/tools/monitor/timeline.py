@@ -358,6 +358,9 @@ class Timeline:
     def __repr__(self) -> str:
         return render.repr_(self)
 
+    def __str__(self) -> str:
+        return render.text(self)
+
     def plot(self, path: str | Path | None = None, *, panels: tuple[str, ...] | None = None) -> Any:
         """The charts as a matplotlib Figure (Jupyter shows it inline); with ``path``, written
         there in the format its suffix names (.png, .svg, .pdf, .jpg) and the path returned."""

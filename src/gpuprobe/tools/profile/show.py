@@ -5,7 +5,6 @@ problems in a line each, and the files. Registered with core's render hooks."""
 from __future__ import annotations
 
 import html
-import io
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from gpuprobe.core.units import seconds
 from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.monitor.summary import command_text
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
-from gpuprobe.ui.findings import Hanging
+from gpuprobe.ui.console import Hanging, make_console
 
 __all__ = ["print_profile", "write_verdict_page"]
 
@@ -23,7 +22,7 @@ __all__ = ["print_profile", "write_verdict_page"]
 def _console(console: object | None) -> Any:
     from rich.console import Console
 
-    return console if isinstance(console, Console) else Console(highlight=False)
+    return console if isinstance(console, Console) else make_console(highlight=False)
 
 
 def _process_line(p: ProfiledProcess, report: ProfileReport) -> str:
@@ -107,11 +106,9 @@ def _short(path: str) -> str:
 
 
 def render_text(report: ProfileReport) -> str:
-    from rich.console import Console
+    from gpuprobe.ui.reprs import capture
 
-    buf = io.StringIO()
-    print_profile(report, Console(file=buf, width=TEXT_WIDTH, color_system=None, highlight=False))
-    return buf.getvalue()
+    return capture(lambda con: print_profile(report, con), TEXT_WIDTH)
 
 
 def render_repr(report: ProfileReport) -> str:

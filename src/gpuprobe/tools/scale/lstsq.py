@@ -191,6 +191,9 @@ class LstsqResult(NamedTuple):
     def __repr__(self) -> str:
         return render.repr_(self)
 
+    def __str__(self) -> str:
+        return render.text(self)
+
 
 # -- the entry point -------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding
 from gpuprobe.core.records import Record
+from gpuprobe.core.wrap import TEXT_WIDTH
 
 __all__ = ["Baseline", "ScaleResult", "ScaleRow"]
 
@@ -94,7 +95,7 @@ class ScaleResult(Record):
         return render.header(self)
 
     def __str__(self) -> str:
-        return self.text()
+        return self.text(TEXT_WIDTH)
 
     def text(self, width: int | None = None) -> str:
         """The header, the table and the findings; with ``width``, the table leaves out its least

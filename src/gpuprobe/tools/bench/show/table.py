@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from gpuprobe.core import render
 from gpuprobe.core.findings import worst_first
 from gpuprobe.core.units import seconds
+from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.bench.model import OUTLIER_RATIO, BenchComparison, BenchReport, BenchResult
 from gpuprobe.tools.bench.workloads import by_name
 from gpuprobe.ui.findings import render_findings
@@ -246,7 +247,7 @@ def render_bench(report: BenchReport, console: Console) -> None:
     console.print(f"[dim]{tail}[/]")
 
 
-def bench_text(report: BenchReport, width: int = 140) -> str:
+def bench_text(report: BenchReport, width: int = TEXT_WIDTH) -> str:
     """The report as plain text (``str(report)``)."""
     from gpuprobe.ui.reprs import capture
 

@@ -6,14 +6,14 @@ columns; HTML for notebooks; a one-line repr."""
 from __future__ import annotations
 
 import html
-import io
 import os
 from typing import Any
 
 from gpuprobe.core import render
+from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis, CycleRow
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES
-from gpuprobe.tools.diagnose.show.ranks import TEXT_WIDTH
+from gpuprobe.ui.console import make_console
 
 __all__ = [
     "cycles_html",
@@ -66,7 +66,7 @@ def print_cycles(
 
     from gpuprobe.tools.diagnose.show.text import print_diagnosis
 
-    con: Console = console if isinstance(console, Console) else Console()
+    con: Console = console if isinstance(console, Console) else make_console()
     folder = os.path.dirname(d.cycles[0].path) or "."
     con.print(Text.assemble(("gpuprobe diagnose ", "bold"), f"{folder}: {headline(d)}"))
     con.print(
@@ -131,12 +131,9 @@ def print_cycles(
 
 def render_cycles_text(d: CycleDiagnosis) -> str:
     """The cycles report as plain text, 80 columns."""
-    from rich.console import Console
+    from gpuprobe.ui.reprs import capture
 
-    buf = io.StringIO()
-    con = Console(file=buf, width=TEXT_WIDTH, force_terminal=False, color_system=None)
-    print_cycles(d, con)
-    return buf.getvalue()
+    return capture(lambda con: print_cycles(d, con), TEXT_WIDTH)
 
 
 def cycles_repr(d: CycleDiagnosis) -> str:

@@ -4,7 +4,6 @@ being cut (piped output included), and only kernel names are shortened."""
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +14,10 @@ from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+from gpuprobe.ui.console import make_console
 from gpuprobe.ui.findings import print_findings
 
 __all__ = [
-    "TEXT_WIDTH",
     "print_kernel_diff",
     "print_kernels",
     "print_ranks",
@@ -80,7 +79,7 @@ def _pct(v: float | None, digits: int = 1) -> str:
 def _console(console: object | None) -> Any:
     from rich.console import Console
 
-    return console if isinstance(console, Console) else Console()
+    return console if isinstance(console, Console) else make_console()
 
 
 def _table(title: str | None = None) -> Any:
@@ -398,12 +397,9 @@ def _count(x: float) -> str:
 
 
 def _capture(fn: Callable[..., None], obj: object) -> str:
-    from rich.console import Console
+    from gpuprobe.ui.reprs import capture
 
-    buf = io.StringIO()
-    con = Console(file=buf, width=TEXT_WIDTH, force_terminal=False, color_system=None)
-    fn(obj, con)
-    return buf.getvalue()
+    return capture(lambda con: fn(obj, con), TEXT_WIDTH)
 
 
 def render_ranks_text(d: MultiRankDiagnosis) -> str:

@@ -3,7 +3,7 @@ per-step breakdown table; and the before/after table of ``--compare``."""
 
 from __future__ import annotations
 
-import io
+from collections.abc import Callable
 from typing import Any
 
 from gpuprobe.core import render
@@ -11,6 +11,7 @@ from gpuprobe.core.findings import Status
 from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
+from gpuprobe.ui.console import make_console
 from gpuprobe.ui.findings import print_findings
 from gpuprobe.ui.style import STATUS_STYLE
 
@@ -75,7 +76,7 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     from rich.table import Table
     from rich.text import Text
 
-    con: Console = console if isinstance(console, Console) else Console()
+    con: Console = console if isinstance(console, Console) else make_console()
     s = d.summary
     gpus = (
         ", ".join(
@@ -89,11 +90,9 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         steps = (
             f"{len(s.steps)} steps ({s.steps[0]}..{s.steps[-1]})" if s.steps else "no ProfilerStep"
         )
+    con.print(Text.assemble(("gpuprobe diagnose ", "bold"), str(s.path)))
     con.print(
-        Text.assemble(
-            ("gpuprobe diagnose ", "bold"),
-            f"{s.path}: {s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}",
-        )
+        f"  {s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}", markup=False
     )
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
@@ -276,7 +275,7 @@ def print_kernel_changes(kd: KernelDiff, console: object | None = None, rows: in
     from rich.table import Table
     from rich.text import Text
 
-    con: Console = console if isinstance(console, Console) else Console()
+    con: Console = console if isinstance(console, Console) else make_console()
     shown = [k for k in kd.changes if k.status != "same"][:rows]
     if not shown:
         return
@@ -315,7 +314,7 @@ def print_comparison(
     from rich.console import Console
     from rich.text import Text
 
-    con: Console = console if isinstance(console, Console) else Console()
+    con: Console = console if isinstance(console, Console) else make_console()
     con.print(Text("gpuprobe diagnose --compare", style="bold"))
     con.print(Text(f"  before: {c.before.summary.path}", overflow="fold"))
     con.print(Text(f"  after:  {c.after.summary.path}", overflow="fold"))
@@ -418,13 +417,10 @@ def print_comparison(
     con.print(f)
 
 
-def _capture(fn: object, obj: object, width: int = TEXT_WIDTH) -> str:
-    from rich.console import Console
+def _capture(fn: Callable[[Any, Any], None], obj: object, width: int = TEXT_WIDTH) -> str:
+    from gpuprobe.ui.reprs import capture
 
-    buf = io.StringIO()
-    con = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    fn(obj, con)  # type: ignore[operator]
-    return buf.getvalue()
+    return capture(lambda con: fn(obj, con), width)
 
 
 def render_text(d: Diagnosis) -> str:

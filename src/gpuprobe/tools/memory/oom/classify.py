@@ -98,6 +98,9 @@ class OomError(Record):
     def __repr__(self) -> str:
         return render.repr_(self)
 
+    def __str__(self) -> str:
+        return render.text(self)
+
 
 def _type_names(exc: BaseException) -> list[str]:
     return [f"{t.__module__}.{t.__qualname__}" for t in type(exc).__mro__]

@@ -12,7 +12,7 @@ from gpuprobe.tools.memory.oom.classify import OomError
 from gpuprobe.tools.memory.oom.report import OomReport
 from gpuprobe.ui.findings import findings_lines, result_html
 
-__all__ = ["error_repr", "render_text", "report_repr"]
+__all__ = ["error_repr", "error_text", "render_text", "report_repr"]
 
 
 def render_text(r: OomReport) -> str:
@@ -44,4 +44,22 @@ def error_repr(e: OomError) -> str:
 render.text.register(OomReport, render_text)
 render.html.register(OomReport, result_html)
 render.repr_.register(OomReport, report_repr)
+
+
+def error_text(e: OomError) -> str:
+    """``print(classified)``: what ran out, then the message, wrapped at 80 columns."""
+    asked = f", asked {size(e.requested)}" if e.requested is not None else ""
+    where = f" (GPU {e.device})" if e.device is not None else ""
+    return "\n".join(
+        hang_lines(
+            [
+                f"out of {'GPU' if e.kind == 'cuda' else 'host'} memory in {e.framework}{where}"
+                f"{asked}",
+                f"  {e.message}",
+            ]
+        )
+    )
+
+
 render.repr_.register(OomError, error_repr)
+render.text.register(OomError, error_text)

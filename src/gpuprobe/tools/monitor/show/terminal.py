@@ -16,7 +16,7 @@ from gpuprobe.tools.monitor.record import RECORDING_HTML_FOOTER, Recording
 from gpuprobe.tools.monitor.run import RunResult
 from gpuprobe.tools.monitor.summary import GpuStats, HostStats, RunSummary, command_text
 from gpuprobe.tools.monitor.timeline import Timeline
-from gpuprobe.ui.findings import Hanging
+from gpuprobe.ui.console import Hanging, HangingLine
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = ["render_summary", "summary_html", "summary_text", "timeline_repr"]
@@ -76,15 +76,19 @@ def render_summary(
     cmd = command_text(s.command)
     exit_text = "n/a" if s.exit_code is None else str(s.exit_code)
     lines: list[RenderableType] = [
-        Text.assemble(
-            ("gpuprobe run: ", "bold"),
-            (cmd, "cyan"),
-            f"  {s.duration_s:.1f} s, exit code {exit_text}, {s.samples} samples at {s.hz:g} Hz",
+        Hanging(
+            Text("gpuprobe run: ", "bold"),
+            Text.assemble(
+                (cmd, "cyan"),
+                f"  {s.duration_s:.1f} s, exit code {exit_text}, {s.samples} samples at "
+                f"{s.hz:g} Hz",
+            ),
         )
     ]
     for g in s.gpus:
-        lines.append(Hanging("  ", f"GPU {g.index}{f' ({g.name})' if g.name else ''}: " + _gpu(g)))
-    lines.append(Hanging("  ", f"host: {_host(s.host)}"))
+        gpu = f"  GPU {g.index}{f' ({g.name})' if g.name else ''}: "
+        lines.append(HangingLine(Text(gpu + _gpu(g))))
+    lines.append(HangingLine(Text(f"  host: {_host(s.host)}")))
     lines.append(Text("Findings", style="bold"))
     for f in s.findings:
         status = Text(f"  {f.status.value.upper():7} ", STATUS_STYLE[f.status])
@@ -95,7 +99,7 @@ def render_summary(
         if f.fix:
             lines.append(Hanging(Text(" " * 10 + "fix: ", "green"), f.fix))
     for note in notes:
-        lines.append(Text(note, style="yellow"))
+        lines.append(HangingLine(Text(note, style="yellow")))
     if paths:
         lines.append(Hanging(Text("wrote ", "dim"), Text("  ".join(map(str, paths)), "dim")))
     return Group(*lines)
@@ -153,7 +157,16 @@ def timeline_repr(tl: Timeline) -> str:
     )
 
 
+def timeline_text(tl: Timeline) -> str:
+    """A recording read back as text (``print(timeline)``): its summary, judged."""
+    from gpuprobe.tools.monitor.judge import summarize
+
+    return summary_text(summarize(tl))
+
+
 render.text.register(Recording, recording_text)
+render.text.register(RunSummary, summary_text)
+render.text.register(Timeline, timeline_text)
 render.repr_.register(Timeline, timeline_repr)
 render.html.register(Recording, recording_html)
 render.text.register(RunResult, run_text)

@@ -25,6 +25,7 @@ from gpuprobe.core.units import NA, gib
 from gpuprobe.tools.monitor.live import TopView
 from gpuprobe.tools.monitor.records import Sample
 from gpuprobe.tools.monitor.sampler import NvmlFactory, Sampler
+from gpuprobe.ui.console import HangingLine, make_console
 
 __all__ = ["BUSY_STYLE_PERCENT", "QUIT_KEYS", "bar", "render_top", "run_top", "sparkline"]
 
@@ -66,7 +67,7 @@ def _na(v: object, unit: str = "") -> str:
     return NA if v is None else f"{v}{unit}"
 
 
-def _cpu_processes(view: TopView) -> RenderableType:
+def _cpu_processes(view: TopView, rows: int | None) -> RenderableType:
     t = Table(
         title="busiest processes on the CPU",
         title_justify="left",
@@ -77,34 +78,82 @@ def _cpu_processes(view: TopView) -> RenderableType:
     )
     for col in ("PID", "name", "user", "CPU %", "RSS GiB"):
         t.add_column(col, justify="left" if col in ("name", "user") else "right")
-    for pid, name, user, cpu, rss in view.cpu_processes():
+    for pid, name, user, cpu, rss in view.cpu_processes()[:rows]:
         t.add_row(str(pid), name, user, f"{cpu:.0f}", _gib(rss))
     return t
 
 
+# Columns a core's cell takes in the host grid: "  NNN [" + 12 bar + "] 100.0%", and the gap
+CORE_CELL = 26
+CORE_GAP = 3
+SPARK_MAX = 40  # samples of history a sparkline shows at most
+SPARK_MIN = 5  # fewer columns left than this: no sparkline
+BAR_WIDTH = 24  # a GPU's or the host's bar, in blocks (fewer on a narrow screen)
+
+
 def render_top(view: TopView) -> RenderableType:
-    """The whole screen."""
+    """The whole screen: fitted to the console's width and, on a terminal, to its height."""
+    return _Screen(view)
+
+
+class _Screen:
+    """``gpuprobe top``'s frame, drawn for the console it prints on: bars and sparklines as wide
+    as the line allows, the core grid in as many columns as fit, and on a terminal only as many
+    process rows and core rows as its height leaves, so that the essentials (each GPU's bars,
+    power and clocks, the host's CPU and memory) stay on a small screen."""
+
+    def __init__(self, view: TopView) -> None:
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        width = options.max_width
+        height = options.height or (console.height if console.is_terminal else None)
+        parts = _parts(self.view, width, None, True)
+        if height is not None:
+            plain = options.update(height=None)
+            # fewer process rows first, then the core grid, until the frame fits the screen
+            for rows, grid in [(n, True) for n in range(CPU_ROWS_MAX, -1, -1)] + [(0, False)]:
+                if len(console.render_lines(Group(*parts), plain, pad=False)) <= height:
+                    break
+                parts = _parts(self.view, width, rows, grid)
+        yield Group(*parts)
+
+
+CPU_ROWS_MAX = 8  # process rows shown per table when the screen's height does not limit them
+
+
+def _parts(view: TopView, width: int, rows: int | None, grid: bool) -> list[RenderableType]:
+    """The frame's lines for ``width`` columns, with at most ``rows`` rows in each process table
+    (None: all) and the per-core grid when ``grid``."""
     s = view.samples[-1] if view.samples else None
     parts: list[RenderableType] = []
     m = view.machine()
+    bar_w = max(8, min(BAR_WIDTH, width - 20))
+    # "Host  cpu [" + bar + "]  100.0%  " before a sparkline: 21 columns and the bar
+    spark_w = min(SPARK_MAX, width - bar_w - 21)
+    spark_w = spark_w if spark_w >= SPARK_MIN else 0
     parts.append(
-        Text.assemble(
-            ("gpuprobe top", "bold"),
-            f"  {m.hostname}  {m.cores} cores  "
-            f"{m.memory_total / 2**30:.1f} GiB  {time.strftime('%H:%M:%S')}",
+        HangingLine(
+            Text.assemble(
+                ("gpuprobe top", "bold"),
+                f"  {m.hostname}  {m.cores} cores  "
+                f"{m.memory_total / 2**30:.1f} GiB  {time.strftime('%H:%M:%S')}",
+            )
         )
     )
     if s is None:
         parts.append(Text("waiting for the first sample…", style="dim"))
-        return Group(*parts)
+        return parts
     gpus = {g.index: g for g in view.sampler.gpus}
     if not s.gpus:
         drv = view.sampler.driver
         parts.append(
-            Text(
-                f"No GPU: {drv.error or drv.status}. Showing the host and the processes "
-                "using its CPU.",
-                style="yellow",
+            HangingLine(
+                Text(
+                    f"No GPU: {drv.error or drv.status}. Showing the host and the processes "
+                    "using its CPU.",
+                    style="yellow",
+                )
             )
         )
     for tick in s.gpus:
@@ -119,47 +168,56 @@ def render_top(view: TopView) -> RenderableType:
             if g and g.memory_total and gs.memory_used is not None
             else None
         )
-        parts.append(Text(f"GPU {gs.index}  {(g.name if g else None) or ''}", style="bold"))
+        parts.append(
+            HangingLine(Text(f"GPU {gs.index}  {(g.name if g else None) or ''}", style="bold"))
+        )
         if view.gpu_lost(gs.index):
             from gpuprobe.platform.hardware.nvml import lost_gpu_fix
 
             fix = lost_gpu_fix(gs.index)
-            parts.append(Text(f"  NVML: GPU is lost. {fix}", style="bold red"))
+            parts.append(HangingLine(Text(f"  NVML: GPU is lost. {fix}", style="bold red")))
         elif g is not None and g.nvml_error:
-            parts.append(Text(f"  NVML cannot read it: {g.nvml_error}", style="yellow"))
+            parts.append(
+                HangingLine(Text(f"  NVML cannot read it: {g.nvml_error}", style="yellow"))
+            )
+        util = Text.assemble("  util ", bar(gs.utilization_gpu, bar_w))
+        if spark_w:
+            util.append_text(Text.assemble("  ", (sparkline(hist, spark_w), "cyan")))
+        parts.append(util)
         parts.append(
-            Text.assemble("  util ", bar(gs.utilization_gpu), "  ", (sparkline(hist), "cyan"))
-        )
-        parts.append(
-            Text.assemble(
-                "  mem  ",
-                bar(mem_pct),
-                f"  {_gib(gs.memory_used)}/{_gib(g.memory_total if g else None)} GiB",
+            HangingLine(
+                Text.assemble(
+                    "  mem  ",
+                    bar(mem_pct, bar_w),
+                    f"  {_gib(gs.memory_used)}/{_gib(g.memory_total if g else None)} GiB",
+                )
             )
         )
         limit = g.power_limit_w if g else None
         reasons = [r for r in gs.clock_event_reasons or () if r != "gpu_idle"]
         parts.append(
-            Text(
-                f"  power {_na(None if gs.power_w is None else round(gs.power_w))}"
-                f"/{_na(None if limit is None else round(limit))} W  temp "
-                f"{_na(gs.temperature_c, ' °C')}  SM {_na(gs.sm_clock_mhz, ' MHz')}  "
-                f"mem {_na(gs.mem_clock_mhz, ' MHz')}  PCIe gen{_na(gs.pcie_gen)} "
-                f"x{_na(gs.pcie_width)}"
-                + (
-                    # NVML counts PCIe throughput in KiB/s (nvml.h "KB/s", 1024 bytes)
-                    f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MiB/s"
-                    if gs.pcie_rx_kbs is not None and gs.pcie_tx_kbs is not None
-                    else ""
+            HangingLine(
+                Text(
+                    f"  power {_na(None if gs.power_w is None else round(gs.power_w))}"
+                    f"/{_na(None if limit is None else round(limit))} W  temp "
+                    f"{_na(gs.temperature_c, ' °C')}  SM {_na(gs.sm_clock_mhz, ' MHz')}  "
+                    f"mem {_na(gs.mem_clock_mhz, ' MHz')}  PCIe gen{_na(gs.pcie_gen)} "
+                    f"x{_na(gs.pcie_width)}"
+                    + (
+                        # NVML counts PCIe throughput in KiB/s (nvml.h "KB/s", 1024 bytes)
+                        f"  rx {gs.pcie_rx_kbs / 1024:.0f} tx {gs.pcie_tx_kbs / 1024:.0f} MiB/s"
+                        if gs.pcie_rx_kbs is not None and gs.pcie_tx_kbs is not None
+                        else ""
+                    )
+                    + (f"  clocks held by: {', '.join(reasons)}" if reasons else ""),
                 )
-                + (f"  clocks held by: {', '.join(reasons)}" if reasons else ""),
             )
         )
-        if tick.processes:
+        if tick.processes and rows != 0:
             t = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
             for col in ("PID", "name", "GPU mem GiB", "SM %", "CPU %", "RSS GiB"):
                 t.add_column(col, justify="left" if col == "name" else "right")
-            for p in tick.processes:
+            for p in tick.processes[:rows]:
                 host = view.process_host(p.pid)
                 cpu = NA if host.cpu_percent is None else f"{host.cpu_percent:.0f}"
                 t.add_row(
@@ -171,45 +229,53 @@ def render_top(view: TopView) -> RenderableType:
                     _gib(host.rss),
                 )
             parts.append(t)
+        elif tick.processes:
+            parts.append(
+                Text(f"  {len(tick.processes)} processes (a taller screen lists them)", style="dim")
+            )
         else:
             parts.append(Text("  no processes", style="dim"))
-    if not s.gpus:
-        parts.append(_cpu_processes(view))
+    if not s.gpus and rows != 0:
+        parts.append(_cpu_processes(view, rows))
     cores = s.host.cpu_percent
     mean = sum(cores) / len(cores) if cores else None
     host_hist: list[float | None] = [
         sum(x.host.cpu_percent) / len(x.host.cpu_percent) if x.host.cpu_percent else None
         for x in view.samples
     ]
-    parts.append(
-        Text.assemble(("Host", "bold"), "  cpu ", bar(mean), "  ", (sparkline(host_hist), "cyan"))
-    )
-    cols = 4 if len(cores) > 8 else 2
-    grid = Table.grid(padding=(0, 3))
-    for _ in range(cols):
-        grid.add_column()
-    row: list[RenderableType] = []
-    for i, v in enumerate(cores):
-        row.append(Text.assemble(f"  {i:>3} ", bar(v, width=12)))
-        if len(row) == cols:
-            grid.add_row(*row)
-            row = []
-    if row:
-        grid.add_row(*row, *[""] * (cols - len(row)))
-    parts.append(grid)
+    host_line = Text.assemble(("Host", "bold"), "  cpu ", bar(mean, bar_w))
+    if spark_w:
+        host_line.append_text(Text.assemble("  ", (sparkline(host_hist, spark_w), "cyan")))
+    parts.append(host_line)
+    if grid and cores:
+        cols = max(1, min(4 if len(cores) > 8 else 2, (width + CORE_GAP) // (CORE_CELL + CORE_GAP)))
+        table = Table.grid(padding=(0, CORE_GAP))
+        for _ in range(cols):
+            table.add_column()
+        row: list[RenderableType] = []
+        for i, v in enumerate(cores):
+            row.append(Text.assemble(f"  {i:>3} ", bar(v, width=12)))
+            if len(row) == cols:
+                table.add_row(*row)
+                row = []
+        if row:
+            table.add_row(*row, *[""] * (cols - len(row)))
+        parts.append(table)
     used = s.host.memory_used
     total = m.memory_total
     load = (
         "" if m.load_average is None else "  load " + " ".join(f"{x:.2f}" for x in m.load_average)
     )
     parts.append(
-        Text.assemble(
-            "  mem  ",
-            bar(100.0 * used / total if used is not None and total else None),
-            f"  {_gib(used)}/{_gib(total)} GiB{load}",
+        HangingLine(
+            Text.assemble(
+                "  mem  ",
+                bar(100.0 * used / total if used is not None and total else None, bar_w),
+                f"  {_gib(used)}/{_gib(total)} GiB{load}",
+            )
         )
     )
-    return Group(*parts)
+    return parts
 
 
 def _sleep(seconds: float) -> str:
@@ -261,7 +327,7 @@ def run_top(
     is printed."""
     from rich.live import Live
 
-    console = console or Console()
+    console = console or make_console()
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     hz = min(20.0, max(0.1, 1.0 / interval))
     with Sampler(hz=hz, pcie_throughput=pcie_throughput, **kwargs) as sampler:

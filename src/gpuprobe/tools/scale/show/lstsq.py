@@ -10,12 +10,12 @@ the functions here. The sweep's charts are in :mod:`gpuprobe.tools.scale.show.pl
 from __future__ import annotations
 
 import html
-import textwrap
 from collections.abc import Sequence
 
 from gpuprobe.core import render
 from gpuprobe.core.render import one_line
 from gpuprobe.core.units import NA
+from gpuprobe.core.wrap import TEXT_WIDTH, hang_lines, key_value_lines
 from gpuprobe.tools.scale.lstsq import LstsqReport, LstsqResult
 from gpuprobe.tools.scale.model import ScaleResult
 
@@ -171,11 +171,10 @@ def lstsq_repr(report: LstsqReport) -> str:
     )
 
 
-def lstsq_text(report: LstsqReport) -> str:
-    """The summary rows as aligned text (``str(report)``)."""
-    rows = lstsq_summary(report)
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+def lstsq_text(report: LstsqReport, width: int | None = TEXT_WIDTH) -> str:
+    """The summary rows as aligned text (``str(report)``), each value wrapped under its column
+    at ``width`` columns."""
+    return "\n".join(key_value_lines(lstsq_summary(report), width))
 
 
 def lstsq_html(report: LstsqReport) -> str:
@@ -264,16 +263,7 @@ def scale_text(result: ScaleResult, width: int | None = None) -> str:
     notes = [f"[{f.status.value}] {f.title}" for f in result.findings]
 
     def wrap(lines: list[str]) -> list[str]:  # prose wraps at the width; the table does not
-        if width is None:
-            return lines
-        return [
-            w
-            for line in lines
-            for w in textwrap.wrap(
-                line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-            )
-            or [""]
-        ]
+        return hang_lines(lines, width)
 
     return "\n".join(
         [*wrap(scale_header(result)), "", *body, *wrap([note] if note else []), "", *wrap(notes)]
@@ -305,7 +295,15 @@ def result_repr(result: LstsqResult) -> str:
 
 
 render.summary.register(LstsqReport, lstsq_summary)
+
+
+def result_text(result: LstsqResult) -> str:
+    """``print(x_and_report)``: the solution's size, then the report."""
+    return f"x: {result.x.size} values ({result.x.dtype})\n{lstsq_text(result.report)}"
+
+
 render.repr_.register(LstsqResult, result_repr)
+render.text.register(LstsqResult, result_text)
 render.repr_.register(LstsqReport, lstsq_repr)
 render.text.register(LstsqReport, lstsq_text)
 render.html.register(LstsqReport, lstsq_html)

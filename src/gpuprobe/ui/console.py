@@ -1,0 +1,106 @@
+"""The one console every view prints on: a rich ``Console`` whose lines of text wrap with a
+hanging indent (a line's continuations go under the text after its lead, as
+:func:`gpuprobe.core.wrap.hang` does for plain text), and whose output to a pipe or a file has
+no trailing spaces. Tables, panels and other renderables print as rich draws them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gpuprobe.core.wrap import lead_width
+
+__all__ = ["MIN_BODY_WIDTH", "Hanging", "HangingLine", "make_console"]
+
+MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
+
+_TRAILING = re.compile(r"[ \t]+(?=\n|$)")
+
+
+class Hanging:
+    """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
+    first (a hanging indent), a word too long for the line folded there, and no trailing spaces
+    (a pipe gets the text as the terminal shows it)."""
+
+    def __init__(self, lead: Any, body: Any) -> None:
+        from rich.text import Text
+
+        self.lead = Text(lead) if isinstance(lead, str) else lead
+        self.body = Text(body) if isinstance(body, str) else body
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
+        pad = Text(" " * self.lead.cell_len)
+        for i, line in enumerate(self.body.wrap(console, room, overflow="fold")):
+            line.rstrip()
+            yield Text.assemble(self.lead if i == 0 else pad, line)
+
+
+class HangingLine:
+    """One line of rich ``Text`` that wraps under its own lead: a marker (``[warn]``, ``-``,
+    ``fix:``, a short ``label:``) keeps the text after it in one column, a line without one hangs
+    two columns under its indent, so that a continuation never reads as a line of its own."""
+
+    def __init__(self, text: Any) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        text: Text = self.text
+        width = options.max_width
+        if text.cell_len <= width:
+            yield text
+            return
+        plain = text.plain
+        lead = lead_width(plain, width)
+        body = text[len(plain) - len(plain[lead:].lstrip(" ")) :] if lead else text
+        head = text[:lead] if lead and plain[:lead].strip() else None
+        if head is None:  # no marker: the indent, and continuations two further in
+            indent = len(plain) - len(plain.lstrip(" "))
+            if max(map(len, plain.split())) > width - indent - 2:
+                yield text  # a word (a path) fits whole only without the hang: as rich wraps it
+                return
+            body = text[indent:]
+            first, pad = Text(" " * indent), " " * (indent + 2)
+            room = max(width - indent - 2, MIN_BODY_WIDTH)
+            lines = body.wrap(console, room, overflow="fold")
+            for i, line in enumerate(lines):
+                line.rstrip()
+                yield Text.assemble(first if i == 0 else pad, line)
+            return
+        yield from Hanging(head, body).__rich_console__(console, options)
+
+
+def _hanging(console: Any, obj: Any, markup: bool | None) -> Any:
+    """``obj`` (a str with markup, or Text) as hanging lines; anything else as it is."""
+    from rich.console import Group
+    from rich.text import Text
+
+    if isinstance(obj, str):
+        obj = console.render_str(obj, markup=markup, highlight=False)
+    if not isinstance(obj, Text):
+        return obj
+    return Group(*(HangingLine(line) for line in obj.split("\n", allow_blank=True)))
+
+
+def make_console(**kwargs: Any) -> Any:
+    """A rich console (``kwargs`` as ``rich.console.Console`` takes them) whose ``print`` of a
+    string or ``Text`` wraps each line with a hanging indent, and that writes no trailing spaces
+    where the output is not a terminal."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def print(self, *objects: Any, **kw: Any) -> None:
+            plain = not any(kw.get(k) for k in ("width", "no_wrap", "soft_wrap", "justify"))
+            if plain and len(objects) == 1 and not self.soft_wrap:
+                objects = (_hanging(self, objects[0], kw.get("markup")),)
+            super().print(*objects, **kw)
+
+        def _render_buffer(self, buffer: Any) -> str:
+            out = super()._render_buffer(buffer)
+            return out if self.is_terminal else _TRAILING.sub("", out)
+
+    return _Console(**kwargs)

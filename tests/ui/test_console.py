@@ -1,0 +1,59 @@
+"""ui.console: every view's lines of text wrap under their lead, and a pipe gets no trailing
+spaces."""
+
+from __future__ import annotations
+
+import io
+
+from rich.table import Table
+from rich.text import Text
+
+from gpuprobe.ui.console import make_console
+
+
+def _print(*objects: object, width: int = 40, **kw: object) -> list[str]:
+    buf = io.StringIO()
+    con = make_console(file=buf, width=width, color_system=None, force_terminal=False)
+    con.print(*objects, **kw)
+    return buf.getvalue().splitlines()
+
+
+def test_a_line_without_a_marker_hangs_two_columns_in() -> None:
+    lines = _print("gpuprobe bench on a machine with " + "many words " * 6)
+    assert len(lines) == 3
+    assert lines[0].startswith("gpuprobe bench")
+    assert all(line.startswith("  ") and line[2] != " " for line in lines[1:])
+    assert max(map(len, lines)) <= 40
+
+
+def test_a_label_keeps_its_text_in_one_column() -> None:
+    lines = _print(Text.assemble(("Biggest gain: ", "bold"), "input-bound, " + "idle " * 12))
+    assert lines[0].startswith("Biggest gain: input-bound,")
+    assert all(line.startswith(" " * 14) and line[14] != " " for line in lines[1:])
+    indented = _print("  - first item " + "word " * 12)
+    assert all(line.startswith(" " * 4) and line[4] != " " for line in indented[1:])
+
+
+def test_each_line_of_a_multiline_string_hangs_on_its_own() -> None:
+    lines = _print("short\n" + "note: " + "long words " * 6 + "\n[dim]dim[/dim]")
+    assert lines[0] == "short" and lines[-1] == "dim"
+    assert lines[1].startswith("note: ") and lines[2].startswith(" " * 6)
+
+
+def test_a_word_longer_than_the_hang_is_not_cut() -> None:
+    path = "/" + "p" * 38  # fits the line at the margin, not two columns in
+    lines = _print(f"header {path} tail")
+    assert path in lines  # whole, on a line of its own, as rich wraps it
+
+
+def test_no_trailing_spaces_in_a_pipe_and_tables_as_rich_draws_them() -> None:
+    t = Table(title="a title much shorter than the table is wide")
+    for name in ("first column", "second column", "third"):
+        t.add_column(name)
+    t.add_row("1", "2", "3")
+    lines = _print(t, width=80)
+    assert lines and all(line == line.rstrip() for line in lines)
+    assert any("first column" in line for line in lines)
+    # markup and explicit layout options pass through to rich unchanged
+    assert _print("[bold]x[/bold]") == ["x"]
+    assert _print("y" * 50, no_wrap=True, crop=True) == ["y" * 40]
