@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuprobe import api
     from gpuprobe.cli._common import print_json, progress
     from gpuprobe.core.errors import GpuprobeError
+    from gpuprobe.core.wrap import hang
 
     device = args.device or api.demo_device()
     try:
@@ -84,10 +85,11 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_dict())
     else:
         d = api.demo_models()["encoder"]
-        print(
+        model = (
             f"model: demo nn.TransformerEncoder ({d['layers']} layers, d_model {d['d_model']}, "
             f"{d['nhead']} heads, seq {d['seq']}), random weights"
         )
+        print("\n".join(hang(model)))
         print(report)
     # a dtype that ran out of memory (or any failed check) is a failure, not a result
     return 1 if any(f.failed for f in report.findings) else 0

@@ -151,7 +151,7 @@ def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple
     )
     from rich.table import Table
 
-    t = Table(title=_title(workload, results), title_justify="left", expand=False)
+    t = Table(expand=False)  # its title is printed above it, wrapped under its lead
     for i in keep:
         name = header[i]
         right = name not in ("backend", "case", "notes")
@@ -210,6 +210,8 @@ def outlier_note(c: BenchComparison) -> str | None:
 
 def render_bench(report: BenchReport, console: Console) -> None:
     """Print the report: a table per workload, findings, comparison, environment."""
+    from rich.text import Text
+
     env = report.environment
     console.print(
         f"[bold]gpuprobe bench[/] on {env.hostname}: {env.cpu or 'unknown CPU'}"
@@ -221,6 +223,7 @@ def render_bench(report: BenchReport, console: Console) -> None:
         rs = [r for r in report.results if r.workload == w]
         if rs:
             table, note = _table(w, rs, console.width)
+            console.print(Text(_title(w, rs), style="table.title"))
             console.print(table)
             if note:
                 console.print(f"[dim]{note}[/]")
