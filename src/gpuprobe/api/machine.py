@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the types only; at run time each function imports what it calls
     from collections.abc import Callable, Iterable, Sequence
@@ -12,10 +12,12 @@ if TYPE_CHECKING:  # the types only; at run time each function imports what it c
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.bench.runner import Progress
     from gpuprobe.tools.doctor.model import DoctorReport
+    from gpuprobe.tools.fleet.model import FleetDoctorReport
 
 __all__ = [
     "bench",
     "doctor",
+    "fleet_doctor",
     "inventory",
     "load_inventory",
 ]
@@ -45,6 +47,35 @@ def doctor(
     from gpuprobe.tools.doctor.engine import doctor as _doctor
 
     return _doctor(quick, inventory=inventory, run_kernels=run_kernels, progress=progress)
+
+
+def fleet_doctor(
+    cluster: Any,
+    *,
+    quick: bool = True,
+    run_kernels: bool | None = None,
+    connect_timeout: float = 10.0,
+    node_timeout: float = 600.0,
+    progress: Callable[[str], None] | None = None,
+) -> FleetDoctorReport:
+    """Doctor on every worker of a Dask cluster (``cluster``: a ``distributed.Client``, a
+    scheduler address such as ``"tcp://10.0.0.1:8786"``, or ``{"scheduler_file": path}``), the
+    workers of one host that report alike in one row, the nodes grouped by configuration, and
+    every node that differs from the majority or fails a check named with the difference and the
+    fix. ``quick`` uses smaller kernel problems; ``run_kernels=False`` judges what NVML and the
+    frameworks say without running kernels. A scheduler that does not answer within
+    ``connect_timeout`` s is an :class:`~gpuprobe.core.errors.InputError`; a worker that gives no
+    answer within ``node_timeout`` s is reported lost, the others kept."""
+    from gpuprobe.tools.fleet.engine import fleet_doctor as _fleet_doctor
+
+    return _fleet_doctor(
+        cluster,
+        quick=quick,
+        run_kernels=run_kernels,
+        connect_timeout=connect_timeout,
+        node_timeout=node_timeout,
+        progress=progress,
+    )
 
 
 def bench(

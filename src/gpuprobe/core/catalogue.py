@@ -39,7 +39,7 @@ __all__ = [
     "threshold_value",
 ]
 
-TOOLS: tuple[str, ...] = ("doctor", "bench", "monitor", "diagnose", "memory", "scale")
+TOOLS: tuple[str, ...] = ("doctor", "bench", "monitor", "diagnose", "memory", "scale", "fleet")
 _STATUS_ORDER = ("fail", "warn", "info", "ok", "skipped")  # worst first, as findings are shown
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 

@@ -1,0 +1,232 @@
+"""``gpuprobe doctor --cluster``: doctor on every worker of a Dask cluster, through the cluster's
+own workers (any deployment: LocalCluster, ``dask scheduler`` + ``dask worker`` by hand,
+dask-jobqueue, dask-kubernetes; only the scheduler's address is needed), the workers of one
+host that report alike collapsed into one row, the nodes grouped by configuration and judged
+across the fleet.
+
+Each worker is asked on its own (``Client.run`` for that worker, all at once in threads), so a
+worker that dies or hangs is reported lost when its deadline passes and the others' results are
+kept."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpuprobe.core.errors import InputError
+from gpuprobe.tools.doctor.model import DoctorReport
+from gpuprobe.tools.fleet.config import node_config
+from gpuprobe.tools.fleet.model import ConfigGroup, FleetDoctorReport, NodeResult
+from gpuprobe.tools.fleet.node import node_doctor
+from gpuprobe.tools.fleet.rules import judge_fleet
+
+__all__ = ["CONNECT_TIMEOUT_S", "NODE_TIMEOUT_S", "connect", "fleet_doctor"]
+
+CONNECT_TIMEOUT_S = 10.0  # s a scheduler has to answer before the address is called dead
+NODE_TIMEOUT_S = 600.0  # s a worker has for its doctor (full doctor on a big node: ~1 min)
+
+Progress = Callable[[str], None]
+
+
+def connect(cluster: Any, timeout: float = CONNECT_TIMEOUT_S) -> tuple[Any, bool]:
+    """A ``distributed.Client`` for ``cluster`` (a Client, a scheduler address, or
+    ``{"scheduler_file": path}``) and whether this call made it (and must close it). A scheduler
+    that does not answer within ``timeout`` s is one :class:`InputError`."""
+    try:
+        from distributed import Client
+    except ImportError as e:
+        raise InputError(
+            "--cluster needs Dask's distributed: pip install 'dask[distributed]'"
+        ) from e
+    if isinstance(cluster, Client):
+        return cluster, False
+    kwargs: dict[str, Any] = {"timeout": f"{timeout}s", "set_as_default": False}
+    where = str(cluster)
+    if isinstance(cluster, dict) and "scheduler_file" in cluster:
+        kwargs["scheduler_file"] = str(cluster["scheduler_file"])
+        where = f"the scheduler in {cluster['scheduler_file']}"
+    else:
+        kwargs["address"] = str(cluster)
+    try:
+        return Client(**kwargs), True
+    except (OSError, TimeoutError, ValueError, TypeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(
+            f"no Dask scheduler answered at {where} within {timeout:g} s ({reason}); check the "
+            "address (tcp://HOST:8786) or --scheduler-file, and that the scheduler is running"
+        ) from None
+
+
+def _workers(client: Any) -> dict[str, dict[str, Any]]:
+    info = client.scheduler_info(n_workers=-1)
+    return dict(info.get("workers", {}))
+
+
+def _error_status(err: BaseException | str) -> tuple[str, str]:
+    text = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+    if "No module named 'gpuprobe" in text or 'No module named "gpuprobe' in text:
+        return "no-gpuprobe", "gpuprobe is not importable there"
+    lost = ("CommClosedError", "StreamClosedError", "WorkerLost", "TimeoutError", "KilledWorker")
+    if any(k in type(err).__name__ or k in text for k in lost) or isinstance(err, OSError):
+        return "lost", text
+    return "error", f"{type(err).__name__}: {text}" if isinstance(err, BaseException) else text
+
+
+def _ask(client: Any, address: str, quick: bool, run_kernels: bool | None) -> Any:
+    out = client.run(node_doctor, quick, run_kernels, workers=[address], on_error="return")
+    if address not in out:
+        raise OSError(f"worker {address} left the cluster")
+    return out[address]
+
+
+def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeResult]:
+    """One row per host whose workers reported alike, else one per worker."""
+    per_worker: list[NodeResult] = []
+    for addr, info in sorted(workers.items()):
+        threads: tuple[int, ...] = (int(info.get("nthreads") or 0),)
+        got = answers.get(addr)
+        if isinstance(got, dict) and "report" in got:
+            report = DoctorReport.from_dict(got["report"])
+            per_worker.append(
+                NodeResult(
+                    name=str(got.get("host") or info.get("host") or addr),
+                    host=str(got.get("host") or info.get("host") or addr),
+                    workers=(addr,),
+                    threads=threads,
+                    config=node_config(report.inventory, threads),
+                    report=report,
+                    elapsed_s=got.get("elapsed_s"),
+                )
+            )
+        else:
+            status, error = _error_status(got if isinstance(got, BaseException) else "no answer")
+            host = str(info.get("host") or addr)
+            per_worker.append(
+                NodeResult(
+                    name=host,
+                    host=host,
+                    workers=(addr,),
+                    threads=threads,
+                    status=status,
+                    error=error,
+                )
+            )
+    rows: list[NodeResult] = []
+    by_host: dict[str, list[NodeResult]] = {}
+    for r in per_worker:
+        by_host.setdefault(r.host, []).append(r)
+    for host, rs in by_host.items():
+        alike: dict[tuple[Any, ...], list[NodeResult]] = {}
+        for r in rs:
+            alike.setdefault(_same(r), []).append(r)
+        # the host's largest set of alike workers is the host; any other set is named by its
+        # worker (or its count), so that the odd worker of a host stands out
+        ordered = sorted(alike.values(), key=lambda g: (-len(g), g[0].workers))
+        for i, group in enumerate(ordered):
+            if i == 0:
+                name = host
+            elif len(group) == 1:
+                name = f"{host}/{_label(group[0].workers[0], workers)}"
+            else:
+                name = f"{host}/{len(group)} workers"
+            rows.append(_collapse(name, host, group))
+    return rows
+
+
+def _label(addr: str, workers: dict[str, dict[str, Any]]) -> str:
+    """A worker's name as it was started (``dask worker --name``), else its port."""
+    name = str(workers.get(addr, {}).get("name", ""))
+    return name if name and name != addr and not name.isdigit() else addr.rsplit(":", 1)[-1]
+
+
+def _collapse(name: str, host: str, rs: list[NodeResult]) -> NodeResult:
+    """Workers that reported alike as one row."""
+    first = rs[0]
+    threads = tuple(t for r in rs for t in r.threads)
+    config = dict(first.config)
+    if config:
+        config["worker threads"] = ", ".join(str(t) for t in sorted(set(threads)))
+    return NodeResult(
+        name=name,
+        host=host,
+        workers=tuple(a for r in rs for a in r.workers),
+        threads=threads,
+        status=first.status,
+        error=first.error,
+        config=config,
+        report=first.report,
+        elapsed_s=max((r.elapsed_s or 0.0 for r in rs), default=None),
+    )
+
+
+def _same(r: NodeResult) -> tuple[Any, ...]:
+    """What two workers of one host must share to be shown as one row."""
+    findings = (
+        () if r.report is None else tuple(sorted((f.id, f.status.value) for f in r.report.findings))
+    )
+    return (r.status, tuple(sorted(r.config.items())), findings)
+
+
+def _groups(rows: list[NodeResult]) -> tuple[ConfigGroup, ...]:
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for r in rows:
+        if r.status == "ok":
+            groups.setdefault(tuple(sorted(r.config.items())), []).append(r.name)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    return tuple(ConfigGroup(config=dict(k), nodes=tuple(v)) for k, v in ordered)
+
+
+def fleet_doctor(
+    cluster: Any,
+    *,
+    quick: bool = True,
+    run_kernels: bool | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    node_timeout: float = NODE_TIMEOUT_S,
+    progress: Progress | None = None,
+) -> FleetDoctorReport:
+    """Doctor on every worker of ``cluster`` (a ``distributed.Client``, a scheduler address, or
+    ``{"scheduler_file": path}``), collapsed per host, grouped and judged across nodes."""
+    t0 = time.perf_counter()
+    client, owned = connect(cluster, connect_timeout)
+    try:
+        workers = _workers(client)
+        if not workers:
+            raise InputError(
+                f"the scheduler at {client.scheduler.address} has no workers; start some "
+                "(dask worker ADDRESS) and run again"
+            )
+        if progress:
+            progress(f"doctor on {len(workers)} worker(s)")
+        answers: dict[str, Any] = {}
+        pool = cf.ThreadPoolExecutor(max_workers=min(64, len(workers)))
+        try:
+            futures = {a: pool.submit(_ask, client, a, quick, run_kernels) for a in workers}
+            deadline = time.monotonic() + node_timeout
+            for addr, fut in futures.items():
+                try:
+                    answers[addr] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
+                except cf.TimeoutError:
+                    answers[addr] = TimeoutError(f"no answer in {node_timeout:g} s")
+                except Exception as e:  # a worker's failure is its row's, not the fleet's
+                    answers[addr] = e
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        address = str(client.scheduler.address)
+    finally:
+        if owned:
+            with contextlib.suppress(Exception):
+                client.close(timeout=5)
+    rows = _rows(workers, answers)
+    return FleetDoctorReport(
+        scheduler=address,
+        nodes=tuple(rows),
+        groups=_groups(rows),
+        findings=tuple(judge_fleet(rows)),
+        quick=quick,
+        elapsed_s=round(time.perf_counter() - t0, 3),
+        slowest_node_s=max((r.elapsed_s or 0.0 for r in rows), default=None),
+    )
