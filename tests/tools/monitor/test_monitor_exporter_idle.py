@@ -4,12 +4,16 @@ trickles, real scrapes answered meanwhile; the default port is not dcgm-exporter
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
 
 import pytest
+from cli_helper import env
 from prometheus_client.parser import text_string_to_metric_families
 from replay_nvml import no_nvml
 
@@ -120,6 +124,50 @@ def test_an_oversized_request_is_refused() -> None:
     finally:
         server.shutdown()
         sampler.close()
+
+
+# `gpuprobe export` with few descriptors (ulimit -n 128) and no deadline to free them
+LOW_FD_BOOT = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+import gpuprobe.tools.monitor.exporter as exporter
+exporter.REQUEST_DEADLINE_S = 600.0
+from gpuprobe.cli import main
+sys.exit(main(["export", "--port", "0", "--json"]))
+"""
+
+
+def test_a_scrape_gets_in_when_slow_clients_hold_every_descriptor() -> None:
+    """Before: past the descriptor limit accept() failed, the scrape stayed in the backlog
+    until a slow client gave up, and the I/O thread spun on the ready listener meanwhile."""
+    p = subprocess.Popen(
+        [sys.executable, "-c", LOW_FD_BOOT],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    slow: list[socket.socket] = []
+    try:
+        assert p.stdout is not None
+        port = json.loads(p.stdout.readline())["port"]
+        for _ in range(200):  # more than the server's 128 descriptors
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.send(b"G")
+            slow.append(s)
+        text = _scrape(port)
+        assert "gpuprobe_host_cpu_utilization_mean_percent" in text
+        assert _closed_by_server(slow[0])  # the oldest made room
+    finally:
+        for s in slow:
+            s.close()
+        p.terminate()
+        try:
+            p.wait(timeout=TEST_TIMEOUT_S)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def test_the_default_port_is_not_dcgm_exporters() -> None:

@@ -13,6 +13,7 @@ Units follow dcgm-exporter: MiB for framebuffer memory, W, °C, MHz, %.
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import threading
 from collections.abc import Iterator
@@ -261,6 +262,7 @@ REQUEST_DEADLINE_S = 5.0
 WRITE_DEADLINE_S = 10.0  # s for the client to take the whole answer (Prometheus: scrape_timeout)
 MAX_REQUEST_BYTES = 16384  # request line and headers; Prometheus's GET is ~300 bytes
 MAX_CONNECTIONS = 1024  # held at once (one descriptor each); past it the oldest request is closed
+SPARE_FDS = 64  # descriptors kept for everything else under a low RLIMIT_NOFILE (ulimit -n)
 SWEEP_S = 0.1  # s between checks of the deadlines
 _TOO_LARGE = (
     b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
@@ -280,6 +282,20 @@ class _Conn:
         self.inbox = bytearray()
         self.outbox: memoryview | None = None
         self.busy = False  # a worker builds its answer: no deadline meanwhile
+
+
+def _max_connections() -> int:
+    """:data:`MAX_CONNECTIONS`, or fewer where the descriptor limit is lower (it leaves
+    :data:`SPARE_FDS` for the sampler, the listener and the process's own files)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, soft - SPARE_FDS))
 
 
 def _request_complete(buf: bytearray, before: int) -> bool:
@@ -322,6 +338,7 @@ class MetricsServer:
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._conns: dict[socket.socket, _Conn] = {}  # every open client, reading to writing
+        self._max_conns = _max_connections()
         self._done: list[tuple[_Conn, bytes]] = []  # answers the workers built, to send
         self._done_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="gpuprobe-export")
@@ -335,6 +352,10 @@ class MetricsServer:
             self._sel.unregister(c.sock)
         c.sock.close()
 
+    def _close_oldest(self) -> None:
+        """Close the connection nearest its deadline (the one that has had longest)."""
+        self._close(min(self._conns.values(), key=lambda c: c.deadline))
+
     def _accept(self) -> None:
         import selectors
         import time
@@ -344,10 +365,13 @@ class MetricsServer:
                 sock, addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # out of descriptors: leave it in the backlog
-                return
-            if len(self._conns) >= MAX_CONNECTIONS:  # the one that has had longest goes
-                self._close(min(self._conns.values(), key=lambda c: c.deadline))
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._conns:
+                    self._close_oldest()  # out of descriptors: the newcomer may be a scrape
+                    continue
+                return  # leave it in the backlog
+            if len(self._conns) >= self._max_conns:
+                self._close_oldest()
             sock.setblocking(False)
             c = _Conn(sock, addr, time.monotonic() + REQUEST_DEADLINE_S)
             self._conns[sock] = c
