@@ -52,7 +52,7 @@ def atomic_open(path: str | os.PathLike[str], *, private: bool = False) -> Itera
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
-            yield f  # type: ignore[misc]  # os.fdopen(..., "wb") is a BufferedWriter
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
