@@ -285,28 +285,30 @@ def mps(r: PackReport) -> list[Finding]:
 @rule("pack-leftover-processes")
 def leftovers(r: PackReport) -> list[Finding]:
     """``pack-leftover-processes``: a level's copies left processes running when they exited;
-    a warning when they ran on (through the next levels, whose figures they skew), info when
+    a warning when they ran on (beside the next levels, whose figures they skew), info when
     ``--kill-leftovers`` ended them."""
     out: list[Finding] = []
     for lv in r.levels:
         if not lv.leftovers:
             continue
         n = len(lv.leftovers)
-        ended = lv.leftovers_ended
+        if lv.leftovers_ended:
+            what = "gpuprobe ended them (--kill-leftovers)"
+        elif lv is r.levels[-1]:
+            what = "they still run"
+        else:
+            what = "they ran beside the levels after it, and still run"
         out.append(
             Finding(
                 id="pack-leftover-processes",
-                status=Status.INFO if ended else Status.WARN,
-                title=f"The copies at N={lv.n} left {n} process(es) running when they exited"
-                + (
-                    "; gpuprobe ended them (--kill-leftovers)"
-                    if ended
-                    else "; the levels after it ran beside them"
-                ),
+                status=Status.INFO if lv.leftovers_ended else Status.WARN,
+                title=f"The copies at N={lv.n} left {n} process(es) running when they exited; "
+                + what,
                 evidence=(Evidence("n", lv.n), Evidence("leftovers", n)),
                 fix=""
-                if ended
-                else "run with --kill-leftovers, or make the command `wait` for what it starts",
+                if lv.leftovers_ended
+                else "end them (kill each pid listed), run with --kill-leftovers, or make the "
+                "command `wait` for what it starts",
                 group=GROUP,
                 subject=f"n={lv.n}",
                 details=lv.leftovers,
