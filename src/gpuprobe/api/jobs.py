@@ -50,6 +50,7 @@ def run(
     pcie_throughput: bool = False,
     report: bool = True,
     hook: bool = True,
+    kill_leftovers: bool = False,
 ) -> RunResult:
     """Run ``cmd`` (an argument list, never a shell string), record every GPU, the host and the
     command's process tree until it exits, then judge the run. ``out`` (default
@@ -57,7 +58,9 @@ def run(
     ``report.html`` and ``report.png``. The result carries the command's exit code, the summary
     (``None`` when no timeline could be read), the files written and notes on what could not be.
     A report that cannot be written is a note, never an exception: the exit code survives.
-    With ``hook``, its PyTorch processes can be profiled while it runs: :func:`profile_now`."""
+    With ``hook``, its PyTorch processes can be profiled while it runs: :func:`profile_now`.
+    Processes the command leaves running when it exits are named in a finding
+    (``monitor-leftover-processes``); ``kill_leftovers`` ends them (SIGTERM, then SIGKILL)."""
     import time
     from pathlib import Path
 
@@ -70,7 +73,9 @@ def run(
         resolve_command(cmd)  # 127 before the folder is made
         prepare_out(out)
         env = hook_env(out, HookSettings(mode="later"))
-    result = run_command(cmd, out, hz=hz, pcie_throughput=pcie_throughput, env=env)
+    result = run_command(
+        cmd, out, hz=hz, pcie_throughput=pcie_throughput, env=env, kill_leftovers=kill_leftovers
+    )
     if not report:
         return finish_run(result, None)
     from gpuprobe.tools.monitor.show.files import write_run_files
@@ -183,13 +188,23 @@ def pack(
     hz: float = 2.0,
     nvml: NvmlFactory | None = None,
     on_level: Callable[[PackLevel], None] | None = None,
+    kill_leftovers: bool = False,
 ) -> PackReport:
     """Run 1, 2, 3… copies of ``cmd`` side by side on one GPU and find how many to pack: the
     total throughput (read from the job's output with the ``rate`` pattern), memory and
-    utilization at each count."""
+    utilization at each count. What the copies leave running is named in a finding;
+    ``kill_leftovers`` ends it before the next level."""
     from gpuprobe.tools.monitor.pack import pack as _pack
 
-    return _pack(cmd, counts, rate=rate, hz=hz, nvml=nvml, on_level=on_level)
+    return _pack(
+        cmd,
+        counts,
+        rate=rate,
+        hz=hz,
+        nvml=nvml,
+        on_level=on_level,
+        kill_leftovers=kill_leftovers,
+    )
 
 
 def top(

@@ -33,6 +33,12 @@ def register(sub: Any) -> None:
         "e.g. '([0-9.]+) samples/s'; the total is their sum",
     )
     p.add_argument("--hz", type=float, default=2.0, help="samples per second (default 2)")
+    p.add_argument(
+        "--kill-leftovers",
+        action="store_true",
+        help="end what the copies left running (background jobs, setsid) before the next "
+        "level: SIGTERM, then SIGKILL after 10 s; without it they are named in a finding",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run"
@@ -59,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             rate=args.rate,
             hz=args.hz,
             on_level=lambda lv: update(f"N={lv.n}: {lv.mean_copy_s:.2f} s per copy"),
+            kill_leftovers=args.kill_leftovers,
         )
     if args.json:
         print_json(report.to_dict())

@@ -40,6 +40,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="leave CMD's environment as it is (no `gpuprobe profile --now` in it)",
     )
+    p.add_argument(
+        "--kill-leftovers",
+        action="store_true",
+        help="end what CMD left running when it exited (background jobs, setsid): SIGTERM, "
+        "then SIGKILL after 10 s; without it they are named in a finding and left alone",
+    )
     add_command(p, "print the summary as JSON on stdout (the command's own stdout goes to stderr)")
     p.set_defaults(handler=run)
 
@@ -71,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             pcie_throughput=args.pcie,
             report=not args.no_report,
             hook=not args.no_hook,
+            kill_leftovers=args.kill_leftovers,
         )
     finally:
         if json_fd is not None:

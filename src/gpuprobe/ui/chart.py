@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.core.errors import UsageError
+from gpuprobe.core.files import atomic_open
 from gpuprobe.ui.plot_extra import figure_path, unavailable
 
 try:
@@ -55,16 +56,25 @@ def figure_png(fig: Figure, *, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 
-def save_figure(fig: Figure, path: str | os.PathLike[str], *, option: str | None = None) -> Path:
+def save_figure(
+    fig: Figure,
+    path: str | os.PathLike[str],
+    *,
+    option: str | None = None,
+    private: bool = False,
+) -> Path:
     """Write ``fig`` to ``path`` in the format its suffix names (one of
     :data:`~gpuprobe.ui.plot_extra.FIGURE_FORMATS`; see
     :func:`~gpuprobe.ui.plot_extra.figure_path`, ``option`` as there) and return the path. The
-    renderer is picked for this one save: pyplot and the user's rcParams are left alone. A file
-    that cannot be written is a one-line :class:`~gpuprobe.core.errors.UsageError`."""
+    renderer is picked for this one save: pyplot and the user's rcParams are left alone. The file
+    is written whole or not at all (:func:`~gpuprobe.core.files.atomic_open`; ``private``: 0600,
+    for a chart titled with a command line). A file that cannot be written is a one-line
+    :class:`~gpuprobe.core.errors.UsageError`."""
     out = figure_path(path, option)
     fmt = out.suffix.lower().lstrip(".")
     try:
-        fig.savefig(out, format="jpeg" if fmt == "jpg" else fmt, dpi=FILE_DPI)
+        with atomic_open(out, private=private) as f:
+            fig.savefig(f, format="jpeg" if fmt == "jpg" else fmt, dpi=FILE_DPI)
     except OSError as exc:
         where = f"{option} {path}" if option else str(path)
         raise UsageError(f"{where}: cannot write it ({exc.strerror or exc})") from None

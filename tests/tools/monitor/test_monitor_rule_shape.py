@@ -51,6 +51,23 @@ def _lost_gpu() -> Timeline:
     return dataclasses.replace(tl, header=dataclasses.replace(tl.header, gpus=gpus))
 
 
+def _leftovers(*, killed: bool) -> Timeline:
+    tl = build()
+    procs = [{"pid": 4242, "ppid": 1, "cmdline": ["sleep", "30"], "found_by": ["group"]}]
+    tl.events.append(
+        {
+            "type": "event",
+            "t": tl.start + 1,
+            "kind": "leftovers",
+            "processes": procs,
+            "kill": killed,
+            "ended": [4242] if killed else [],
+            "still_running": [] if killed else [4242],
+        }
+    )
+    return tl
+
+
 def _timelines() -> dict[str, Timeline]:
     recorded = {p.name: read_timeline(p) for p in sorted(DATA.glob("*.jsonl"))}
     damaged = dataclasses.replace(
@@ -60,6 +77,7 @@ def _timelines() -> dict[str, Timeline]:
         recorded
         | {name: make() for name, make in SYNTHETIC.items()}
         | {"damaged": damaged, "lost_gpu": _lost_gpu()}
+        | {"leftovers": _leftovers(killed=False), "leftovers_ended": _leftovers(killed=True)}
     )
 
 
@@ -101,7 +119,11 @@ PACKS = {
     ),
     "failures_and_no_rate": PackReport(
         command=("job",),
-        levels=(_level(1), _level(2, failed=1), _level(3, tp=None)),
+        levels=(
+            _level(1, leftovers=("pid 7: sleep 30",)),
+            _level(2, failed=1, leftovers=("pid 8: sleep 30",), leftovers_ended=True),
+            _level(3, tp=None),
+        ),
         unit="rate (--rate, summed)",
         recommended=1,
         cores=8,

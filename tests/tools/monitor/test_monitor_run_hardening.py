@@ -1,17 +1,29 @@
 """``gpuprobe run`` under fault injection: a `$` pair in the command, a full disk (a file size
-limit stands in for it: the same failed write), a hang-up, a process-group SIGINT, a broken pipe."""
+limit stands in for it: the same failed write; or a writer made to fail midway), a hang-up, a
+process-group SIGINT, a broken pipe; and the modes of the files that hold the command line."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
 import os
 import signal
+import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
+import pytest
 from cli_helper import env, gpuprobe_argv, run_gpuprobe, wait_for
 
+import gpuprobe
+import gpuprobe.ui.chart as chart
+from gpuprobe.core.files import atomic_open
+from gpuprobe.tools.monitor.run import finish_run
+from gpuprobe.tools.monitor.show import html as html_view
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME, read_timeline
 
 PY = sys.executable
@@ -56,31 +68,24 @@ def test_dollar_pairs_in_the_command_are_drawn_as_text(tmp_path: Path) -> None:
     assert "<svg" in svg.read_text()
 
 
-def test_a_full_disk_keeps_every_whole_sample_and_the_exit_code(tmp_path: Path) -> None:
-    out = tmp_path / "r"
-    limit = 12_000  # bytes: the header and a few samples fit, the charts do not
-    r = subprocess.run(
-        [
-            PY,
-            "-c",
-            FSIZE_BOOT,
-            str(limit),
-            "run",
-            "--hz",
-            "20",
-            "--out",
-            str(out),
-            "--",
-            "sh",
-            "-c",
-            "sleep 1.5; exit 7",
-        ],
+COMMAND = ("--", "sh", "-c", "sleep 1.5; exit 7")
+
+
+def _run_with_file_limit(limit: int, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-c", FSIZE_BOOT, str(limit), "run", "--hz", "20", "--out", str(out), *COMMAND],
         capture_output=True,
         text=True,
         env=env(),
         timeout=120,
         check=False,
     )
+
+
+def test_a_full_disk_keeps_every_whole_sample_and_the_exit_code(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    limit = 12_000  # bytes: the header and a few samples fit, the charts do not
+    r = _run_with_file_limit(limit, out)
     assert r.returncode == 7, r.stderr
     assert "Traceback" not in r.stderr
     lines = [x for x in r.stderr.splitlines() if "recording stopped" in x]
@@ -91,7 +96,75 @@ def test_a_full_disk_keeps_every_whole_sample_and_the_exit_code(tmp_path: Path) 
     assert tl.dropped_lines == 0
     assert len(tl.samples) >= 3
     assert "exit code 7" in r.stderr  # the summary still knows it
-    assert "no report" in r.stderr
+    text = " ".join(r.stderr.split())  # the note as one line (the view wraps it at 80 columns)
+    assert text.count("no report") == 1
+    assert f"no report: {out / 'report.png'}: cannot write it (File too large)" in text
+    # the chart did not fit: no cut report.png (it was 12 000 bytes of a PNG before), no temp
+    assert not (out / "report.png").exists()
+    left = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert left == ["summary.json", TIMELINE_NAME], left
+    assert json.loads((out / "summary.json").read_text())["exit_code"] == 7
+
+
+def test_a_summary_that_does_not_fit_leaves_no_cut_file(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    r = _run_with_file_limit(2000, out)  # bytes: the header fits, the 2-3 kB summary does not
+    assert r.returncode == 7, r.stderr
+    assert "Traceback" not in r.stderr
+    text = " ".join(r.stderr.split())  # each note is one line (the view wraps at 80 columns)
+    assert text.count(f"cannot write {out / 'summary.json'}: File too large") == 1
+    # before: a summary.json cut at 2000 bytes was left, a JSON document no reader could load
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == [TIMELINE_NAME]
+
+
+def test_a_failed_summary_write_leaves_no_empty_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuprobe.tools.monitor.show import files as run_files
+
+    out = tmp_path / "r"
+    result = gpuprobe.run(["true"], out, hz=10, report=False, hook=False)
+
+    def full(path: object, data: object, *, private: bool = False) -> Path:
+        # the real writer, with the disk filling up midway through the bytes
+        with atomic_open(path, private=private) as f:  # type: ignore[arg-type]
+            f.write(b"{")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_files, "write_atomic", full)
+    monkeypatch.setattr(html_view, "write_atomic", full)
+    monkeypatch.setattr(html_view, "charts_unavailable", lambda: None)
+    monkeypatch.setattr(chart, "atomic_open", _full_midway)
+    done = finish_run(result, run_files.write_run_files)
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == [TIMELINE_NAME]
+    assert done.files == (out / TIMELINE_NAME,)
+    assert len(done.notes) == 2  # summary.json, then the report (the chart first)
+    for note in done.notes:
+        assert "\n" not in note and "No space left on device" in note
+    assert "summary.json" in done.notes[0] and "report.png" in done.notes[1]
+
+
+@contextlib.contextmanager
+def _full_midway(path: Path, *, private: bool = False) -> Iterator[BinaryIO]:
+    with atomic_open(path, private=private) as f:
+        f.write(b"\x89PNG")
+        raise OSError(errno.ENOSPC, "No space left on device")
+        yield f
+
+
+def test_files_holding_the_command_are_private(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "r"
+    old = os.umask(0o022)
+    try:
+        r = run_gpuprobe("run", "--out", str(out), "--", "sh", "-c", "exit 0", "TOKEN=s3cret")
+    finally:
+        os.umask(old)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir() if p.is_file()}
+    assert set(modes) == {TIMELINE_NAME, "summary.json", "report.html", "report.png"}, modes
+    assert set(modes.values()) == {0o600}, modes
+    assert "s3cret" in (out / TIMELINE_NAME).read_text()  # what the modes protect
 
 
 def _signal_the_counter(rec: Path, ready: Path, send: Callable[[int], None]) -> tuple[int, str]:

@@ -13,6 +13,7 @@ Units follow dcgm-exporter: MiB for framebuffer memory, W, °C, MHz, %.
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import threading
 from collections.abc import Iterator
@@ -252,22 +253,70 @@ def listen_error(host: str, port: int, exc: OSError) -> str:
 
 
 DEFAULT_PORT = 19400  # dcgm-exporter has 9400; both run side by side (see docs/export.md)
-WORKERS = 4  # threads that answer scrapes; a scrape takes ~1 ms, Prometheus sends one at a time
+WORKERS = 4  # threads that build answers; a scrape takes ~1 ms, Prometheus sends one at a time
 BACKLOG = 128  # listen backlog (the stdlib server's 5 made 8-16 concurrent scrapers wait 1-2 s)
-IDLE_TIMEOUT_S = 10.0  # s a connection may stay open without sending a request
-REQUEST_TIMEOUT_S = 5.0  # s a started request may take to arrive whole
-MAX_IDLE = 1024  # connections kept waiting for a request; the oldest is closed past this
+# s from the connection to the blank line that ends the request's headers. Prometheus sends its
+# whole GET in one segment at once; a client still sending after this is closed, however steadily
+# it trickles (a per-read timeout let one byte a second hold a thread for ever).
+REQUEST_DEADLINE_S = 5.0
+WRITE_DEADLINE_S = 10.0  # s for the client to take the whole answer (Prometheus: scrape_timeout)
+MAX_REQUEST_BYTES = 16384  # request line and headers; Prometheus's GET is ~300 bytes
+MAX_CONNECTIONS = 1024  # held at once (one descriptor each); past it the oldest request is closed
+SPARE_FDS = 64  # descriptors kept for everything else under a low RLIMIT_NOFILE (ulimit -n)
+SWEEP_S = 0.1  # s between checks of the deadlines
+_TOO_LARGE = (
+    b"HTTP/1.0 431 Request Header Fields Too Large\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
+
+
+class _Conn:
+    """One client: what it has sent, what is left to send it, and until when."""
+
+    __slots__ = ("addr", "busy", "deadline", "inbox", "outbox", "sock")
+
+    def __init__(self, sock: socket.socket, addr: Any, deadline: float) -> None:
+        self.sock = sock
+        self.addr = addr
+        self.deadline = deadline
+        self.inbox = bytearray()
+        self.outbox: memoryview | None = None
+        self.busy = False  # a worker builds its answer: no deadline meanwhile
+
+
+def _max_connections() -> int:
+    """:data:`MAX_CONNECTIONS`, or fewer where the descriptor limit is lower (it leaves
+    :data:`SPARE_FDS` for the sampler, the listener and the process's own files)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(1, min(MAX_CONNECTIONS, soft - SPARE_FDS))
+
+
+def _request_complete(buf: bytearray, before: int) -> bool:
+    """Whether the headers have ended (a blank line), looking only at the bytes new since
+    ``before`` and the three before them (no re-scan of what was searched)."""
+    start = max(0, before - 3)
+    return buf.find(b"\r\n\r\n", start) >= 0 or buf.find(b"\n\n", start) >= 0
 
 
 class MetricsServer:
-    """``/metrics`` over HTTP with a bounded number of threads.
+    """``/metrics`` over HTTP: one thread does every socket's I/O, :data:`WORKERS` build answers.
 
-    One thread accepts connections and waits, with a selector, until each has sent something;
-    only then does one of :data:`WORKERS` threads answer it (prometheus-client's handler). A
-    connection that sends nothing is closed after :data:`IDLE_TIMEOUT_S`, one that starts a
-    request and stalls after :data:`REQUEST_TIMEOUT_S`; so 300 idle connections cost 300 file
-    descriptors and no thread (prometheus-client's own server starts a thread per connection, with
-    no timeout).
+    The I/O thread accepts connections and reads each request, without blocking, into a buffer
+    until its headers have ended; only a whole request goes to a worker, which runs
+    prometheus-client's ``MetricsHandler`` on those bytes in memory and hands back the answer,
+    which the I/O thread sends, again without blocking. So no client holds a thread: one that
+    sends slowly, or nothing, or does not read its answer, costs a descriptor and a buffer until
+    :data:`REQUEST_DEADLINE_S` (its whole request) or :data:`WRITE_DEADLINE_S` (its whole answer)
+    runs out, and a real scrape is answered meanwhile (200 clients sending a byte a second: see
+    benchmarks/exporter_load.py). prometheus-client's own server starts a thread per connection,
+    with no timeout.
     """
 
     def __init__(self, host: str, port: int, registry: Any) -> None:
@@ -281,75 +330,175 @@ class MetricsServer:
         self._sock.setblocking(False)
         self.server_address = self._sock.getsockname()
         self.server_port: int = self.server_address[1]
-        self._handler = MetricsHandler.factory(registry)
-        self._handler.timeout = REQUEST_TIMEOUT_S  # type: ignore[attr-defined]  # set on the socket
+        self._handler = _in_memory(MetricsHandler.factory(registry))
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._sock, selectors.EVENT_READ)
-        self._waiting: dict[socket.socket, tuple[float, Any]] = {}
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ)
+        self._conns: dict[socket.socket, _Conn] = {}  # every open client, reading to writing
+        self._max_conns = _max_connections()
+        self._done: list[tuple[_Conn, bytes]] = []  # answers the workers built, to send
+        self._done_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="gpuprobe-export")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpuprobe-accept", daemon=True)
         self._thread.start()
 
-    def _close(self, conn: socket.socket) -> None:
-        self._waiting.pop(conn, None)
+    def _close(self, c: _Conn) -> None:
+        self._conns.pop(c.sock, None)
         with contextlib.suppress(KeyError, ValueError):
-            self._sel.unregister(conn)
-        conn.close()
+            self._sel.unregister(c.sock)
+        c.sock.close()
 
-    def _loop(self) -> None:
+    def _close_oldest(self) -> None:
+        """Close the connection nearest its deadline (the one that has had longest)."""
+        self._close(min(self._conns.values(), key=lambda c: c.deadline))
+
+    def _accept(self) -> None:
         import selectors
         import time
 
-        while not self._stop.is_set():
-            for key, _ in self._sel.select(timeout=0.5):
-                if key.fileobj is self._sock:
-                    while True:
-                        try:
-                            conn, addr = self._sock.accept()
-                        except (BlockingIOError, InterruptedError):
-                            break
-                        except OSError:  # out of descriptors: leave it in the backlog
-                            break
-                        if len(self._waiting) >= MAX_IDLE:
-                            self._close(min(self._waiting, key=lambda c: self._waiting[c][0]))
-                        conn.setblocking(False)
-                        self._waiting[conn] = (time.monotonic(), addr)
-                        self._sel.register(conn, selectors.EVENT_READ)
-                else:
-                    conn = key.fileobj  # type: ignore[assignment]
-                    _, addr = self._waiting.pop(conn)
-                    self._sel.unregister(conn)
-                    conn.setblocking(True)
-                    self._pool.submit(self._serve, conn, addr)
-            now = time.monotonic()
-            for conn, (t0, _) in list(self._waiting.items()):
-                if now - t0 > IDLE_TIMEOUT_S:
-                    self._close(conn)
+        while True:
+            try:
+                sock, addr = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._conns:
+                    self._close_oldest()  # out of descriptors: the newcomer may be a scrape
+                    continue
+                return  # leave it in the backlog
+            if len(self._conns) >= self._max_conns:
+                self._close_oldest()
+            sock.setblocking(False)
+            c = _Conn(sock, addr, time.monotonic() + REQUEST_DEADLINE_S)
+            self._conns[sock] = c
+            self._sel.register(sock, selectors.EVENT_READ, c)
 
-    def _serve(self, conn: socket.socket, addr: Any) -> None:
+    def _read(self, c: _Conn) -> None:
         try:
-            self._handler(conn, addr, self)
-        except OSError:  # the scraper went away or stalled past the timeout
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_WR)
-            conn.close()
+            data = c.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(c)
+            return
+        if not data:  # the client went away before its request ended
+            self._close(c)
+            return
+        before = len(c.inbox)
+        c.inbox += data
+        if len(c.inbox) > MAX_REQUEST_BYTES:
+            self._sel.unregister(c.sock)
+            self._reply(c, _TOO_LARGE)
+        elif _request_complete(c.inbox, before):
+            self._sel.unregister(c.sock)  # a worker has it until its answer is built
+            c.busy = True
+            self._pool.submit(self._answer, c, bytes(c.inbox))
+
+    def _answer(self, c: _Conn, request: bytes) -> None:
+        """In a worker: the answer to one whole request, handed back to the I/O thread."""
+        try:
+            out = self._handler(request, c.addr, self).wfile.getvalue()
+        except Exception as exc:  # a collector that failed: say so rather than hang up
+            why = f"{type(exc).__name__}: {exc}".encode(errors="replace")[:200]
+            out = (
+                b"HTTP/1.0 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
+                + f"Content-Length: {len(why)}\r\n\r\n".encode()
+                + why
+            )
+        with self._done_lock:
+            self._done.append((c, out))
+        with contextlib.suppress(OSError):  # full: a wake-up is pending already
+            self._wake_w.send(b"\0")
+
+    def _reply(self, c: _Conn, answer: bytes) -> None:
+        import selectors
+        import time
+
+        c.busy = False
+        c.outbox = memoryview(answer)
+        c.deadline = time.monotonic() + WRITE_DEADLINE_S
+        self._send(c)
+        if c.sock in self._conns:  # more to send when the client takes it
+            self._sel.register(c.sock, selectors.EVENT_WRITE, c)
+
+    def _send(self, c: _Conn) -> None:
+        assert c.outbox is not None
+        try:
+            while c.outbox:
+                c.outbox = c.outbox[c.sock.send(c.outbox) :]
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # the client went away
+            self._close(c)
+            return
+        with contextlib.suppress(OSError):
+            c.sock.shutdown(socket.SHUT_WR)
+        self._close(c)
+
+    def _loop(self) -> None:
+        import time
+
+        next_sweep = time.monotonic() + SWEEP_S
+        while not self._stop.is_set():
+            for key, _ in self._sel.select(timeout=SWEEP_S):
+                if key.fileobj is self._sock:
+                    self._accept()
+                elif key.fileobj is self._wake_r:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                    with self._done_lock:
+                        done, self._done = self._done, []
+                    for c, answer in done:
+                        if c.sock in self._conns:
+                            self._reply(c, answer)
+                elif key.data.outbox is not None:
+                    self._send(key.data)
+                else:
+                    self._read(key.data)
+            now = time.monotonic()
+            if now >= next_sweep:
+                next_sweep = now + SWEEP_S
+                for c in list(self._conns.values()):
+                    if now > c.deadline and not c.busy:
+                        self._close(c)
 
     def shutdown(self) -> None:
-        """Stop accepting, close waiting connections, finish answers in flight."""
+        """Stop accepting, finish the answers in flight, close every connection."""
         self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
         self._thread.join()
-        for conn in list(self._waiting):
-            self._close(conn)
         self._pool.shutdown(wait=True)
+        for c in list(self._conns.values()):
+            self._close(c)
         self._sel.close()
+        self._wake_r.close()
+        self._wake_w.close()
         self._sock.close()
 
     def server_close(self) -> None:
         """Close the listening socket (after :meth:`shutdown`; idempotent)."""
         self._sock.close()
+
+
+def _in_memory(handler: type) -> type:
+    """``handler`` (an ``http.server`` request handler) reading a request from bytes and writing
+    its answer to memory: the I/O thread does every socket's reading and writing."""
+    import io
+
+    class InMemory(handler):
+        def setup(self) -> None:
+            self.rfile = io.BytesIO(self.request)
+            self.wfile = io.BytesIO()
+
+        def finish(self) -> None:  # the answer is read from wfile after handle()
+            pass
+
+    return InMemory
 
 
 def serve(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -32,9 +33,11 @@ from typing import Any
 import psutil
 
 from gpuprobe.core.errors import GpuprobeError, UsageError
+from gpuprobe.core.text import strip_control
 from gpuprobe.platform.hardware.host import usable_cores
 from gpuprobe.platform.hardware.load import others_cores
 from gpuprobe.platform.hardware.types import Gpu
+from gpuprobe.platform.proc import RUN_ID_ENV, end_processes, find_leftovers, new_run_id
 from gpuprobe.tools.monitor.pack_model import (
     PACK_MIN_GAIN,
     PackCopy,
@@ -165,9 +168,11 @@ def _run_level(
     sampler: Sampler,
     rate_rx: re.Pattern[str] | None,
     workdir: Path,
-) -> tuple[list[PackCopy], float, list[Sample]]:
+) -> tuple[list[PackCopy], float, list[Sample], str]:
     samples: list[Sample] = []
     procs: list[tuple[subprocess.Popen[bytes], float, Path, Path]] = []
+    run_id = new_run_id()  # in the copies' environment: finds what they leave running
+    env = {**os.environ, RUN_ID_ENV: run_id}
     sampler.start(samples.append)
     t0 = time.monotonic()
     try:
@@ -181,6 +186,7 @@ def _run_level(
                         stdin=subprocess.DEVNULL,
                         stdout=out,
                         stderr=err,
+                        env=env,
                     )
                 except OSError as exc:
                     raise GpuprobeError(
@@ -230,7 +236,16 @@ def _run_level(
                 error=error,
             )
         )
-    return copies, wall, samples
+    return copies, wall, samples, run_id
+
+
+def _leftovers(run_id: str, started: float, kill: bool) -> tuple[tuple[str, ...], bool]:
+    """What a level's copies left running ("pid N: CMD" each), ended when ``kill``."""
+    found = find_leftovers(run_id, command_pid=None, started=started)
+    if kill and found:
+        end_processes(found)
+    lines = tuple(f"pid {lo.pid}: {strip_control(shlex.join(lo.cmdline))}" for lo in found)
+    return lines, kill and bool(found)
 
 
 def _level(
@@ -307,10 +322,13 @@ def pack(
     hz: float = DEFAULT_HZ,
     nvml: NvmlFactory | None = None,
     on_level: Callable[[PackLevel], None] | None = None,
+    kill_leftovers: bool = False,
 ) -> PackReport:
     """Run ``counts[i]`` copies of ``cmd`` at once, level after level, and report each level's
     wall times, total throughput and slowdown, with the N to run. ``rate`` is a regular
-    expression whose first group is a number the command prints (e.g. ``r"([\\d.]+) it/s"``)."""
+    expression whose first group is a number the command prints (e.g. ``r"([\\d.]+) it/s"``).
+    What the copies leave running when they exit is named (``pack-leftover-processes``), and
+    with ``kill_leftovers`` ended before the next level starts."""
     executable = resolve_command(cmd)
     cmd = list(cmd)
     levels_n = parse_counts(
@@ -339,10 +357,20 @@ def pack(
             sampler.gpus, sampler.driver.error if sampler.driver.status != "ok" else None
         )
         for n in levels_n:
-            copies, wall, samples = _run_level(cmd, executable, n, sampler, rate_rx, Path(tmp))
+            started = time.time()
+            copies, wall, samples, run_id = _run_level(
+                cmd, executable, n, sampler, rate_rx, Path(tmp)
+            )
+            left, ended = _leftovers(run_id, started, kill_leftovers)
             lv = _level(n, copies, wall, samples, rate_rx is not None)
             base = levels[0].mean_copy_s if levels else lv.mean_copy_s
-            lv = replace(lv, slowdown=lv.mean_copy_s / base if levels else 1.0, unit=unit)
+            lv = replace(
+                lv,
+                slowdown=lv.mean_copy_s / base if levels else 1.0,
+                unit=unit,
+                leftovers=left,
+                leftovers_ended=ended,
+            )
             levels.append(lv)
             if on_level is not None:
                 on_level(lv)

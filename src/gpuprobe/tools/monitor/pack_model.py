@@ -80,6 +80,10 @@ class PackLevel(Record):
     failed: int = 0
     others_cores: float | None = None  # cores other processes kept busy during the level
     unit: str = "jobs/h"  # of throughput: jobs/h, or the unit --rate names ("it/s")
+    # what the copies left running when they exited, "pid N: CMD" each; ended with
+    # --kill-leftovers, else they ran on through the next levels
+    leftovers: tuple[str, ...] = ()
+    leftovers_ended: bool = False
 
     def __repr__(self) -> str:
         return render.repr_(self)

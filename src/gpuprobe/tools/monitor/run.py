@@ -12,6 +12,13 @@ SIGTERM: the command ends, and gpuprobe still writes the end line and the report
 command to exit and finishes its report; the command's exit code becomes gpuprobe's (a command
 killed by signal N gives 128 + N, as a shell does).
 
+What the command left running when it exited (``cmd &``, ``setsid``, a daemon) is found
+(:func:`~gpuprobe.platform.proc.find_leftovers`: its tree as recorded, its process group and
+session, and ``GPUPROBE_RUN_ID`` in the environment of all it started), written to the timeline
+as a ``leftovers`` event (the rule ``monitor-leftover-processes`` reads it) and, with
+``kill_leftovers``, ended: SIGTERM, then SIGKILL after
+:data:`~gpuprobe.platform.proc.KILL_GRACE_S`.
+
 Times are seconds.
 """
 
@@ -36,6 +43,7 @@ import psutil
 from gpuprobe.core import render
 from gpuprobe.core.errors import GpuprobeError, UsageError
 from gpuprobe.core.findings import status_counts
+from gpuprobe.platform.proc import RUN_ID_ENV, end_processes, find_leftovers, new_run_id
 from gpuprobe.tools.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
 from gpuprobe.tools.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
@@ -59,6 +67,8 @@ EXIT_NOT_FOUND = 127  # POSIX shells: command not found (or not executable, here
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SI_KERNEL = 0x80  # siginfo si_code of a signal the kernel sent (the tty's Ctrl-C); <asm/siginfo.h>
 POLL_S = 0.1  # s between checks that the command has exited while waiting for signals
+KILL_ROUNDS = 3  # ends of leftovers, each followed by a look for ones started meanwhile
+SEEN_PRUNE = 4096  # processes of the tree kept to look for leftovers; past it the dead are dropped
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,7 @@ class RunResult:
     samples: int
     sampler_cpu_s: float
     signals: tuple[str, ...]  # SIGINT/SIGTERM/SIGHUP seen while the command ran
+    leftovers: tuple[int, ...] = ()  # pids the command left running (ended with kill_leftovers)
     write_error: str | None = None  # why the timeline stopped short (a full disk), if it did
     summary: RunSummary | None = None  # None until judged, or when the timeline was unreadable
     files: tuple[Path, ...] = ()  # the timeline, then the report files written
@@ -200,9 +211,11 @@ def run_command(
     nvml: NvmlFactory | None = None,
     on_started: Callable[[int], None] | None = None,
     env: Mapping[str, str] | None = None,
+    kill_leftovers: bool = False,
 ) -> RunResult:
     """Record ``cmd`` until it exits; return its exit code and where the timeline is. ``env``:
-    the command's environment (default: gpuprobe's own).
+    the command's environment (default: gpuprobe's own), to which ``GPUPROBE_RUN_ID`` is added.
+    The processes the command left running are recorded, and with ``kill_leftovers`` ended.
 
     Refuses an unwritable ``out_dir`` (:class:`~gpuprobe.core.errors.InputError`, exit 2) and a
     command that is not found or not executable (exit 127) before anything starts.
@@ -212,8 +225,14 @@ def run_command(
     writer = TimelineWriter.create(out_dir)  # refuses before the command starts
     forwarded: list[str] = []
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
+    run_id = new_run_id()
+    env = {**(os.environ if env is None else env), RUN_ID_ENV: run_id}
+    seen: list[psutil.Process] = []  # the tree as recorded, to look for leftovers at the end
 
     def on_new(proc: psutil.Process) -> None:
+        seen.append(proc)
+        if len(seen) > SEEN_PRUNE:
+            seen[:] = [p for p in seen if p.is_running()]
         name = cmdline = ppid = None
         with contextlib.suppress(psutil.Error):
             name = proc.name()
@@ -268,8 +287,8 @@ def run_command(
             forwarded.append(name)
             writer.write_event("signal", signal=name, forwarded=True, why=why)
 
-        for early in pending:
-            forward(early, "arrived while starting")
+        while pending:  # taken off the list: the loop below forwards what is left on it
+            forward(pending.pop(0), "arrived while starting")
         returncode = None
         if use_sigwait:
             while returncode is None:
@@ -294,10 +313,33 @@ def run_command(
         else:
             returncode = proc.wait()
         exit_code = _exit_code(returncode)
+        duration = time.time() - t_start
         writer.write_event("exit", returncode=returncode, exit_code=exit_code)
         sampler.stop(final_sink=writer.write_sample)
+        leftovers = find_leftovers(run_id, command_pid=proc.pid, started=t_start, seen=seen)
+        ended: list[int] = []
+        running = [lo.pid for lo in leftovers]
+        if kill_leftovers and leftovers:
+            found = {lo.pid: lo for lo in leftovers}
+            for _ in range(KILL_ROUNDS):  # a leftover may start more while it is being ended
+                done, running = end_processes([found[p] for p in running])
+                ended += done
+                more = find_leftovers(run_id, command_pid=proc.pid, started=t_start)
+                new = [lo for lo in more if lo.pid not in found]
+                found |= {lo.pid: lo for lo in new}
+                running += [lo.pid for lo in new]
+                if not running:
+                    break
+            leftovers = list(found.values())
+        if leftovers:
+            writer.write_event(
+                "leftovers",
+                processes=[lo.to_dict() for lo in leftovers],
+                kill=kill_leftovers,
+                ended=sorted(ended),
+                still_running=sorted(running),
+            )
         _restore_signals(old_handlers)
-        duration = time.time() - t_start
         writer.write_end(exit_code=exit_code, duration_s=round(duration, 4), **sampler.end_fields())
         return RunResult(
             exit_code=exit_code,
@@ -307,6 +349,7 @@ def run_command(
             samples=sampler.samples,
             sampler_cpu_s=sampler.cpu_s,
             signals=tuple(forwarded),
+            leftovers=tuple(lo.pid for lo in leftovers),
             write_error=writer.error,
         )
     finally:

@@ -18,6 +18,8 @@ Format (``timeline.jsonl``, UTF-8, one JSON object per line, ``type`` first):
 The writer flushes to the OS at least every :data:`FLUSH_INTERVAL_S` and ``fsync``\\ s every
 :data:`FSYNC_INTERVAL_S`, so a killed gpuprobe leaves every sample up to the last flush. The reader
 keeps every whole line and reports what it dropped (a truncated last line, a damaged one).
+The file is created 0600, and its folder 0700 when the writer makes it: the header holds the
+command line, which may carry a token.
 Times are seconds since the epoch.
 """
 
@@ -38,6 +40,7 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.errors import InputError
+from gpuprobe.core.files import PRIVATE_FILE_MODE, private_dir
 from gpuprobe.platform.hardware.types import GpuSample
 from gpuprobe.tools.monitor.records import (
     TIMELINE_SCHEMA,
@@ -86,7 +89,9 @@ class TimelineWriter:
         self.path = Path(path)
         try:
             self._fd: int | None = os.open(
-                self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o666
+                self.path,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                PRIVATE_FILE_MODE,  # it holds the command line, which may carry a token
             )
         except FileExistsError:
             raise InputError(
@@ -112,7 +117,7 @@ class TimelineWriter:
         try:
             if out.exists() and not out.is_dir():
                 raise InputError(f"--out {out} is a file, not a directory; give a directory")
-            out.mkdir(parents=True, exist_ok=True)
+            private_dir(out)  # 0700 when made here: the run's files hold its command line
         except OSError as exc:
             raise InputError(
                 f"cannot create --out {out}: {exc.strerror or exc}; give a writable directory"

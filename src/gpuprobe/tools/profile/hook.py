@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuprobe.core.errors import InputError, UsageError
+from gpuprobe.core.files import private_dir
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfiledWindow
 
@@ -120,7 +121,8 @@ def prepare_out(out: Path) -> None:
     if (out / TIMELINE_NAME).exists():
         raise InputError(f"{out / TIMELINE_NAME} already holds a recording; give another --out")
     try:
-        control_dir(out).mkdir(parents=True, exist_ok=True)
+        private_dir(out)  # 0700 when made here: the run's files hold its command line
+        control_dir(out).mkdir(exist_ok=True)
         probe = control_dir(out) / ".writable"
         probe.write_bytes(b"")
         probe.unlink()

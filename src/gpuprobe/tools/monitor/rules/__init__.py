@@ -5,6 +5,7 @@ finding ids it emits and when it applies.
 
 - :mod:`.recording`: the recording itself (a lost GPU, no end line, damaged lines, the exit code,
   too few samples, the sampler's cost).
+- :mod:`.leftovers`: processes the command left running when it exited.
 - :mod:`.gpu`: whether a GPU was recorded and used, and how busy each used GPU was.
 - :mod:`.starvation`: why a mostly idle GPU waited (the main thread, the workers, the host).
 - :mod:`.memory`: GPU memory against capacity, the command's RSS growing, the host short of it.
@@ -24,7 +25,15 @@ from __future__ import annotations
 
 from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import Rule, apply_rules, declared_ids, rule
-from gpuprobe.tools.monitor.rules import gpu, host, memory, recording, starvation, throttle
+from gpuprobe.tools.monitor.rules import (
+    gpu,
+    host,
+    leftovers,
+    memory,
+    recording,
+    starvation,
+    throttle,
+)
 from gpuprobe.tools.monitor.summary import RunContext
 
 __all__ = ["GPU_RULES", "RULES", "each_used_gpu", "run_rules"]
@@ -50,6 +59,7 @@ RULES: tuple[Rule, ...] = (
     recording.incomplete,
     recording.damaged_lines,
     recording.exit_status,
+    leftovers.leftover_processes,
     recording.too_short,
     gpu.gpu_presence,
     each_used_gpu,

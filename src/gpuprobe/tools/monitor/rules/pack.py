@@ -1,5 +1,5 @@
-"""The findings of ``gpuprobe pack`` (:mod:`gpuprobe.tools.monitor.pack`): failed copies and
-unmatched ``--rate`` per level, the N to run, other processes' load on the cores, and what the
+"""The findings of ``gpuprobe pack`` (:mod:`gpuprobe.tools.monitor.pack`): failed copies,
+unmatched ``--rate`` and processes left running per level, the N to run, other processes' load on the cores, and what the
 machine offers for sharing a GPU (MIG, MPS), or that it has none.
 
 Each rule judges a whole :class:`~gpuprobe.tools.monitor.pack.PackReport`; :data:`RULES` lists
@@ -25,6 +25,7 @@ __all__ = [
     "RULES",
     "host_busy",
     "judge",
+    "leftovers",
     "level_failures",
     "mig",
     "mps",
@@ -281,7 +282,50 @@ def mps(r: PackReport) -> list[Finding]:
     ]
 
 
-RULES: tuple[Rule, ...] = (level_failures, recommendation, host_busy, no_gpu, mig, mps)
+@rule("pack-leftover-processes")
+def leftovers(r: PackReport) -> list[Finding]:
+    """``pack-leftover-processes``: a level's copies left processes running when they exited;
+    a warning when they ran on (beside the next levels, whose figures they skew), info when
+    ``--kill-leftovers`` ended them."""
+    out: list[Finding] = []
+    for lv in r.levels:
+        if not lv.leftovers:
+            continue
+        n = len(lv.leftovers)
+        if lv.leftovers_ended:
+            what = "gpuprobe ended them (--kill-leftovers)"
+        elif lv is r.levels[-1]:
+            what = "they still run"
+        else:
+            what = "they ran beside the levels after it, and still run"
+        out.append(
+            Finding(
+                id="pack-leftover-processes",
+                status=Status.INFO if lv.leftovers_ended else Status.WARN,
+                title=f"The copies at N={lv.n} left {n} process(es) running when they exited; "
+                + what,
+                evidence=(Evidence("n", lv.n), Evidence("leftovers", n)),
+                fix=""
+                if lv.leftovers_ended
+                else "end them (kill each pid listed), run with --kill-leftovers, or make the "
+                "command `wait` for what it starts",
+                group=GROUP,
+                subject=f"n={lv.n}",
+                details=lv.leftovers,
+            )
+        )
+    return out
+
+
+RULES: tuple[Rule, ...] = (
+    level_failures,
+    leftovers,
+    recommendation,
+    host_busy,
+    no_gpu,
+    mig,
+    mps,
+)
 
 
 def judge(r: PackReport) -> list[Finding]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuprobe.core.errors import GpuprobeError
+from gpuprobe.core.files import write_atomic
 
 if TYPE_CHECKING:
     from gpuprobe.tools.monitor.summary import RunSummary
@@ -33,7 +34,8 @@ def write_run_files(
     paths: list[Path] = []
     summary_path = out_dir / "summary.json"
     try:
-        summary_path.write_text(json.dumps(summary.to_dict(), indent=1) + "\n", encoding="utf-8")
+        # whole or not at all (never a 0-byte file on a full disk); 0600: it holds the command
+        write_atomic(summary_path, json.dumps(summary.to_dict(), indent=1) + "\n", private=True)
         paths.append(summary_path)
     except OSError as exc:
         notes.append(f"gpuprobe: cannot write {summary_path}: {exc.strerror or exc}")

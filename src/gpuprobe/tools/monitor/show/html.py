@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpuprobe.core import render
+from gpuprobe.core.files import write_atomic
 from gpuprobe.core.findings import Finding, Status
 from gpuprobe.core.units import size
 from gpuprobe.tools.monitor.record import Recording
@@ -233,17 +234,15 @@ def write_run_report(
         from gpuprobe.ui.chart import save_figure
 
         fig = timeline_figure(tl, title=f"gpuprobe run: {cmd}")
-        written.append(save_figure(fig, png_path))
+        written.append(save_figure(fig, png_path, private=True))  # titled with the command
     if html_path is not None:
         images = []
         if missing is None:  # a section with no panel to draw is left out
             for section, panels in (("GPU", GPU_PANELS), ("CPU and memory", CPU_PANELS)):
                 if shown := panels_with_data(tl, panels):
                     images.append((section, figure_png(timeline_figure(tl, shown))))
-        p = Path(html_path)
         page = render_run_html(tl, summary, images, charts_missing=missing is not None)
-        p.write_text(page, encoding="utf-8")
-        written.append(p)
+        written.append(write_atomic(html_path, page, private=True))  # it shows the command
     if missing is not None:
         raise ChartsUnavailable(missing.message, written)
     return written

@@ -418,7 +418,7 @@ def plot_timeline(
 
     out = figure_path(path)  # before drawing: a wrong suffix costs nothing
     fig = timeline_figure(tl, panels, title=f"gpuprobe run: {command_text(tl.header.command)}")
-    return save_figure(fig, out)
+    return save_figure(fig, out, private=True)  # its title is the command line
 
 
 def plot_recording(

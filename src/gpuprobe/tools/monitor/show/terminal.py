@@ -21,6 +21,8 @@ from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = ["render_summary", "summary_html", "summary_text", "timeline_repr"]
 
+DETAILS_SHOWN = 5  # lines of a finding's details under it; the JSON and report.html have all
+
 
 def _gib(b: int | None) -> str:
     return gib(b, 1, unit=False)
@@ -98,6 +100,11 @@ def render_summary(
             lines.append(Hanging(" " * 10, evidence))
         if f.fix:
             lines.append(Hanging(Text(" " * 10 + "fix: ", "green"), f.fix))
+        for line in f.details[:DETAILS_SHOWN]:  # the leftovers' pids, the damaged lines
+            lines.append(Hanging(Text(" " * 10 + "· ", style="dim"), Text(line, style="dim")))
+        if len(f.details) > DETAILS_SHOWN:
+            more = f"… {len(f.details) - DETAILS_SHOWN} more (summary.json has them all)"
+            lines.append(Hanging(" " * 10, Text(more, style="dim")))
     for note in notes:
         lines.append(HangingLine(Text(note, style="yellow")))
     if paths:
