@@ -57,3 +57,13 @@ def test_no_trailing_spaces_in_a_pipe_and_tables_as_rich_draws_them() -> None:
     # markup and explicit layout options pass through to rich unchanged
     assert _print("[bold]x[/bold]") == ["x"]
     assert _print("y" * 50, no_wrap=True, crop=True) == ["y" * 40]
+
+
+def test_a_table_title_wraps_under_its_lead_above_the_table() -> None:
+    t = Table(title="GPU time per step (ms): idle split by cause, each instant once")
+    t.add_column("step")
+    t.add_row("1")
+    lines = _print(t, width=50)
+    assert lines[0].startswith("GPU time per step (ms): idle")
+    assert lines[1].startswith(" " * 24) and lines[1].strip()  # under the label's text
+    assert any("step" in line for line in lines[2:])

@@ -5,6 +5,7 @@ no trailing spaces. Tables, panels and other renderables print as rich draws the
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -91,12 +92,23 @@ def make_console(**kwargs: Any) -> Any:
     string or ``Text`` wraps each line with a hanging indent, and that writes no trailing spaces
     where the output is not a terminal."""
     from rich.console import Console
+    from rich.table import Table
 
     class _Console(Console):
         def print(self, *objects: Any, **kw: Any) -> None:
             plain = not any(kw.get(k) for k in ("width", "no_wrap", "soft_wrap", "justify"))
             if plain and len(objects) == 1 and not self.soft_wrap:
-                objects = (_hanging(self, objects[0], kw.get("markup")),)
+                obj = objects[0]
+                if isinstance(obj, Table) and obj.title:
+                    # a title wraps under its own lead above the table, not at the table's
+                    # width from the margin
+                    title = obj.title
+                    if isinstance(title, str):
+                        title = self.render_str(title, style=obj.title_style or "table.title")
+                    super().print(_hanging(self, title, None), **kw)
+                    obj = copy.copy(obj)
+                    obj.title = None
+                objects = (_hanging(self, obj, kw.get("markup")),)
             super().print(*objects, **kw)
 
         def _render_buffer(self, buffer: Any) -> str:

@@ -46,8 +46,9 @@ def connect(cluster: Any, timeout: float = CONNECT_TIMEOUT_S) -> tuple[Any, bool
     kwargs: dict[str, Any] = {"timeout": f"{timeout}s", "set_as_default": False}
     where = str(cluster)
     if isinstance(cluster, dict) and "scheduler_file" in cluster:
-        kwargs["scheduler_file"] = str(cluster["scheduler_file"])
-        where = f"the scheduler in {cluster['scheduler_file']}"
+        path = str(cluster["scheduler_file"])
+        kwargs["address"] = _scheduler_file_address(path)
+        where = f"{kwargs['address']} (from {path})"
     else:
         kwargs["address"] = str(cluster)
     try:
@@ -58,6 +59,28 @@ def connect(cluster: Any, timeout: float = CONNECT_TIMEOUT_S) -> tuple[Any, bool
             f"no Dask scheduler answered at {where} within {timeout:g} s ({reason}); check the "
             "address (tcp://HOST:8786) or --scheduler-file, and that the scheduler is running"
         ) from None
+
+
+def _scheduler_file_address(path: str) -> str:
+    """The address in a scheduler file (``dask scheduler --scheduler-file``, dask-jobqueue):
+    read here, so that a file that is not there is one line at once (Dask's own client waits for
+    it to appear)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise InputError(
+            f"--scheduler-file {path}: {e.strerror or e}; give the file the scheduler wrote "
+            "(dask scheduler --scheduler-file FILE)"
+        ) from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"--scheduler-file {path}: not a scheduler file ({e})") from None
+    address = data.get("address") if isinstance(data, dict) else None
+    if not isinstance(address, str) or not address:
+        raise InputError(f"--scheduler-file {path}: no 'address' in it; is it a scheduler file?")
+    return address
 
 
 def _workers(client: Any) -> dict[str, dict[str, Any]]:
@@ -84,16 +107,24 @@ def _ask(client: Any, address: str, quick: bool, run_kernels: bool | None) -> An
 
 def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeResult]:
     """One row per host whose workers reported alike, else one per worker."""
+    # a host is the scheduler's address for it; its name, the one a worker on it reported
+    names: dict[str, str] = {}
+    for addr, info in workers.items():
+        got = answers.get(addr)
+        if isinstance(got, dict) and got.get("host"):
+            names.setdefault(str(info.get("host") or addr), str(got["host"]))
     per_worker: list[NodeResult] = []
     for addr, info in sorted(workers.items()):
+        ip = str(info.get("host") or addr)
+        host = names.get(ip, ip)
         threads: tuple[int, ...] = (int(info.get("nthreads") or 0),)
         got = answers.get(addr)
         if isinstance(got, dict) and "report" in got:
             report = DoctorReport.from_dict(got["report"])
             per_worker.append(
                 NodeResult(
-                    name=str(got.get("host") or info.get("host") or addr),
-                    host=str(got.get("host") or info.get("host") or addr),
+                    name=host,
+                    host=host,
                     workers=(addr,),
                     threads=threads,
                     config=node_config(report.inventory, threads),
@@ -103,7 +134,6 @@ def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[N
             )
         else:
             status, error = _error_status(got if isinstance(got, BaseException) else "no answer")
-            host = str(info.get("host") or addr)
             per_worker.append(
                 NodeResult(
                     name=host,

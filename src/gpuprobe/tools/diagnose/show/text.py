@@ -137,6 +137,36 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             )
         return t
 
+    class Fitted:
+        """A table whose rows are kept until it is printed, then drawn with the columns that
+        fit the console (``drop``: left out first to last, and named under it)."""
+
+        def __init__(self, title: str, cols: list[str], drop: list[str]) -> None:
+            self.title, self.cols, self.drop = title, cols, drop
+            self.rows: list[list[str]] = []
+
+        def add_row(self, *cells: str) -> None:
+            self.rows.append([str(c) for c in cells])
+
+        def show(self) -> None:
+            from rich.measure import Measurement
+
+            from gpuprobe.ui.columns import left_out_note
+
+            keep = list(range(len(self.cols)))
+            for name in [None, *self.drop]:  # measured as rich draws it: nothing cut or folded
+                if name is not None and name in self.cols:
+                    keep.remove(self.cols.index(name))
+                t = table(self.title, [self.cols[i] for i in keep])
+                for r in self.rows:
+                    t.add_row(*[r[i] for i in keep])
+                wide = con.options.update(width=10_000)  # the natural width, not clamped
+                if Measurement.get(con, wide, t).maximum <= con.width:
+                    break
+            con.print(t)
+            if note := left_out_note(self.cols, keep):
+                con.print(Text(note, style="dim"))
+
     def ms(v: float | None) -> str:
         return "n/a" if v is None else f"{v / 1e3:.1f}"
 
@@ -144,7 +174,10 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         # the causes with idle time in some step (all-zero columns only widen the table)
         causes = [c for c in IDLE_CAUSES if any(r.idle_cause_us.get(c, 0.0) >= 50 for r in d.steps)]
         cols = ["step", *(["GPU"] if many else []), "time", "busy%", "idle", *causes]
-        gpu = table("GPU time per step (ms): idle split by cause, each instant once", cols)
+        # on a narrow terminal the causes with the least idle time go first, then the split
+        by_idle = sorted(causes, key=lambda c: sum(r.idle_cause_us.get(c, 0.0) for r in d.steps))
+        gpu = Fitted("GPU time per step (ms): idle split by cause, each instant once", cols,
+                     by_idle)  # fmt: skip
         for r in rows:
             if r is None:
                 gpu.add_row("…", *[""] * (len(cols) - 1))
@@ -158,7 +191,7 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
                 ms(r.idle_us),
                 *(ms(r.idle_cause_us.get(c)) for c in causes),
             )
-        con.print(gpu)
+        gpu.show()
         if causes:
             con.print(Text("; ".join(f"{c}: {_CAUSE_LEGEND[c]}" for c in causes), style="dim"))
         con.print()
@@ -176,7 +209,9 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     cols += ["syncs", "reads", "ops"]
     if has_gpu:
         cols += ["kernels", "k med µs", "l med µs"]
-    host = table("Host per step (ms)", cols)
+    phase_names = [c for c in cols[3:] if c not in ("syncs", "reads", "ops")]
+    host = Fitted("Host per step (ms)", cols,
+                  ["l med µs", "k med µs", "reads", "syncs", *phase_names[::-1]])  # fmt: skip
     seen: set[int | None] = set()
     for r in rows:
         if r is None:
@@ -197,7 +232,7 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
                 _fmt(r.median_launch_us, 1),
             ]
         host.add_row(*cells)
-    con.print(host)
+    host.show()
     legend = "data: DataLoader __next__; "
     if phases:
         named = {"forward": "fwd: forward", "backward": "bwd: backward"}
