@@ -416,6 +416,7 @@ def _array(sc: Scanner) -> Iterator[list[Any]]:
     src = sc.src
     while True:
         sc.commit()
+        sc.buf = ""  # the fast gear reads the bytes; the exact gear decodes them again after it
         limit: int | None = None  # bytes the exact gear reads before the fast gear goes on
         while True:
             batch, limit = _fast(src)
@@ -442,7 +443,7 @@ def _fast(src: Source) -> tuple[list[Any] | None, int | None]:
     """The next batch of whole events from ``src.pos`` (just after a ``[`` or a ``,``), or
     (None, bytes the exact gear should read): at the array's last event, when no cut
     decodes, or when an event is longer than two chunks."""
-    if len(src.buf) - src.pos < CHUNK_BYTES:
+    if len(src.buf) - src.pos < CHUNK_BYTES // 2:  # what is left of a chunk: top it up
         src.fill(CHUNK_BYTES)
     lo = src.pos
     cut = _last_cut(src.buf, lo, len(src.buf))
@@ -456,7 +457,8 @@ def _fast(src: Source) -> tuple[list[Any] | None, int | None]:
     for _ in range(SPLIT_TRIES):
         data = bytearray(hi - lo + 2)
         data[0] = 0x5B  # [
-        data[1:-1] = src.buf[lo:hi]
+        with memoryview(src.buf) as mv:
+            data[1:-1] = mv[lo:hi]  # one copy: msgspec's Raw fields may outlive the buffer
         data[-1] = 0x5D  # ]
         try:
             batch = _BATCH.decode(data)

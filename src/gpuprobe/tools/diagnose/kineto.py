@@ -218,10 +218,13 @@ class RawTrace:
         return out
 
 
+_INT_MIN, _INT_MAX = -(1 << 62), 1 << 62  # what the int64 columns take (with room to add)
+
+
 def _int(x: Any) -> int:
     """An int that fits the int64 columns; raises ValueError otherwise (bool and str included)."""
     v = int(x)
-    if not -(1 << 62) < v < (1 << 62):
+    if not _INT_MIN < v < _INT_MAX:
         raise ValueError("out of range")
     return v
 
@@ -274,6 +277,17 @@ def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None =
 
 
 _NO_ARGS = Args()
+_OP_PLAIN, _OP_ANNOTATION, _OP_INPUTS = 0, 1, 2
+
+
+def _op_kind(name: Any) -> int:
+    """A cpu_op name's kind: an annotation PyTorch <= 1.9 wrote as an op, an op whose inputs
+    are kept (:func:`_shapes`), or a plain op."""
+    if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):
+        return _OP_ANNOTATION
+    return _OP_INPUTS if name in _SHAPED_OPS or name in _MATMUL_OPS else _OP_PLAIN
+
+
 _SKIP = (AttributeError, KeyError, TypeError, ValueError, OverflowError)  # a malformed event
 
 
@@ -296,6 +310,7 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
     cats = tr.categories
 
     clean_ids: dict[str, int] = {}
+    op_kinds: dict[Any, int] = {}  # cpu_op name -> _op_kind (a regex per name, not per event)
 
     def nid(name: Any) -> int:
         if name is UNSET:
@@ -337,8 +352,13 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                 cat = ev.cat
                 cats[cat] += 1
                 if ph == "X":
-                    ts = _time(ev.ts)
-                    dur = _time(ev.dur)
+                    # _time inlined for floats (the hot path); ints, strings, others through it
+                    ts = ev.ts
+                    if type(ts) is not float or not -MAX_TIME_US <= ts <= MAX_TIME_US:
+                        ts = _time(ts)
+                    dur = ev.dur
+                    if type(dur) is not float or not -MAX_TIME_US <= dur <= MAX_TIME_US:
+                        dur = _time(dur)
                     if dur < 0:
                         raise ValueError("negative duration")
                     if base is None:
@@ -346,7 +366,10 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                     ts -= base
                     if cat == "cpu_op" or cat == "Operator":
                         name = ev.name
-                        if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):
+                        kind = op_kinds.get(name)
+                        if kind is None:
+                            kind = op_kinds[name] = _op_kind(name)
+                        if kind == _OP_ANNOTATION:
                             # PyTorch <= 1.9 wrote record_function spans (ProfilerStep#N, the
                             # DataLoader's __next__) as operators: annotations, not ops
                             tr.annotations_as_ops += 1
@@ -358,12 +381,16 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                                 tr.ann_dur.append(dur)
                                 tr.ann_name.append(nid(name))
                             continue
-                        i = nid(name)
-                        tid = tid_of(ev.tid, ev.pid)
+                        i = name_ids.get(name)
+                        if i is None:
+                            i = nid(name)
+                        tid = tid_ids.get(ev.tid)
+                        if tid is None:
+                            tid = tid_of(ev.tid, ev.pid)
                         args = ev.args
                         stack = None
                         if type(args) is Args:
-                            if name in _SHAPED_OPS or name in _MATMUL_OPS:
+                            if kind == _OP_INPUTS:
                                 _shapes(tr, len(op_ts), name, args)
                             stack = args.call_stack
                         op_stack.append(nid(stack) if isinstance(stack, str) and stack else -1)
@@ -372,16 +399,24 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                         op_name.append(i)
                         op_tid.append(tid)
                     elif cat == "python_function":
-                        i = nid(ev.name)
-                        tid = tid_of(ev.tid, ev.pid)
+                        i = name_ids.get(ev.name)
+                        if i is None:
+                            i = nid(ev.name)
+                        tid = tid_ids.get(ev.tid)
+                        if tid is None:
+                            tid = tid_of(ev.tid, ev.pid)
                         py_ts.append(ts)
                         py_dur.append(dur)
                         py_name.append(i)
                         py_tid.append(tid)
                     elif cat in _RUNTIME_CATS:
                         corr = _int(_args(ev).correlation)
-                        i = nid(ev.name)
-                        tid = tid_of(ev.tid, ev.pid)
+                        i = name_ids.get(ev.name)
+                        if i is None:
+                            i = nid(ev.name)
+                        tid = tid_ids.get(ev.tid)
+                        if tid is None:
+                            tid = tid_of(ev.tid, ev.pid)
                         rt_ts.append(ts)
                         rt_dur.append(dur)
                         rt_name.append(i)
@@ -398,9 +433,13 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                             if stream is UNSET:
                                 stream = 0 if ev.tid is UNSET else ev.tid
                         stream = _int(stream)
-                        corr = _int(args.correlation)
+                        corr = args.correlation
+                        if type(corr) is not int or not _INT_MIN < corr < _INT_MAX:
+                            corr = _int(corr)
                         nbytes = _num(args.bytes)
-                        i = nid(ev.name)
+                        i = name_ids.get(ev.name)
+                        if i is None:
+                            i = nid(ev.name)
                         g_ts.append(ts)
                         g_dur.append(dur)
                         g_kind.append(_GPU_CATS[cat])

@@ -122,8 +122,10 @@ def find_trace_files(
             if not found:
                 names = "; ".join(f"{os.path.basename(f)}: {why}" for f, why in left)
                 raise InputError(
-                    f"{p}: no readable trace files (*.json, *.json.gz) in this folder"
-                    + (f" (skipped {names})" if names else "")
+                    f"{p}: no readable trace files (*.json, *.json.gz) in this folder "
+                    f"(skipped {names})"
+                    if names
+                    else f"{p}: no trace files (*.json, *.json.gz) in this folder"
                 )
             out.extend(found)
         elif p.exists():
