@@ -7,6 +7,8 @@ import gzip
 import json
 import os
 import socket
+import sys
+from array import array
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 import gpuprobe.tools.diagnose.jsonstream as jsonstream
 from gpuprobe.cli import main
 from gpuprobe.core.errors import InputError
-from gpuprobe.tools.diagnose.kineto import MAX_TIME_US, read_trace
+from gpuprobe.tools.diagnose.kineto import MAX_TIME_US, READER_MIB_PER_MILLION_EVENTS, read_trace
 from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
 
 BIG = "7" * 5000  # more digits than Python converts to an int (4300)
@@ -105,8 +107,7 @@ def test_absurd_times_are_skipped_and_json_stays_strict(tmp_path: Path, capsys, 
     evs = [
         _kernel(bad),
         _kernel("1", bad),
-        '{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", '
-        f'"ts": {bad}, "dur": 1}}',
+        f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#9", "ts": {bad}, "dur": 1}}',
         f'{{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": {bad}, "dur": 1}}',
     ]
     text = text.replace('"traceEvents": [', '"traceEvents": [' + ", ".join(evs) + ", ", 1)
@@ -121,6 +122,25 @@ def test_absurd_times_are_skipped_and_json_stays_strict(tmp_path: Path, capsys, 
     assert main(["diagnose", str(path)]) == 0
     out = capsys.readouterr().out
     assert "2 steps (0..1)" in out and "inf" not in out and "e+" not in out
+
+
+def test_kept_events_cost_the_stated_bytes_each(tmp_path: Path) -> None:
+    """The 28 M-kernel expansion, scaled down: kernels are kept as columns within the stated
+    ceiling per million events (streamed in, never held as text or dicts)."""
+    path = tmp_path / "kernels.json.gz"
+    n = 20_000
+    with gzip.open(path, "wt") as fh:
+        fh.write('{"traceEvents": [')
+        fh.write(
+            ",".join(
+                _kernel(f"{1_700_000_000 + i}.5", extra=f', "grid": [{i}, 1, 1]') for i in range(n)
+            )
+        )
+        fh.write("]}")
+    t = read_trace(path)
+    assert len(t.gpu_ts) == n and len(t.names) == 1
+    kept = sum(sys.getsizeof(v) for v in vars(t).values() if isinstance(v, array))
+    assert kept / n <= READER_MIB_PER_MILLION_EVENTS * (1 << 20) / 1e6
 
 
 def test_a_fifo_socket_or_device_is_refused_at_once(tmp_path: Path, capsys) -> None:

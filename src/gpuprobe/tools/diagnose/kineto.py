@@ -43,12 +43,16 @@ __all__ = [
     "GPU_KIND_MEMSET",
     "KINETO_CATEGORIES",
     "MAX_TIME_US",
+    "READER_MIB_PER_MILLION_EVENTS",
     "ProgressCallback",
     "RawTrace",
     "read_trace",
 ]
 
 _MAX_DEVICE_ID = 1 << 16  # device ids past this are not a real machine's
+READER_MIB_PER_MILLION_EVENTS = 64  # MiB of columns per million kept events, at most: a GPU
+# activity is 57 B (8 columns), an op or runtime call 40 B, plus array growth (6 %); measured
+# 57 by benchmarks/reader_speed.py (the whole diagnose: 229, its NumPy work on the columns)
 MAX_TIME_US = 1e16  # µs; a timestamp or duration beyond this is skipped: Kineto writes µs since
 # the epoch (1.7e15 in 2024; 1e16 is the year 2286), others µs since the start of profiling
 
