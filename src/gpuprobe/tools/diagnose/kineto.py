@@ -402,30 +402,25 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                         op_dur.append(dur)
                         op_name.append(i)
                         op_tid.append(tid)
-                    elif cat == "python_function":
+                    elif (py := cat == "python_function") or cat in _RUNTIME_CATS:
+                        corr = 0 if py else _int(_args(ev).correlation)
                         i = name_ids.get(ev.name)
                         if i is None:
                             i = nid(ev.name)
                         tid = tid_ids.get(ev.tid)
                         if tid is None:
                             tid = tid_of(ev.tid, ev.pid)
-                        py_ts.append(ts)
-                        py_dur.append(dur)
-                        py_name.append(i)
-                        py_tid.append(tid)
-                    elif cat in _RUNTIME_CATS:
-                        corr = _int(_args(ev).correlation)
-                        i = name_ids.get(ev.name)
-                        if i is None:
-                            i = nid(ev.name)
-                        tid = tid_ids.get(ev.tid)
-                        if tid is None:
-                            tid = tid_of(ev.tid, ev.pid)
-                        rt_ts.append(ts)
-                        rt_dur.append(dur)
-                        rt_name.append(i)
-                        rt_corr.append(corr)
-                        rt_tid.append(tid)
+                        if py:
+                            py_ts.append(ts)
+                            py_dur.append(dur)
+                            py_name.append(i)
+                            py_tid.append(tid)
+                        else:
+                            rt_ts.append(ts)
+                            rt_dur.append(dur)
+                            rt_name.append(i)
+                            rt_corr.append(corr)
+                            rt_tid.append(tid)
                     elif cat in _GPU_CATS:
                         args = _args(ev)
                         dev = args.device
