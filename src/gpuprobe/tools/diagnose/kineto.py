@@ -52,7 +52,7 @@ __all__ = [
 _MAX_DEVICE_ID = 1 << 16  # device ids past this are not a real machine's
 READER_MIB_PER_MILLION_EVENTS = 64  # MiB of columns per million kept events, at most: a GPU
 # activity is 57 B (8 columns), an op or runtime call 40 B, plus array growth (6 %); measured
-# 57 by benchmarks/reader_speed.py (the whole diagnose: 229, its NumPy work on the columns)
+# 46-57 by benchmarks/reader_speed.py (the whole diagnose: 205-229, its NumPy work on them)
 MAX_TIME_US = 1e16  # µs; a timestamp or duration beyond this is skipped: Kineto writes µs since
 # the epoch (1.7e15 in 2024; 1e16 is the year 2286), others µs since the start of profiling
 
