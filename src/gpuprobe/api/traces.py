@@ -146,8 +146,12 @@ def write_folder_html(
     return _write(path, result, traces_to_draw(result, steps=steps), step)
 
 
-def find_trace_files(paths: PathLike | Iterable[PathLike]) -> list[str]:
-    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the files given."""
+def find_trace_files(
+    paths: PathLike | Iterable[PathLike], skipped: list[tuple[str, str]] | None = None
+) -> list[str]:
+    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the files given; a
+    folder's entries that cannot be read as files (a FIFO, a dangling link, no permission) are
+    left out and added to ``skipped`` as (path, why)."""
     from gpuprobe.tools.diagnose.ranks import find_trace_files as _find
 
-    return _find(paths)
+    return _find(paths, skipped)

@@ -109,11 +109,11 @@ def run(args: argparse.Namespace) -> int:
     kb = None
     if args.kernels:
         kb = api.kernel_breakdown(ctx)
-    if args.json:
+    if args.json:  # strict JSON: the reader keeps only finite times (no NaN, no Infinity)
         out = diag.to_dict()
         if kb is not None:
             out["kernels"] = kb.to_dict()
-        print(json.dumps(out, indent=2))
+        print(json.dumps(out, indent=2, allow_nan=False))
     else:
         render.terminal(diag, verbose=args.verbose)
         if kb is not None:
@@ -144,7 +144,7 @@ def _run_compare(traces: list[str], args: argparse.Namespace) -> int:
     if args.html:
         render.report(comparison, args.html)
     if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2))
+        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
     else:
         render.terminal(comparison, verbose=args.verbose or args.kernels)
         if args.html:
@@ -157,13 +157,20 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     (checked first; a mix is refused with one line)."""
     from gpuprobe import CycleDiagnosis
     from gpuprobe.api import diagnose_folder, find_trace_files, write_folder_html
+    from gpuprobe.cli._common import say
     from gpuprobe.core import render
     from gpuprobe.core.findings import Status
     from gpuprobe.ui.progress import progress
 
     if args.html_step is not None and not args.html:
         raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
-    files = find_trace_files(traces)
+    skipped: list[tuple[str, str]] = []
+    files = find_trace_files(traces, skipped)
+    if skipped:
+        say(
+            f"skipped {len(skipped)} of the folder's files: "
+            + "; ".join(f"{os.path.basename(f)} ({why})" for f, why in skipped)
+        )
     total = sum(os.path.getsize(f) for f in files)
     shown = total >= PROGRESS_MIN_BYTES and not args.json
     with progress("reading trace", enabled=shown, bar="bytes") as bar:
@@ -177,7 +184,8 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
         write_folder_html(args.html, result, steps=args.steps, step=args.html_step)
     if args.json:
         # "kind" says which record the rest is (from_dict ignores it)
-        print(json.dumps({"kind": "cycles" if cycles else "ranks", **result.to_dict()}, indent=2))
+        doc = {"kind": "cycles" if cycles else "ranks", **result.to_dict()}
+        print(json.dumps(doc, indent=2, allow_nan=False))
     elif cycles:
         render.terminal(result, verbose=args.verbose)
     else:

@@ -22,6 +22,7 @@ import gpuprobe.cli as cli
 from fuzzing import SEEDS, assert_clean_exit, fuzz_settings, mutate_bytes, mutate_json
 from gpuprobe.core.errors import InputError
 from gpuprobe.tools.diagnose.engine import diagnose
+from gpuprobe.tools.diagnose.jsonstream import CHUNK_BYTES
 from gpuprobe.tools.diagnose.kineto import read_trace
 from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
 
@@ -130,7 +131,7 @@ def test_a_structural_error_stops_the_reading_there(tmp_path: Path) -> None:
     seen: list[int] = []
     with pytest.raises(InputError, match="not valid JSON"):
         read_trace(path, progress=lambda done, total: seen.append(done))
-    assert max(seen) <= 8 << 20  # stopped within the first two chunks, not at 64 MiB
+    assert max(seen) <= 2 * CHUNK_BYTES  # stopped within the first two chunks, not at 64 MiB
 
 
 @pytest.mark.parametrize("bad", ["x", [0], None, 1e400, True, -3])

@@ -52,7 +52,7 @@ def test_tiny_chunks_cross_every_boundary(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_text(SMALL)
     whole = read_trace(path)
-    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 7)
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", 7)
     chunked = read_trace(path)
     assert chunked.events == whole.events
     assert list(chunked.gpu_ts) == list(whole.gpu_ts)
@@ -186,7 +186,7 @@ def test_a_chunk_that_ends_inside_true_false_or_null_reads_on(tmp_path, monkeypa
     whole = read_trace(path)
     assert whole.events == 5 and whole.header["x"] is False
     for size in range(1, 40):  # every cut, inside each literal too
-        monkeypatch.setattr(jsonstream, "CHUNK_CHARS", size)
+        monkeypatch.setattr(jsonstream, "CHUNK_BYTES", size)
         chunked = read_trace(path)
         assert chunked.events == 5 and list(chunked.op_ts) == list(whole.op_ts), size
         assert chunked.header == whole.header
@@ -196,7 +196,7 @@ def test_progress_reports_bytes_read(tmp_path, monkeypatch):
     path = tmp_path / "t.json.gz"
     with gzip.open(path, "wt") as fh:
         fh.write(SMALL)
-    monkeypatch.setattr(jsonstream, "CHUNK_CHARS", 1000)
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", 1000)
     seen: list[tuple[int, int]] = []
     read_trace(path, progress=lambda done, total: seen.append((done, total)))
     assert len(seen) > 3

@@ -26,19 +26,35 @@ from typing import Any
 
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.text import strip_control
-from gpuprobe.tools.diagnose.jsonstream import ProgressCallback, Scanner, iter_events, open_text
+from gpuprobe.tools.diagnose.jsonstream import (
+    BROKEN,
+    UNSET,
+    Args,
+    Event,
+    ProgressCallback,
+    Source,
+    iter_batches,
+    raw_value,
+)
 
 __all__ = [
     "GPU_KIND_KERNEL",
     "GPU_KIND_MEMCPY",
     "GPU_KIND_MEMSET",
     "KINETO_CATEGORIES",
+    "MAX_TIME_US",
+    "READER_MIB_PER_MILLION_EVENTS",
     "ProgressCallback",
     "RawTrace",
     "read_trace",
 ]
 
 _MAX_DEVICE_ID = 1 << 16  # device ids past this are not a real machine's
+READER_MIB_PER_MILLION_EVENTS = 64  # MiB of columns per million kept events, at most: a GPU
+# activity is 57 B (8 columns), an op or runtime call 40 B, plus array growth (6 %); measured
+# 46-57 by benchmarks/reader_speed.py (the whole diagnose: 205-229, its NumPy work on them)
+MAX_TIME_US = 1e16  # µs; a timestamp or duration beyond this is skipped: Kineto writes µs since
+# the epoch (1.7e15 in 2024; 1e16 is the year 2286), others µs since the start of profiling
 
 GPU_KIND_KERNEL = 0
 GPU_KIND_MEMCPY = 1
@@ -206,10 +222,13 @@ class RawTrace:
         return out
 
 
+_INT_MIN, _INT_MAX = -(1 << 62), 1 << 62  # what the int64 columns take (with room to add)
+
+
 def _int(x: Any) -> int:
     """An int that fits the int64 columns; raises ValueError otherwise (bool and str included)."""
     v = int(x)
-    if not -(1 << 62) < v < (1 << 62):
+    if not _INT_MIN < v < _INT_MAX:
         raise ValueError("out of range")
     return v
 
@@ -222,33 +241,34 @@ def _num(x: Any) -> float:
     return v
 
 
-def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None = None) -> RawTrace:
-    """Read a Kineto trace (``.json`` or ``.json.gz``) event by event into a :class:`RawTrace`.
+def _time(x: Any) -> float:
+    """A timestamp or duration in µs no larger than :data:`MAX_TIME_US`; ValueError otherwise."""
+    v = float(x)
+    if not -MAX_TIME_US <= v <= MAX_TIME_US:  # NaN fails too
+        raise ValueError("not a time")
+    return v
 
-    Raises :class:`InputError` when the file is missing, not JSON, cut off, or not a profiler
-    trace; single malformed events are skipped and counted in ``RawTrace.skipped``.
+
+def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None = None) -> RawTrace:
+    """Read a Kineto trace (``.json`` or ``.json.gz``) batch by batch into a :class:`RawTrace`.
+
+    Raises :class:`InputError` when the file is missing, not a regular file, not JSON, cut off,
+    or not a profiler trace; single malformed events are skipped and counted in
+    ``RawTrace.skipped``.
     """
     spath = os.fspath(path)
+    src = Source(spath, progress)
+    tr = RawTrace(path=spath, size_bytes=src.total)
     try:
-        size = os.path.getsize(spath)
-    except OSError:
-        size = 0
-    stream, raw = open_text(spath)
-    tr = RawTrace(path=spath, size_bytes=size)
-    sc = Scanner(stream, raw, spath, size, progress)
-    try:
-        _consume(tr, iter_events(sc, tr.header))
+        _consume(tr, iter_batches(src, tr.header))
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise InputError(f"{spath}: damaged gzip file ({exc or 'cut off'})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{spath}: not a text trace (byte {exc.start} of a chunk is not UTF-8); "
-            "expected JSON, or JSON compressed with gzip"
-        ) from None
+    except OSError as exc:
+        raise InputError(f"{spath}: cannot read ({exc.strerror or exc})") from None
     except MemoryError:
         raise InputError(f"{spath}: an event is too large to read") from None
     finally:
-        stream.close()
+        src.close()
     if tr.events == 0:
         raise InputError(f"{spath}: the trace has no events (empty 'traceEvents')")
     known = sum(n for c, n in tr.categories.items() if c in KINETO_CATEGORIES)
@@ -260,7 +280,32 @@ def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None =
     return tr
 
 
-def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
+_NO_ARGS = Args()
+_OP_PLAIN, _OP_ANNOTATION, _OP_INPUTS = 0, 1, 2
+
+
+def _op_kind(name: Any) -> int:
+    """A cpu_op name's kind: an annotation PyTorch <= 1.9 wrote as an op, an op whose inputs
+    are kept (:func:`_shapes`), or a plain op."""
+    if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):
+        return _OP_ANNOTATION
+    return _OP_INPUTS if name in _SHAPED_OPS or name in _MATMUL_OPS else _OP_PLAIN
+
+
+_SKIP = (AttributeError, KeyError, TypeError, ValueError, OverflowError)  # a malformed event
+
+
+def _args(ev: Event) -> Args:
+    """The event's args (defaults when it has none: ``null``, ``{}``, or another falsy value)."""
+    a = ev.args
+    if type(a) is Args:
+        return a
+    if a:
+        raise TypeError("args is not an object")
+    return _NO_ARGS
+
+
+def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
     """Reduce each event to the columns in ``tr``. The hot loop: kept flat on purpose."""
     name_ids: dict[str, int] = {}
     tid_ids: dict[Any, int] = {}
@@ -269,8 +314,11 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
     cats = tr.categories
 
     clean_ids: dict[str, int] = {}
+    op_kinds: dict[Any, int] = {}  # cpu_op name -> _op_kind (a regex per name, not per event)
 
     def nid(name: Any) -> int:
+        if name is UNSET:
+            raise KeyError("name")
         i = name_ids.get(name)
         if i is None:  # a new name: interned without terminal escapes (names reach the terminal)
             text = strip_control(str(name))
@@ -281,6 +329,8 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
         return i
 
     def tid_of(t: Any, pid: Any) -> int:
+        if t is UNSET:
+            t = None
         i = tid_ids.get(t)
         if i is None:
             i = tid_ids[t] = len(threads)
@@ -298,124 +348,153 @@ def _consume(tr: RawTrace, events: Iterator[Any]) -> None:
     n = 0
     skipped = 0
     base: float | None = None
-    for ev in events:
-        n += 1
-        try:
-            ph = ev.get("ph")
-            cat = ev.get("cat")
-            cats[cat] += 1
-            if ph == "X":
-                ts = _num(ev["ts"])
-                dur = _num(ev.get("dur", 0.0))
-                if dur < 0:
-                    raise ValueError("negative duration")
-                if base is None:
-                    base = tr.time_base = float(math.floor(ts))
-                ts -= base
-                if cat == "cpu_op" or cat == "Operator":
-                    name = ev["name"]
-                    if isinstance(name, str) and _ANNOTATION_OP_RE.match(name):
-                        # PyTorch <= 1.9 wrote record_function spans (ProfilerStep#N, the
-                        # DataLoader's __next__) as operators: they are annotations, not ops
-                        tr.annotations_as_ops += 1
-                        m = _STEP_RE.match(name)
+    for batch in batches:
+        n += len(batch)
+        for ev in batch:
+            try:
+                ph = ev.ph
+                cat = ev.cat
+                cats[cat] += 1
+                if ph == "X":
+                    # _time inlined for floats (the hot path); ints, strings, others through it
+                    ts = ev.ts
+                    if type(ts) is not float or not -MAX_TIME_US <= ts <= MAX_TIME_US:
+                        ts = _time(ts)
+                    dur = ev.dur
+                    if type(dur) is not float or not -MAX_TIME_US <= dur <= MAX_TIME_US:
+                        dur = _time(dur)
+                    if dur < 0:
+                        raise ValueError("negative duration")
+                    if base is None:
+                        base = tr.time_base = float(math.floor(ts))
+                    ts -= base
+                    if cat == "cpu_op" or cat == "Operator":
+                        name = ev.name
+                        kind = op_kinds.get(name)
+                        if kind is None:
+                            kind = op_kinds[name] = _op_kind(name)
+                        if kind == _OP_ANNOTATION:
+                            # PyTorch <= 1.9 wrote record_function spans (ProfilerStep#N, the
+                            # DataLoader's __next__) as operators: annotations, not ops
+                            tr.annotations_as_ops += 1
+                            m = _STEP_RE.match(name)
+                            if m:
+                                tr.steps.append((_int(m.group(1)), ts, dur))
+                            else:
+                                tr.ann_ts.append(ts)
+                                tr.ann_dur.append(dur)
+                                tr.ann_name.append(nid(name))
+                            continue
+                        i = name_ids.get(name)
+                        if i is None:
+                            i = nid(name)
+                        tid = tid_ids.get(ev.tid)
+                        if tid is None:
+                            tid = tid_of(ev.tid, ev.pid)
+                        args = ev.args
+                        stack = None
+                        if type(args) is Args:
+                            if kind == _OP_INPUTS:
+                                _shapes(tr, len(op_ts), name, args)
+                            stack = args.call_stack
+                        op_stack.append(nid(stack) if isinstance(stack, str) and stack else -1)
+                        op_ts.append(ts)
+                        op_dur.append(dur)
+                        op_name.append(i)
+                        op_tid.append(tid)
+                    elif (py := cat == "python_function") or cat in _RUNTIME_CATS:
+                        corr = 0 if py else _int(_args(ev).correlation)
+                        i = name_ids.get(ev.name)
+                        if i is None:
+                            i = nid(ev.name)
+                        tid = tid_ids.get(ev.tid)
+                        if tid is None:
+                            tid = tid_of(ev.tid, ev.pid)
+                        if py:
+                            py_ts.append(ts)
+                            py_dur.append(dur)
+                            py_name.append(i)
+                            py_tid.append(tid)
+                        else:
+                            rt_ts.append(ts)
+                            rt_dur.append(dur)
+                            rt_name.append(i)
+                            rt_corr.append(corr)
+                            rt_tid.append(tid)
+                    elif cat in _GPU_CATS:
+                        args = _args(ev)
+                        dev = args.device
+                        dev = _int(0 if ev.pid is UNSET else ev.pid) if dev is UNSET else _int(dev)
+                        # XPU kernels name their queue "sycl queue" instead of a stream
+                        stream = args.stream
+                        if stream is UNSET:
+                            stream = args.sycl_queue
+                            if stream is UNSET:
+                                stream = 0 if ev.tid is UNSET else ev.tid
+                        stream = _int(stream)
+                        corr = args.correlation
+                        if type(corr) is not int or not _INT_MIN < corr < _INT_MAX:
+                            corr = _int(corr)
+                        nbytes = _num(args.bytes)
+                        i = name_ids.get(ev.name)
+                        if i is None:
+                            i = nid(ev.name)
+                        g_ts.append(ts)
+                        g_dur.append(dur)
+                        g_kind.append(_GPU_CATS[cat])
+                        g_name.append(i)
+                        g_dev.append(dev)
+                        g_stream.append(stream)
+                        g_corr.append(corr)
+                        g_bytes.append(nbytes)
+                    elif cat == "user_annotation":
+                        name = ev.name
+                        m = _STEP_RE.match(name) if isinstance(name, str) else None
                         if m:
                             tr.steps.append((_int(m.group(1)), ts, dur))
                         else:
+                            i = nid(name)
                             tr.ann_ts.append(ts)
                             tr.ann_dur.append(dur)
-                            tr.ann_name.append(nid(name))
+                            tr.ann_name.append(i)
+                elif (ph == "i" or ph == "I") and ev.name == "[memory]":
+                    args = ev.args
+                    if type(args) is not Args:
+                        raise TypeError("no args")
+                    key = (_int(args.device_type), _int(args.device_id))
+                    tr.memory_events += 1
+                    if args.total_allocated is UNSET and args.total_reserved is UNSET:
+                        # PyTorch <= 1.9: only this allocation's size (negative for a free)
+                        delta = _num(args.delta_bytes)
+                        run, top = tr.memory_delta_peak.get(key, (0.0, 0.0))
+                        run += delta
+                        tr.memory_delta_peak[key] = (run, max(top, run))
                         continue
-                    i = nid(name)
-                    tid = tid_of(ev.get("tid"), ev.get("pid"))
-                    args = ev.get("args")
-                    if name in _SHAPED_OPS or name in _MATMUL_OPS:
-                        _shapes(tr, len(op_ts), name, args)
-                    stack = args.get("Call stack") if isinstance(args, dict) else None
-                    op_stack.append(nid(stack) if isinstance(stack, str) and stack else -1)
-                    op_ts.append(ts)
-                    op_dur.append(dur)
-                    op_name.append(i)
-                    op_tid.append(tid)
-                elif cat == "python_function":
-                    i = nid(ev["name"])
-                    tid = tid_of(ev.get("tid"), ev.get("pid"))
-                    py_ts.append(ts)
-                    py_dur.append(dur)
-                    py_name.append(i)
-                    py_tid.append(tid)
-                elif cat in _RUNTIME_CATS:
-                    args = ev.get("args") or {}
-                    corr = _int(args.get("correlation", -1))
-                    i = nid(ev["name"])
-                    tid = tid_of(ev.get("tid"), ev.get("pid"))
-                    rt_ts.append(ts)
-                    rt_dur.append(dur)
-                    rt_name.append(i)
-                    rt_corr.append(corr)
-                    rt_tid.append(tid)
-                elif cat in _GPU_CATS:
-                    args = ev.get("args") or {}
-                    dev = _int(args.get("device", ev.get("pid", 0)))
-                    # XPU kernels name their queue "sycl queue" instead of a stream
-                    stream = _int(args.get("stream", args.get("sycl queue", ev.get("tid", 0))))
-                    corr = _int(args.get("correlation", -1))
-                    nbytes = _num(args.get("bytes", 0.0))
-                    i = nid(ev["name"])
-                    g_ts.append(ts)
-                    g_dur.append(dur)
-                    g_kind.append(_GPU_CATS[cat])
-                    g_name.append(i)
-                    g_dev.append(dev)
-                    g_stream.append(stream)
-                    g_corr.append(corr)
-                    g_bytes.append(nbytes)
-                elif cat == "user_annotation":
-                    name = ev["name"]
-                    m = _STEP_RE.match(name) if isinstance(name, str) else None
-                    if m:
-                        tr.steps.append((_int(m.group(1)), ts, dur))
-                    else:
-                        i = nid(name)
-                        tr.ann_ts.append(ts)
-                        tr.ann_dur.append(dur)
-                        tr.ann_name.append(i)
-            elif (ph == "i" or ph == "I") and ev.get("name") == "[memory]":
-                args = ev["args"]
-                key = (_int(args.get("Device Type", 0)), _int(args.get("Device Id", -1)))
-                tr.memory_events += 1
-                if "Total Allocated" not in args and "Total Reserved" not in args:
-                    # PyTorch <= 1.9: only this allocation's size (negative for a free)
-                    delta = _num(args.get("Bytes", 0.0))
-                    run, top = tr.memory_delta_peak.get(key, (0.0, 0.0))
-                    run += delta
-                    tr.memory_delta_peak[key] = (run, max(top, run))
-                    continue
-                alloc = _num(args.get("Total Allocated", 0.0))
-                reserved = _num(args.get("Total Reserved", 0.0))
-                old = memory_peak.get(key)
-                if old is None:
-                    memory_peak[key] = (alloc, reserved)
-                elif alloc > old[0] or reserved > old[1]:
-                    memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
-        except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
-            skipped += 1
+                    alloc = _num(0.0 if args.total_allocated is UNSET else args.total_allocated)
+                    reserved = _num(0.0 if args.total_reserved is UNSET else args.total_reserved)
+                    old = memory_peak.get(key)
+                    if old is None:
+                        memory_peak[key] = (alloc, reserved)
+                    elif alloc > old[0] or reserved > old[1]:
+                        memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
+                elif ph == BROKEN:
+                    skipped += 1
+            except _SKIP:
+                skipped += 1
     tr.events = n
     tr.skipped = skipped
 
 
-def _shapes(tr: RawTrace, index: int, name: str, args: Any) -> None:
+def _shapes(tr: RawTrace, index: int, name: str, args: Args) -> None:
     """Keep the first input's dims/strides/dtype of a copying op, or the dtype of a matmul."""
-    if not isinstance(args, dict):
-        return
-    types = args.get("Input type")
+    types = raw_value(args.input_type)
     dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) else ""
     if name in _MATMUL_OPS:
         if dtype:
             tr.matmul_dtypes[dtype] += 1
         return
-    dims = args.get("Input Dims")
-    strides = args.get("Input Strides")
+    dims = raw_value(args.input_dims)
+    strides = raw_value(args.input_strides)
     if (
         isinstance(dims, list)
         and dims

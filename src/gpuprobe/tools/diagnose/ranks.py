@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from gpuprobe.core.findings import worst_first
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.intervals import merge_intervals, overlaps
+from gpuprobe.tools.diagnose.jsonstream import file_kind
 from gpuprobe.tools.diagnose.kernels import (
     FAMILY_COMM,
     FAMILY_MEMORY,
@@ -94,18 +96,37 @@ def rank_from_name(path: str) -> int | None:
     return None
 
 
-def find_trace_files(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
-    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the given files."""
+def find_trace_files(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    skipped: list[tuple[str, str]] | None = None,
+) -> list[str]:
+    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the given files. A
+    folder's entries with those names that cannot be read as a file (a FIFO, a dangling link,
+    no permission) are left out, each added to ``skipped`` as (path, why) when it is given."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     out: list[str] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            found = sorted(
-                str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
-            )
+            found: list[str] = []
+            left: list[tuple[str, str]] = []
+            for f in sorted(p.iterdir()):
+                if f.name.endswith(TRACE_SUFFIXES):
+                    why = _unreadable(f)
+                    if why is None:
+                        found.append(str(f))
+                    else:
+                        left.append((str(f), why))
+            if skipped is not None:
+                skipped.extend(left)
             if not found:
-                raise InputError(f"{p}: no trace files (*.json, *.json.gz) in this folder")
+                names = "; ".join(f"{os.path.basename(f)}: {why}" for f, why in left)
+                raise InputError(
+                    f"{p}: no readable trace files (*.json, *.json.gz) in this folder "
+                    f"(skipped {names})"
+                    if names
+                    else f"{p}: no trace files (*.json, *.json.gz) in this folder"
+                )
             out.extend(found)
         elif p.exists():
             out.append(str(p))
@@ -114,6 +135,21 @@ def find_trace_files(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[
     if not out:
         raise InputError("no trace files given: pass a folder or one trace file per rank")
     return out
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why a folder entry cannot be read as a trace file (None when it can)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a dangling link" if os.path.islink(path) else "gone"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"a {file_kind(st.st_mode)}"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
 
 
 def interval_overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
