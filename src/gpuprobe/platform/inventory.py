@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from gpuprobe._version import __version__
-from gpuprobe.core import render
+from gpuprobe.core import render, safejson
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import gib
@@ -96,7 +96,7 @@ def load(path: str | Path) -> Inventory:
     """Read a snapshot written by ``gpuprobe info --json``."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = safejson.loads(p.read_text())
     except FileNotFoundError:
         raise InputError(
             f"{p}: no such file; write one with 'gpuprobe info --json > FILE'"
