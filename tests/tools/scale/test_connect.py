@@ -92,7 +92,7 @@ def _cli(address: str, timeout: str = "2") -> str:
             address,
             "--connect-timeout",
             timeout,
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=120,
