@@ -7,29 +7,18 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from _support import DATA
+from _support import DATA, run_gpuprobe
 from gpuprobe.core.errors import InputError
 from gpuprobe.platform.inventory import load
 from gpuprobe.tools.monitor.timeline import read_timeline
 
 DEEP = "[" * 100_000 + "]" * 100_000
 HEALTHY = DATA / "monitor" / "healthy.jsonl"
-
-
-def _gpuprobe(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuprobe", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _one_line(r: subprocess.CompletedProcess[str]) -> str:
@@ -44,7 +33,7 @@ def _one_line(r: subprocess.CompletedProcess[str]) -> str:
 def test_from_a_snapshot_nested_100k_deep(tmp_path: Path, command: str) -> None:
     snap = tmp_path / "deep.json"
     snap.write_text('{"host": {}, "driver": ' + DEEP + "}")
-    line = _one_line(_gpuprobe(command, "--from", str(snap)))
+    line = _one_line(run_gpuprobe(command, "--from", str(snap)))
     assert line == (
         f"gpuprobe: {snap}: not JSON (nested deeper than 128 levels at line 1); expected the "
         "output of 'gpuprobe info --json'"
@@ -62,7 +51,7 @@ def test_plot_on_a_timeline_whose_header_is_nested_100k_deep(tmp_path: Path) -> 
     tl = tmp_path / "timeline.jsonl"
     rest = HEALTHY.read_bytes().split(b"\n", 1)[1]
     tl.write_bytes(b'{"type": "header", "x": ' + DEEP.encode() + b"}\n" + rest)
-    line = _one_line(_gpuprobe("plot", str(tl), "--out", str(tmp_path / "r.html")))
+    line = _one_line(run_gpuprobe("plot", str(tl), "--out", str(tmp_path / "r.html")))
     assert line == (
         f"gpuprobe: {tl} is not a gpuprobe timeline: line 1 is not JSON (nested deeper than "
         "128 levels)"
