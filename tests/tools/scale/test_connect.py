@@ -156,3 +156,14 @@ def test_connect_timeout_needs_a_scheduler(capsys) -> None:  # type: ignore[no-u
         err.strip()
         == "gpuprobe: --connect-timeout is for --scheduler ADDRESS: give --scheduler too"
     )
+
+
+def test_an_escape_in_the_address_is_not_echoed(capsys) -> None:  # type: ignore[no-untyped-def]
+    import gpuprobe.cli as cli
+
+    rc = cli.main(
+        [*ARGS, "--scheduler", "tcp://127.0.0.1:1\x1b]0;owned\x07", "--connect-timeout", "2"]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "\x1b" not in err and "\x07" not in err
+    assert err.startswith("gpuprobe: --scheduler tcp://127.0.0.1:1: not a Dask address (")

@@ -24,6 +24,7 @@ import threading
 from typing import Any
 
 from gpuprobe.core.errors import UsageError
+from gpuprobe.core.text import strip_control
 
 __all__ = [
     "CONNECT_TIMEOUT_MAX_S",
@@ -70,14 +71,30 @@ async def _identity(address: str, timeout: float) -> Any:
         comm.abort()
 
 
+def _why(exc: BaseException) -> str:
+    """What a failed probe says about the other end, in words."""
+    text = strip_control(str(exc))
+    if isinstance(exc, MemoryError | EOFError) or not isinstance(
+        exc, ValueError | OSError | TypeError
+    ):
+        # bytes of another protocol read as a Dask frame: a length of exabytes, a cut frame
+        return f"something answered, but not in Dask's protocol ({type(exc).__name__})"
+    if type(exc).__module__.split(".")[0] == "msgpack":  # a frame of bytes that are not msgpack
+        return f"something answered, but not in Dask's protocol ({type(exc).__name__}: {text})"
+    if isinstance(exc, ValueError):  # distributed's parser: no scheme it knows, no port
+        return f"not a Dask address ({text})"
+    return f"cannot connect to a Dask scheduler there ({text})"  # refused, TLS or UCX set-up
+
+
 def identify(address: str, timeout: float) -> dict[str, Any]:
     """What answers at ``address``: the reply to Dask's ``identity`` request (``type`` is
     ``"Scheduler"`` for a scheduler), or a :class:`UsageError` within ``timeout`` seconds."""
     timeout = check_connect_timeout(timeout)
     if address.split("://", 1)[0].lower() in ("http", "https"):
         raise UsageError(
-            f"--scheduler {address}: a web address (a Dask dashboard?); give the scheduler's "
-            "own address, tcp://HOST:PORT (port 8786 by default), as `dask scheduler` prints it"
+            f"--scheduler {strip_control(address)}: a web address (a Dask dashboard?); give the "
+            "scheduler's own address, tcp://HOST:PORT (port 8786 by default), as `dask "
+            "scheduler` prints it"
         )
     out: dict[str, Any] = {}
 
@@ -91,26 +108,22 @@ def identify(address: str, timeout: float) -> dict[str, Any]:
     t.start()
     t.join(timeout + _JOIN_GRACE_S)
     exc = out.get("error")
+    where = f"--scheduler {strip_control(address)}"
     if t.is_alive() or isinstance(exc, TimeoutError | asyncio.TimeoutError):
         raise UsageError(
-            f"--scheduler {address}: no answer as a Dask scheduler within {timeout:g} s "
+            f"{where}: no answer as a Dask scheduler within {timeout:g} s "
             f"(--connect-timeout); is it one? {_START}"
         )
-    if isinstance(exc, ValueError):  # distributed's parser: no scheme it knows, no port
-        raise UsageError(f"--scheduler {address}: not a Dask address ({exc}); {_START}")
-    if isinstance(exc, OSError):  # refused, unknown host, closed during the handshake
-        raise UsageError(f"--scheduler {address}: cannot reach a Dask scheduler ({exc}); {_START}")
-    if exc is not None:  # a length read from another protocol (MemoryError), bytes not msgpack
-        raise UsageError(
-            f"--scheduler {address}: something answered, but not in Dask's protocol "
-            f"({type(exc).__name__}); {_START}"
-        )
+    if exc is not None:
+        raise UsageError(f"{where}: {_why(exc)}; {_START}")
     reply = out.get("reply")
     kind = reply.get("type") if isinstance(reply, dict) else None
     if not isinstance(reply, dict) or kind != "Scheduler":
-        what = f"a Dask {kind}, not" if isinstance(kind, str) and kind else "not"
+        what = (
+            f"a Dask {strip_control(kind)[:40]}, not" if isinstance(kind, str) and kind else "not"
+        )
         raise UsageError(
-            f"--scheduler {address}: {what} a Dask scheduler; give the scheduler's address, "
+            f"{where}: {what} a Dask scheduler; give the scheduler's address, "
             "the one its workers connect to"
         )
     return reply
@@ -126,6 +139,6 @@ def connect_client(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
         return Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:  # it answered a moment ago: gone, or overloaded
         raise UsageError(
-            f"--scheduler {address}: the scheduler answered, then the client could not "
-            f"connect ({exc}); try again, or give a longer --connect-timeout"
+            f"--scheduler {strip_control(address)}: the scheduler answered, then the client "
+            f"could not connect ({exc}); try again, or give a longer --connect-timeout"
         ) from None
