@@ -62,20 +62,38 @@ def test_a_5000_digit_number_and_bad_utf8_say_where() -> None:
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)  # infinities: json writes and reads them as Infinity
+    | st.text(alphabet='[]{}"\\ ,:eE1aé\n', max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
     max_leaves=20,
 )
 
 
+def _wrapped(value: Any, kinds: list[bool]) -> Any:
+    for as_dict in kinds:  # innermost first
+        value = {"k": value} if as_dict else [value]
+    return value
+
+
 @fuzz_settings(200)
-@given(value=JSON, wraps=st.integers(0, 300), as_bytes=st.booleans())
+@given(
+    value=JSON,
+    kinds=st.lists(st.booleans(), max_size=300),
+    indent=st.sampled_from([None, 1]),
+    as_bytes=st.booleans(),
+)
 def test_loads_is_json_loads_up_to_the_limit_and_refuses_past_it(
-    value: Any, wraps: int, as_bytes: bool
+    value: Any, kinds: list[bool], indent: int | None, as_bytes: bool
 ) -> None:
-    text = "[" * wraps + json.dumps(value) + "]" * wraps
+    """Any JSON (Infinity, whitespace, brackets inside strings) nested inside lists and dicts:
+    the same as json.loads up to 128 levels, refused past them."""
+    wrapped = _wrapped(value, kinds)
+    text = json.dumps(wrapped, indent=indent)
     doc = text.encode() if as_bytes else text
-    if _depth(value) + wraps <= MAX_JSON_DEPTH:
+    if _depth(wrapped) <= MAX_JSON_DEPTH:
         assert loads(doc) == json.loads(text)
     else:
         with pytest.raises(json.JSONDecodeError, match="nested deeper than 128 levels"):
