@@ -74,9 +74,12 @@ async def _identity(address: str, timeout: float) -> Any:
 def _why(exc: BaseException) -> str:
     """What a failed probe says about the other end, in words."""
     text = strip_control(str(exc))
-    if isinstance(exc, MemoryError | EOFError) or not isinstance(
-        exc, ValueError | OSError | TypeError
-    ):
+    if isinstance(exc, MemoryError):  # b"HTTP/1.1" read as a frame length: 3.5e18 bytes
+        return (
+            "something answered, but not in Dask's protocol (its reply read as a larger "
+            "message than memory)"
+        )
+    if isinstance(exc, EOFError) or not isinstance(exc, ValueError | OSError | TypeError):
         # bytes of another protocol read as a Dask frame: a length of exabytes, a cut frame
         return f"something answered, but not in Dask's protocol ({type(exc).__name__})"
     if type(exc).__module__.split(".")[0] == "msgpack":  # a frame of bytes that are not msgpack
