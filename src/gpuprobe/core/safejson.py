@@ -24,9 +24,10 @@ from typing import Any
 
 __all__ = ["MAX_JSON_DEPTH", "loads"]
 
-# Levels of [ and { a document may nest. gpuprobe's own files nest at most 6 (an inventory's
-# gpus → MIG instances); 128 leaves room for users' event fields and stays far below CPython's
-# recursion limit (1000, sys.getrecursionlimit), so whatever walks the document next has stack.
+# Levels of [ and { a document may nest. gpuprobe's own files nest at most 5 (every snapshot and
+# timeline line in tests/data); 128 leaves room for users' event fields and stays far below
+# CPython's recursion limit (1000, sys.getrecursionlimit), so what walks the document next has
+# stack to spare.
 MAX_JSON_DEPTH = 128
 
 # A JSON string, whole, escapes included: matched at the regex engine's speed, so that brackets
