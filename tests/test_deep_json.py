@@ -5,6 +5,7 @@ RecursionError; each reader goes through core/safejson."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 from contextlib import closing
@@ -45,6 +46,27 @@ def test_load_refuses_a_snapshot_nested_past_the_limit(tmp_path: Path) -> None:
     snap.write_text('{"host": {}, "driver": {}, "x": ' + "[" * 129 + "]" * 129 + "}")
     with pytest.raises(InputError, match="nested deeper than 128 levels"):
         load(snap)
+
+
+def test_a_snapshot_that_is_a_fifo_a_device_a_folder_or_too_big(tmp_path: Path) -> None:
+    """Read at once or refused at once: a FIFO used to block for a writer for ever, /dev/zero to
+    fill the memory until the kernel killed the process."""
+    from gpuprobe.platform.inventory import MAX_SNAPSHOT_BYTES
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(InputError, match=r": not a regular file; give the file written by"):
+            load(path)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(MAX_SNAPSHOT_BYTES + 1)  # sparse: no disk written
+    with pytest.raises(InputError, match=r"big.json: more than 16 MiB, not a snapshot"):
+        load(big)
+    line = _one_line(run_gpuprobe("doctor", "--from", "/dev/zero"))
+    assert line.endswith(
+        "/dev/zero: not a regular file; give the file written by 'gpuprobe info --json > FILE'"
+    )
 
 
 def test_plot_on_a_timeline_whose_header_is_nested_100k_deep(tmp_path: Path) -> None:
