@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -156,6 +157,8 @@ def _hostile_files(tmp_path):
     pq.write_table(pa.table({"a": [1.0, 2.0], "y": [1.0, 2.0]}), tmp_path / "mixed" / "p0.parquet")
     pq.write_table(pa.table({"c": [1.0, 2.0], "y": [1.0, 2.0]}), tmp_path / "mixed" / "p1.parquet")
     np.save(tmp_path / "pickled.npy", np.array([{"a": 1}] * 3, dtype=object), allow_pickle=True)
+    os.mkfifo(tmp_path / "fifo.npy")  # opening it used to wait for a writer for ever
+    (tmp_path / "zero.pq").symlink_to("/dev/zero")
     return tmp_path
 
 
@@ -165,6 +168,8 @@ HOSTILE = [
     ("zero.parquet", "zero.parquet: not a readable Parquet file (an empty file); give Parquet"),
     ("mixed", "p1.parquet: no column(s) ['a'], which p0.parquet has; give files of one schema"),
     ("pickled.npy", "pickled.npy: not a readable .npy array: it holds Python objects (pickled)"),
+    ("fifo.npy", "fifo.npy: not a regular file (a FIFO, a device or a socket); give a .npy file"),
+    ("zero.pq", "zero.pq: not a regular file (a FIFO, a device or a socket)"),
 ]
 
 

@@ -20,6 +20,7 @@ import contextlib
 import importlib.util
 import math
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,10 +180,24 @@ def read_zarr(path: str | os.PathLike[str], component: str | None = None) -> Any
         ) from None
 
 
+def _not_special(path: Path) -> None:
+    """Refuse a FIFO, a device or a socket (or a link to one) at once: opening a FIFO waits for a
+    writer for ever, and /dev/zero reads as an endless empty file."""
+    with contextlib.suppress(OSError):
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise InputError(
+                f"{path}: not a regular file (a FIFO, a device or a socket); give a .npy file, "
+                "a Zarr store or Parquet data"
+            )
+
+
 def _parquet_files(path: Path) -> list[Path]:
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: a directory with no *.parquet files")
+    for f in files:
+        _not_special(f)
     return files
 
 
@@ -265,6 +280,7 @@ def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = N
 
 
 def _kind(path: Path) -> str:
+    _not_special(path)
     name = path.name.lower()
     if name.endswith(".npy"):
         return "npy"
