@@ -1,8 +1,11 @@
-"""Shared test support: the data folder, snapshots, and whether a GPU is present."""
+"""Shared test support: the data folder, snapshots, whether a GPU is present, and the command
+line run in an interpreter of its own."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +27,15 @@ HAS_GPU = _has_gpu()
 def snapshot_dict(name: str) -> dict[str, Any]:
     """A snapshot from tests/data as a dict."""
     return json.loads((DATA / name).read_text())
+
+
+def run_gpuprobe(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gpuprobe ARGS`` in a new interpreter: its exit code, stdout and stderr (what a
+    user sees, tracebacks printed at exit included)."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpuprobe", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

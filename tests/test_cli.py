@@ -7,17 +7,8 @@ import subprocess
 import sys
 
 from _support import DATA
+from _support import run_gpuprobe as _run
 from gpuprobe.cli import main
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpuprobe", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_info_json_is_a_loadable_snapshot(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -34,11 +34,12 @@ def lstsq(
     sgd: SgdSettings | None = None,
     engine: str = "auto",
     timeout: float | None = 600.0,
+    connect_timeout: float = 10.0,
 ) -> LstsqResult:
     """Solve min ‖b − Ax‖₂ exactly, in this process or data-parallel on Dask (normal equations or
     TSQR, refined); ``x, report = gpuprobe.lstsq(A, b)``. ``A``/``b``: NumPy, CuPy, torch or dask
-    arrays, or paths (``.npy``, Zarr, Parquet). See :func:`gpuprobe.tools.scale.lstsq.lstsq` for
-    every parameter."""
+    arrays, or paths (``.npy``, Zarr, Parquet); ``connect_timeout``: seconds for ``scheduler`` to
+    answer. See :func:`gpuprobe.tools.scale.lstsq.lstsq` for every parameter."""
     from gpuprobe.tools.scale.lstsq import lstsq as _lstsq
 
     return _lstsq(
@@ -56,6 +57,7 @@ def lstsq(
         sgd=sgd,
         engine=engine,
         timeout=timeout,
+        connect_timeout=connect_timeout,
     )
 
 
@@ -86,10 +88,12 @@ def scale_lstsq(
     compare_dask: bool = False,
     sgd: SgdSettings | None = None,
     progress: Callable[[str], None] | None = None,
+    connect_timeout: float = 10.0,
 ) -> ScaleResult:
     """How :func:`lstsq` scales: every method on every worker count of a local Dask cluster (or
     ``scheduler``'s), on a generated problem of ``rows`` x ``cols`` or on ``input``, against
-    NumPy; the times, speed-ups, accuracy checks and findings."""
+    NumPy; the times, speed-ups, accuracy checks and findings. ``connect_timeout``: seconds for
+    ``scheduler`` to answer as a Dask scheduler before a :class:`UsageError`."""
     from gpuprobe.tools.scale.sweep import scale_lstsq as _scale
 
     return _scale(
@@ -110,4 +114,5 @@ def scale_lstsq(
         compare_dask=compare_dask,
         sgd=sgd,
         progress=progress,
+        connect_timeout=connect_timeout,
     )

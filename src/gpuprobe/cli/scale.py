@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -54,6 +55,17 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} must be 1 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """Seconds above 0 (the tool refuses more than an hour, with its own line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds above 0, like 2 or 30")
     return value
 
 
@@ -125,6 +137,13 @@ def register(sub: Any) -> None:
         "--scheduler",
         metavar="ADDRESS",
         help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786",
+    )
+    run.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long --scheduler may take to answer as a Dask scheduler (default 10)",
     )
     run.add_argument(
         "--threads",
@@ -214,6 +233,8 @@ def run_lstsq(args: argparse.Namespace) -> int:
     accuracy check."""
     if args.input and (args.rows or args.cols):
         raise UsageError("--input reads the problem from FILE: leave out --rows and --cols")
+    if args.connect_timeout is not None and not args.scheduler:
+        raise UsageError("--connect-timeout is for --scheduler ADDRESS: give --scheduler too")
     if args.target and not args.input:
         raise UsageError("--target names b inside --input FILE: give --input too")
     if args.plot:  # before the sweep: a wrong suffix is one line at once
@@ -251,6 +272,7 @@ def run_lstsq(args: argparse.Namespace) -> int:
             compare_dask=args.compare_dask,
             sgd=sgd,
             progress=status.update if status.active else None,
+            **({"connect_timeout": args.connect_timeout} if args.connect_timeout else {}),
         )
     from gpuprobe.ui.plot_extra import ChartsUnavailable
 

@@ -10,12 +10,13 @@ import dataclasses
 import datetime as _dt
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from gpuprobe._version import __version__
-from gpuprobe.core import render
+from gpuprobe.core import render, safejson
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import gib
@@ -23,9 +24,20 @@ from gpuprobe.platform.frameworks.base import FrameworkInfo
 from gpuprobe.platform.hardware import specs
 from gpuprobe.platform.hardware.types import CudaView, Driver, Gpu, Host, PciDevice
 
-__all__ = ["CUDA_ENV_VARS", "SCHEMA_VERSION", "Inventory", "enrich_gpu", "inventory", "load"]
+__all__ = [
+    "CUDA_ENV_VARS",
+    "MAX_SNAPSHOT_BYTES",
+    "SCHEMA_VERSION",
+    "Inventory",
+    "enrich_gpu",
+    "inventory",
+    "load",
+]
 
 SCHEMA_VERSION = 1
+# Bytes a snapshot may have: an `info --json` snapshot is 6–7 KB (tests/data/*.json, one to eight
+# GPUs); 16 MiB is far above any machine's and keeps /dev/zero or a 50 GB file out of memory.
+MAX_SNAPSHOT_BYTES = 16 * 2**20
 # Environment variables that change what CUDA applications see or load.
 CUDA_ENV_VARS: tuple[str, ...] = (
     "CUDA_VISIBLE_DEVICES",
@@ -92,11 +104,32 @@ class Inventory(Record):
         return render.text(self)
 
 
+def _read_small_file(p: Path) -> str:
+    """The text of regular file ``p`` of at most :data:`MAX_SNAPSHOT_BYTES`; a FIFO, a device, a
+    socket or a larger file is an :class:`InputError` at once (a FIFO is opened without waiting
+    for a writer, and /dev/zero is never read)."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(
+                f"{p}: not a regular file; give the file written by 'gpuprobe info --json > FILE'"
+            )
+        data = os.read(fd, MAX_SNAPSHOT_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SNAPSHOT_BYTES:
+        raise InputError(
+            f"{p}: more than {MAX_SNAPSHOT_BYTES // 2**20} MiB, not a snapshot (one is a few KB); "
+            "give the file written by 'gpuprobe info --json > FILE'"
+        )
+    return data.decode("utf-8")
+
+
 def load(path: str | Path) -> Inventory:
     """Read a snapshot written by ``gpuprobe info --json``."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = safejson.loads(_read_small_file(p))
     except FileNotFoundError:
         raise InputError(
             f"{p}: no such file; write one with 'gpuprobe info --json > FILE'"

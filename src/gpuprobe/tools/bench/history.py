@@ -16,6 +16,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuprobe.core import safejson
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.tools.bench.model import (
     OUTLIER_RATIO,
@@ -269,7 +270,9 @@ class Store:
                 (run_id,),
             )
         }
-        return PastRun(int(run_id), str(created), Environment.from_dict(json.loads(env)), figures)
+        return PastRun(
+            int(run_id), str(created), Environment.from_dict(safejson.loads(env)), figures
+        )
 
     def compare(self, report: BenchReport, previous: PastRun | None) -> BenchComparison:
         """``report`` against ``previous``: each shared result's old and new figure, the ratio

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuprobe.core import render
+from gpuprobe.core import render, safejson
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.files import PRIVATE_FILE_MODE, private_dir
 from gpuprobe.platform.hardware.types import GpuSample
@@ -464,16 +464,15 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-            if not isinstance(obj, dict):
-                raise ValueError("not an object")
-        except ValueError:
+        try:  # any depth, any number: a bad line is a JSONDecodeError, never a RecursionError
+            obj = safejson.loads(raw)
+            bad = None if isinstance(obj, dict) else f"line {number} is not a JSON object"
+        except json.JSONDecodeError as exc:
+            bad = f"line {number} is not JSON ({exc.msg})"
+        if bad is not None:
             if header is None:
-                raise InputError(
-                    f"{name} is not a gpuprobe timeline: line {number} is not JSON"
-                ) from None
-            dropped.append((number, len(raw) + 1, f"line {number} is not JSON"))
+                raise InputError(f"{name} is not a gpuprobe timeline: {bad}")
+            dropped.append((number, len(raw) + 1, bad))
             continue
         kind = obj.get("type")
         if header is None:

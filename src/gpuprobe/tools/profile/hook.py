@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuprobe.core import safejson
 from gpuprobe.core.errors import InputError, UsageError
 from gpuprobe.core.files import private_dir
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME
@@ -142,7 +143,7 @@ def read_processes(out_dir: Path) -> list[ProfiledProcess]:
     folder = control_dir(out_dir)
     for path in sorted(folder.glob("proc-*.json")) if folder.is_dir() else []:
         with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = safejson.loads(path.read_text(encoding="utf-8"))
             out.append(_process(doc, Path(out_dir)))
     return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid))
 

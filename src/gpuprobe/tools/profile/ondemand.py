@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from gpuprobe.core import safejson
 from gpuprobe.core.errors import GpuprobeError, InputError, UsageError
 from gpuprobe.tools.profile.engine import WriteVerdict, diagnose_traces
 from gpuprobe.tools.profile.hook import ENV, REQUEST, control_dir, read_processes
@@ -53,7 +54,7 @@ def find_job(target: str) -> Path:
         raise InputError(f"process {pid} belongs to another user; run as that user") from None
     for p in candidates:
         with contextlib.suppress(psutil.Error, ValueError, KeyError, TypeError):
-            cfg = json.loads(p.environ()[ENV])
+            cfg = safejson.loads(p.environ()[ENV])
             return Path(cfg["dir"])
     raise InputError(
         f"process {pid} was not started under gpuprobe run or gpuprobe profile --later (no "
@@ -158,7 +159,7 @@ def _refuse_if_busy(out: Path, live: list[ProfiledProcess]) -> None:
     second one."""
     path = control_dir(out) / REQUEST
     try:
-        last = json.loads(path.read_text(encoding="utf-8"))
+        last = safejson.loads(path.read_text(encoding="utf-8"))
         rid = str(last["id"])
         age = time.time() - float(last.get("t", 0))
     except (OSError, ValueError, KeyError, TypeError):

@@ -34,6 +34,7 @@ from typing import Any
 from gpuprobe.core.errors import UsageError
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import NA, gib
+from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S, connect_client
 
 __all__ = [
     "DASK_INSTALL_HINT",
@@ -432,8 +433,11 @@ def open_engine(
     blas_threads: int | None = None,
     devices: str | Sequence[int] | None = None,
     processes: bool = False,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> Engine:
     """Connect to (or start) the cluster a solve runs on; see the module docstring.
+    ``connect_timeout``: seconds for ``scheduler`` to answer as a Dask scheduler
+    (:func:`~gpuprobe.tools.scale.connect.connect_client`; else a :class:`UsageError`).
 
     ``workers``, ``threads_per_worker`` and ``processes`` size a cluster this function starts;
     ``blas_threads`` is applied to a started cluster (default: cores / (workers × threads)), and to
@@ -447,13 +451,8 @@ def open_engine(
         ids = () if isinstance(devices, str) or devices is None else tuple(int(d) for d in devices)
         owned_client = client is None
         if client is None:
-            try:
-                client = Client(scheduler, timeout="10s", set_as_default=False)
-            except OSError as exc:
-                raise UsageError(
-                    f"cannot reach the Dask scheduler at {scheduler}: {exc}; start one with "
-                    "`dask scheduler` and `dask worker <address>`, or leave --scheduler out"
-                ) from None
+            assert scheduler is not None
+            client = connect_client(scheduler, connect_timeout)
         if blas_threads is not None:
             client.register_plugin(_blas_plugin(blas_threads))
         winfo = client.scheduler_info(n_workers=-1)["workers"]

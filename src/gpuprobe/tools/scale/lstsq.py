@@ -45,6 +45,7 @@ from gpuprobe.core.records import Record
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import MIB, gib
 from gpuprobe.tools.scale import device
+from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S
 from gpuprobe.tools.scale.engine import (
     EngineInfo,
     cluster_reason,
@@ -264,6 +265,7 @@ def lstsq(
     sgd: SgdSettings | None = None,
     engine: str = "auto",
     timeout: float | None = PASS_TIMEOUT_S,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> LstsqResult:
     """Solve min ‖b − Ax‖₂ in this process or on a Dask cluster; return ``(x, report)``.
 
@@ -307,6 +309,8 @@ def lstsq(
     timeout
         Seconds a cluster pass may take before the solve stops with the workers' state (a paused
         worker, one out of memory) instead of waiting; None waits for ever.
+    connect_timeout
+        Seconds for ``scheduler`` to answer as a Dask scheduler before a :class:`UsageError`.
 
     Raises :class:`InputError` for bad input (shapes that disagree, NaN or Inf, an empty A) and
     :class:`UsageError` for a bad argument or a missing Dask.
@@ -357,7 +361,9 @@ def lstsq(
         and on_gpu_input(A)
     ):
         devices = "gpu"
-    eng = open_engine(client=client, scheduler=scheduler, devices=devices)
+    eng = open_engine(
+        client=client, scheduler=scheduler, devices=devices, connect_timeout=connect_timeout
+    )
     try:
         problem = as_dask_problem(
             A, b, chunk_rows, eng.info.workers, gpu_memory_bytes(eng.info.kind)

@@ -16,8 +16,11 @@ separate target is given; for Parquet, ``target`` names the column (default: the
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +102,19 @@ def _in_memory(x: Any, what: str) -> Any:
 # -- files ---------------------------------------------------------------------------------------
 
 
+def _not_npy(path: str, exc: Exception) -> str:
+    """Why ``path`` is not a ``.npy`` array numpy can map, in one line."""
+    with contextlib.suppress(OSError):
+        if os.path.getsize(path) == 0:
+            return f"{path}: an empty file, not a .npy array; write one with numpy.save"
+    if "allow_pickle" in str(exc) or "Python objects" in str(exc):
+        return (
+            f"{path}: not a readable .npy array: it holds Python objects (pickled), which "
+            "gpuprobe never loads; save numbers"
+        )
+    return f"{path}: not a readable .npy array ({type(exc).__name__}: {exc})"
+
+
 class _NpyFile:
     """A ``.npy`` file as an array-like for ``dask.array.from_array``: each read opens a read-only
     memory map in the reading process and copies the rows out; it pickles as its path."""
@@ -113,8 +129,8 @@ class _NpyFile:
     def _open(self) -> np.ndarray:
         try:
             return np.load(self.path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise InputError(f"{self.path}: not a readable .npy array ({exc})") from None
+        except Exception as exc:  # EOFError, OverflowError, tokenize's TokenError as well
+            raise InputError(_not_npy(self.path, exc)) from None
 
     def __getitem__(self, index: Any) -> np.ndarray:
         return np.array(self._open()[index])
@@ -164,11 +180,45 @@ def read_zarr(path: str | os.PathLike[str], component: str | None = None) -> Any
         ) from None
 
 
+def _not_special(path: Path) -> None:
+    """Refuse a FIFO, a device or a socket (or a link to one) at once: opening a FIFO waits for a
+    writer for ever, and /dev/zero reads as an endless empty file."""
+    with contextlib.suppress(OSError):
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise InputError(
+                f"{path}: not a regular file (a FIFO, a device or a socket); give a .npy file, "
+                "a Zarr store or Parquet data"
+            )
+
+
 def _parquet_files(path: Path) -> list[Path]:
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     if not files:
         raise InputError(f"{path}: a directory with no *.parquet files")
+    for f in files:
+        _not_special(f)
     return files
+
+
+def _need_pyarrow(path: object) -> None:
+    if importlib.util.find_spec("pyarrow") is None:
+        raise InputError(f"{path}: reading Parquet needs pyarrow: pip install pyarrow")
+
+
+def _parquet_file(path: Path) -> Any:
+    """``pyarrow.parquet.ParquetFile(path)``, or one line saying why it is not Parquet (a CSV
+    named ``.parquet``, an empty or cut file, a folder)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow's ArrowInvalid, OSError, ...
+        why = str(exc).split("\n")[0]
+    with contextlib.suppress(OSError):
+        if path.is_file() and path.stat().st_size == 0:
+            why = "an empty file"
+    raise InputError(f"{path}: not a readable Parquet file ({why}); give Parquet data")
 
 
 def _read_parquet_rows(path: str, row_group: int, columns: list[str]) -> np.ndarray:
@@ -186,19 +236,13 @@ def _read_parquet_rows(path: str, row_group: int, columns: list[str]) -> np.ndar
 def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> Any:
     """Numeric ``columns`` (default: all) of a Parquet file or directory as a lazy float64 dask
     array, one block per row group."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise InputError(f"{path}: reading Parquet needs pyarrow: pip install pyarrow") from None
+    _need_pyarrow(path)
     import dask
     import dask.array as da
 
     files = _parquet_files(Path(path))
-    try:
-        first = pq.ParquetFile(files[0])
-    except Exception as exc:
-        raise InputError(f"{files[0]}: not a readable Parquet file ({exc})") from None
-    schema = first.schema_arrow
+    opened = [_parquet_file(f) for f in files]  # every file's footer, before any block is planned
+    schema = opened[0].schema_arrow
     names = list(columns) if columns is not None else list(schema.names)
     unknown = [c for c in names if c not in schema.names]
     if unknown:
@@ -217,8 +261,13 @@ def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = N
     if bad:
         raise InputError(f"{path}: column(s) {bad} are not numeric; select numeric columns")
     blocks = []
-    for f in files:
-        meta = pq.ParquetFile(f).metadata
+    for f, pf in zip(files, opened, strict=True):
+        lacking = [c for c in names if c not in pf.schema_arrow.names]
+        if lacking:
+            raise InputError(
+                f"{f}: no column(s) {lacking}, which {files[0].name} has; give files of one schema"
+            )
+        meta = pf.metadata
         for rg in range(meta.num_row_groups):
             rows = meta.row_group(rg).num_rows
             if rows == 0:
@@ -231,6 +280,7 @@ def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = N
 
 
 def _kind(path: Path) -> str:
+    _not_special(path)
     name = path.name.lower()
     if name.endswith(".npy"):
         return "npy"
@@ -280,9 +330,8 @@ def read_problem(
     if target is not None and Path(target).exists() and kind != "parquet":
         return read_array(p, chunk_rows, workers), read_array(target, chunk_rows, workers)
     if kind == "parquet":
-        import pyarrow.parquet as pq
-
-        names = list(pq.ParquetFile(_parquet_files(p)[0]).schema_arrow.names)
+        _need_pyarrow(p)
+        names = list(_parquet_file(_parquet_files(p)[0]).schema_arrow.names)
         b_col = os.fspath(target) if target is not None else names[-1]
         if b_col not in names:
             raise InputError(f"{p}: no column {b_col!r} for b; the file has {names}")

@@ -33,6 +33,7 @@ from gpuprobe.core.errors import InputError, UsageError
 from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import gib
+from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S
 from gpuprobe.tools.scale.engine import (
     Engine,
     _limit_blas,
@@ -213,8 +214,10 @@ def scale_lstsq(
     compare_dask: bool = False,
     sgd: SgdSettings | None = None,
     progress: Callable[[str], None] | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
 ) -> ScaleResult:
-    """Run every method on every worker count; see the module docstring."""
+    """Run every method on every worker count; see the module docstring. ``connect_timeout``:
+    seconds for ``scheduler`` to answer as a Dask scheduler (else a :class:`UsageError`)."""
     require_dask()
     sizes = _parse_sizes(workers)
     bad = [m for m in methods if m not in METHODS]
@@ -225,8 +228,21 @@ def scale_lstsq(
     say = progress or (lambda _msg: None)
     cores = available_cores()
     per_worker = max(1, cores // sizes[-1])
+    # The problem first (lazy dask arrays, no cluster needed): a bad input is its one line at
+    # once, before any worker starts (and no worker is left to complain while it is torn down).
+    if input is not None:
+        a, b = read_problem(input, target, chunk_rows, sizes[-1])
+        label = str(input)
+    else:
+        a, b = synthetic_problem(rows, cols, problem, cond, seed, chunk_rows, sizes[-1])
+        label = "uniform (E6's data)" if problem == "uniform" else f"gaussian, κ≈{cond:g}"
+    from gpuprobe.tools.scale.sources import as_dask_problem
+
+    prob = as_dask_problem(a, b, chunk_rows, sizes[-1])
+    a, b = prob.A, prob.b
+    m, n = (int(s) for s in a.shape)
     if scheduler is not None:
-        engine: Engine = open_engine(scheduler=scheduler)
+        engine: Engine = open_engine(scheduler=scheduler, connect_timeout=connect_timeout)
     else:
         engine = open_engine(
             workers=sizes[-1], threads_per_worker=1, blas_threads=per_worker, processes=processes
@@ -236,17 +252,6 @@ def scale_lstsq(
         addrs = engine.worker_addresses()
         if sizes[-1] > len(addrs):
             raise UsageError(f"--workers {sizes[-1]}: the cluster has only {len(addrs)} worker(s)")
-        if input is not None:
-            a, b = read_problem(input, target, chunk_rows, sizes[-1])
-            label = str(input)
-        else:
-            a, b = synthetic_problem(rows, cols, problem, cond, seed, chunk_rows, sizes[-1])
-            label = "uniform (E6's data)" if problem == "uniform" else f"gaussian, κ≈{cond:g}"
-        from gpuprobe.tools.scale.sources import as_dask_problem
-
-        prob = as_dask_problem(a, b, chunk_rows, sizes[-1])
-        a, b = prob.A, prob.b
-        m, n = (int(s) for s in a.shape)
         baselines: list[Baseline] = []
         x_ref = None
         if compare_numpy:

@@ -1,0 +1,147 @@
+"""Connecting to an existing Dask scheduler: an answer, or one line, within a deadline.
+
+``distributed.Client(address)`` trusts the other end. Against a listener that accepts and never
+answers it waits for the handshake without a deadline (``distributed.comm.core.connect`` reads it
+with no timeout: more than 150 s, then a hang); against a web server it reads the server's
+``HTTP/1.1 400`` as a message length and asks numpy for 3 EiB; against ``notaurl::::`` or
+``http://…`` it fails after 20 s; and each failure leaves a half-made ``Client`` whose ``__del__``
+prints a traceback while it times out again.
+
+:func:`connect_client` asks first, with the whole exchange under one deadline in a thread of
+its own: it connects with Dask's own transport (any scheme, the security settings of Dask's
+config, as a ``Client`` would) and sends the ``identity`` request every Dask server answers.
+Only an answer from a ``Scheduler`` makes a ``Client``; anything else is a
+:class:`~gpuprobe.core.errors.UsageError` saying what answered.
+
+Times in this module are seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from typing import Any
+
+from gpuprobe.core.errors import UsageError
+from gpuprobe.core.text import strip_control
+
+__all__ = [
+    "CONNECT_TIMEOUT_MAX_S",
+    "CONNECT_TIMEOUT_S",
+    "check_connect_timeout",
+    "connect_client",
+    "identify",
+]
+
+# s for a --scheduler to answer as a Dask scheduler. The 10 s gpuprobe gave Client() before;
+# Dask's own default (distributed.comm.timeouts.connect) is 30 s, the most the issue allows.
+CONNECT_TIMEOUT_S = 10.0
+# s, the longest --connect-timeout taken (an hour): a larger one is a typo, and thread joins
+# and asyncio refuse timeouts past about 2**31 s with an OverflowError.
+CONNECT_TIMEOUT_MAX_S = 3600.0
+# s the caller waits past the deadline for the probe's thread to finish cancelling
+_JOIN_GRACE_S = 1.0
+
+_START = "start one with `dask scheduler` and `dask worker ADDRESS`, or leave --scheduler out"
+
+
+def check_connect_timeout(seconds: float) -> float:
+    """``seconds`` if it is a usable connect timeout, else a :class:`UsageError`."""
+    if not (isinstance(seconds, int | float) and math.isfinite(seconds)) or not (
+        0 < seconds <= CONNECT_TIMEOUT_MAX_S
+    ):
+        raise UsageError(
+            f"--connect-timeout {seconds!r}: give seconds above 0, at most "
+            f"{CONNECT_TIMEOUT_MAX_S:g}"
+        )
+    return float(seconds)
+
+
+async def _identity(address: str, timeout: float) -> Any:
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    args = Security().get_connection_args("client")  # what Client() would use
+    comm = await connect(address, timeout=timeout, **args)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def _why(exc: BaseException) -> str:
+    """What a failed probe says about the other end, in words."""
+    text = strip_control(str(exc))
+    if isinstance(exc, MemoryError):  # b"HTTP/1.1" read as a frame length: 3.5e18 bytes
+        return (
+            "something answered, but not in Dask's protocol (its reply read as a larger "
+            "message than memory)"
+        )
+    if isinstance(exc, EOFError) or not isinstance(exc, ValueError | OSError | TypeError):
+        # bytes of another protocol read as a Dask frame: a length of exabytes, a cut frame
+        return f"something answered, but not in Dask's protocol ({type(exc).__name__})"
+    if type(exc).__module__.split(".")[0] == "msgpack":  # a frame of bytes that are not msgpack
+        return f"something answered, but not in Dask's protocol ({type(exc).__name__}: {text})"
+    if isinstance(exc, ValueError):  # distributed's parser: no scheme it knows, no port
+        return f"not a Dask address ({text})"
+    return f"cannot connect to a Dask scheduler there ({text})"  # refused, TLS or UCX set-up
+
+
+def identify(address: str, timeout: float) -> dict[str, Any]:
+    """What answers at ``address``: the reply to Dask's ``identity`` request (``type`` is
+    ``"Scheduler"`` for a scheduler), or a :class:`UsageError` within ``timeout`` seconds."""
+    timeout = check_connect_timeout(timeout)
+    if address.split("://", 1)[0].lower() in ("http", "https"):
+        raise UsageError(
+            f"--scheduler {strip_control(address)}: a web address (a Dask dashboard?); give the "
+            "scheduler's own address, tcp://HOST:PORT (port 8786 by default), as `dask "
+            "scheduler` prints it"
+        )
+    out: dict[str, Any] = {}
+
+    def probe() -> None:
+        try:
+            out["reply"] = asyncio.run(asyncio.wait_for(_identity(address, timeout), timeout))
+        except BaseException as exc:  # reported by the caller, in words
+            out["error"] = exc
+
+    t = threading.Thread(target=probe, name="gpuprobe-scheduler-probe", daemon=True)
+    t.start()
+    t.join(timeout + _JOIN_GRACE_S)
+    exc = out.get("error")
+    where = f"--scheduler {strip_control(address)}"
+    if t.is_alive() or isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        raise UsageError(
+            f"{where}: no answer as a Dask scheduler within {timeout:g} s "
+            f"(--connect-timeout); is it one? {_START}"
+        )
+    if exc is not None:
+        raise UsageError(f"{where}: {_why(exc)}; {_START}")
+    reply = out.get("reply")
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if not isinstance(reply, dict) or kind != "Scheduler":
+        what = (
+            f"a Dask {strip_control(kind)[:40]}, not" if isinstance(kind, str) and kind else "not"
+        )
+        raise UsageError(
+            f"{where}: {what} a Dask scheduler; give the scheduler's address, "
+            "the one its workers connect to"
+        )
+    return reply
+
+
+def connect_client(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+    """A ``distributed.Client`` on the scheduler at ``address``, after :func:`identify` has
+    heard it answer as one (a :class:`UsageError` otherwise, within ``timeout`` seconds)."""
+    from distributed import Client
+
+    identify(address, timeout)
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as exc:  # it answered a moment ago: gone, or overloaded
+        raise UsageError(
+            f"--scheduler {strip_control(address)}: the scheduler answered, then the client "
+            f"could not connect ({exc}); try again, or give a longer --connect-timeout"
+        ) from None
