@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from gpuprobe.core.errors import UsageError
-from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S, connect_client, identify
+from gpuprobe.platform.cluster import CONNECT_TIMEOUT_S, connect_client, identify
 
 ARGS = ["scale", "lstsq", "--rows", "200", "--cols", "3", "--workers", "1", "--threads"]
 

@@ -33,32 +33,23 @@ Progress = Callable[[str], None]
 
 def connect(cluster: Any, timeout: float = CONNECT_TIMEOUT_S) -> tuple[Any, bool]:
     """A ``distributed.Client`` for ``cluster`` (a Client, a scheduler address, or
-    ``{"scheduler_file": path}``) and whether this call made it (and must close it). A scheduler
-    that does not answer within ``timeout`` s is one :class:`InputError`."""
-    try:
-        from distributed import Client
-    except ImportError as e:
-        raise InputError(
-            "--cluster needs Dask's distributed: pip install 'dask[distributed]'"
-        ) from e
-    if isinstance(cluster, Client):
+    ``{"scheduler_file": path}``) and whether this call made it (and must close it). The address
+    is asked what it is first (:mod:`gpuprobe.platform.cluster`): anything but a Dask scheduler
+    answering within ``timeout`` s is one :class:`~gpuprobe.core.errors.UsageError`."""
+    if hasattr(cluster, "scheduler_info") and hasattr(cluster, "run"):  # a Client already
         return cluster, False
-    kwargs: dict[str, Any] = {"timeout": f"{timeout}s", "set_as_default": False}
-    where = str(cluster)
+    from gpuprobe.platform.cluster import connect_client
+
+    flag = "--cluster"
     if isinstance(cluster, dict) and "scheduler_file" in cluster:
-        path = str(cluster["scheduler_file"])
-        kwargs["address"] = _scheduler_file_address(path)
-        where = f"{kwargs['address']} (from {path})"
+        flag = f"--scheduler-file {cluster['scheduler_file']}: the scheduler at"
+        address = _scheduler_file_address(str(cluster["scheduler_file"]))
     else:
-        kwargs["address"] = str(cluster)
-    try:
-        return Client(**kwargs), True
-    except (OSError, TimeoutError, ValueError, TypeError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(
-            f"no Dask scheduler answered at {where} within {timeout:g} s ({reason}); check the "
-            "address (tcp://HOST:8786) or --scheduler-file, and that the scheduler is running"
-        ) from None
+        address = str(cluster)
+    return connect_client(address, timeout, flag, _HINT), True
+
+
+_HINT = "start one with `dask scheduler` and workers with `dask worker ADDRESS`"
 
 
 def _scheduler_file_address(path: str) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 from gpuprobe.core.errors import UsageError
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import NA, gib
-from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S, connect_client
+from gpuprobe.platform.cluster import CONNECT_TIMEOUT_S, connect_client
 
 __all__ = [
     "DASK_INSTALL_HINT",
@@ -437,7 +437,7 @@ def open_engine(
 ) -> Engine:
     """Connect to (or start) the cluster a solve runs on; see the module docstring.
     ``connect_timeout``: seconds for ``scheduler`` to answer as a Dask scheduler
-    (:func:`~gpuprobe.tools.scale.connect.connect_client`; else a :class:`UsageError`).
+    (:func:`~gpuprobe.platform.cluster.connect_client`; else a :class:`UsageError`).
 
     ``workers``, ``threads_per_worker`` and ``processes`` size a cluster this function starts;
     ``blas_threads`` is applied to a started cluster (default: cores / (workers × threads)), and to

@@ -44,8 +44,8 @@ from gpuprobe.core.findings import Finding
 from gpuprobe.core.records import Record
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import MIB, gib
+from gpuprobe.platform.cluster import CONNECT_TIMEOUT_S
 from gpuprobe.tools.scale import device
-from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S
 from gpuprobe.tools.scale.engine import (
     EngineInfo,
     cluster_reason,

@@ -33,7 +33,7 @@ from gpuprobe.core.errors import InputError, UsageError
 from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import gib
-from gpuprobe.tools.scale.connect import CONNECT_TIMEOUT_S
+from gpuprobe.platform.cluster import CONNECT_TIMEOUT_S
 from gpuprobe.tools.scale.engine import (
     Engine,
     _limit_blas,

@@ -1,4 +1,5 @@
-"""Connecting to an existing Dask scheduler: an answer, or one line, within a deadline.
+"""Connecting to an existing Dask scheduler: an answer, or one line, within a deadline. The one
+door to a running cluster, for ``scale lstsq --scheduler`` and ``doctor --cluster``.
 
 ``distributed.Client(address)`` trusts the other end. Against a listener that accepts and never
 answers it waits for the handshake without a deadline (``distributed.comm.core.connect`` reads it
@@ -89,13 +90,16 @@ def _why(exc: BaseException) -> str:
     return f"cannot connect to a Dask scheduler there ({text})"  # refused, TLS or UCX set-up
 
 
-def identify(address: str, timeout: float) -> dict[str, Any]:
+def identify(
+    address: str, timeout: float, flag: str = "--scheduler", hint: str = _START
+) -> dict[str, Any]:
     """What answers at ``address``: the reply to Dask's ``identity`` request (``type`` is
-    ``"Scheduler"`` for a scheduler), or a :class:`UsageError` within ``timeout`` seconds."""
+    ``"Scheduler"`` for a scheduler), or a :class:`UsageError` within ``timeout`` seconds whose
+    line names the address as ``flag`` gave it and ends with ``hint``."""
     timeout = check_connect_timeout(timeout)
     if address.split("://", 1)[0].lower() in ("http", "https"):
         raise UsageError(
-            f"--scheduler {strip_control(address)}: a web address (a Dask dashboard?); give the "
+            f"{flag} {strip_control(address)}: a web address (a Dask dashboard?); give the "
             "scheduler's own address, tcp://HOST:PORT (port 8786 by default), as `dask "
             "scheduler` prints it"
         )
@@ -111,14 +115,14 @@ def identify(address: str, timeout: float) -> dict[str, Any]:
     t.start()
     t.join(timeout + _JOIN_GRACE_S)
     exc = out.get("error")
-    where = f"--scheduler {strip_control(address)}"
+    where = f"{flag} {strip_control(address)}"
     if t.is_alive() or isinstance(exc, TimeoutError | asyncio.TimeoutError):
         raise UsageError(
             f"{where}: no answer as a Dask scheduler within {timeout:g} s "
-            f"(--connect-timeout); is it one? {_START}"
+            f"(--connect-timeout); is it one? {hint}"
         )
     if exc is not None:
-        raise UsageError(f"{where}: {_why(exc)}; {_START}")
+        raise UsageError(f"{where}: {_why(exc)}; {hint}")
     reply = out.get("reply")
     kind = reply.get("type") if isinstance(reply, dict) else None
     if not isinstance(reply, dict) or kind != "Scheduler":
@@ -132,16 +136,23 @@ def identify(address: str, timeout: float) -> dict[str, Any]:
     return reply
 
 
-def connect_client(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+def connect_client(
+    address: str, timeout: float = CONNECT_TIMEOUT_S, flag: str = "--scheduler", hint: str = _START
+) -> Any:
     """A ``distributed.Client`` on the scheduler at ``address``, after :func:`identify` has
     heard it answer as one (a :class:`UsageError` otherwise, within ``timeout`` seconds)."""
-    from distributed import Client
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError(
+            f"{flag} needs Dask's distributed: pip install 'dask[distributed]'"
+        ) from None
 
-    identify(address, timeout)
+    identify(address, timeout, flag, hint)
     try:
         return Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:  # it answered a moment ago: gone, or overloaded
         raise UsageError(
-            f"--scheduler {strip_control(address)}: the scheduler answered, then the client "
+            f"{flag} {strip_control(address)}: the scheduler answered, then the client "
             f"could not connect ({exc}); try again, or give a longer --connect-timeout"
         ) from None
