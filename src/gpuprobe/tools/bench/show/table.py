@@ -87,6 +87,11 @@ def _rate(r: BenchResult) -> str:
 def _notes(r: BenchResult) -> str:
     v = r.values
     parts = []
+    m = r.measurement
+    if m is not None and m.too_spread:
+        parts.append("not trustworthy: the runs never agreed")
+    elif m is not None and m.slowed:
+        parts.append(f"{m.slowed} slowed runs left out")
     if v.get("rel_error") is not None:
         err = v["rel_error"]
         parts.append(f"err {err:.1e}" if err else "err 0")  # float64's small products: exact
