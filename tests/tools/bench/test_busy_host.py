@@ -6,6 +6,7 @@ its own), so nothing here depends on how busy the test machine is."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -17,7 +18,7 @@ from gpuprobe.platform.frameworks.numpy import NumpyBackend
 from gpuprobe.platform.hardware.types import Host
 from gpuprobe.platform.inventory import Inventory
 from gpuprobe.platform.measurement import MIN_AGREEING, Measurement, agreement
-from gpuprobe.platform.timing import CHUNK, agree_budget, measure
+from gpuprobe.platform.timing import CHUNK, NAIVE_TIMER, agree_budget, measure
 from gpuprobe.tools.bench.model import BenchResult, WorkerRun
 from gpuprobe.tools.bench.rules import judge
 from gpuprobe.tools.bench.workloads import Settings, matmul
@@ -165,3 +166,7 @@ def test_runs_disagree_finding_names_the_figures_and_the_host_load() -> None:
     ev = {e.name: e.value for e in f.evidence}
     assert ev["untrusted"] == 2 and ev["others_cores"] == 1.04 and ev["host_cores"] == 2
     assert "bench-runs-disagree" not in {x.id for x in judge(results[2:], workers, inv)}
+    # E8's naive host clock is wrong by design: its spread is not judged
+    naive = dataclasses.replace(never, timer=NAIVE_TIMER)
+    shown = BenchResult("scale", "naive", "torch", "cpu", 5_000_000, "elements", measurement=naive)
+    assert "bench-runs-disagree" not in {x.id for x in judge([shown], workers, inv)}
