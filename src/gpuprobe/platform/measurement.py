@@ -22,6 +22,7 @@ from typing import Any
 from gpuprobe.core import render
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import seconds
+from gpuprobe.core.wrap import hang_lines
 
 __all__ = [
     "AGREE_FLOOR_S",
@@ -245,7 +246,7 @@ class Measurement(Record):
             return None
         spread = f"{self.spread:.0%}" if self.spread is not None else "n/a"
         agreeing = (
-            f"only {self.agreeing} of {self.n} runs agree (need {MIN_AGREEING} and half); "
+            f"only {self.agreeing} of {self.n} runs agree ({MIN_AGREEING} and half are needed); "
             if self.agreeing is not None
             else ""
         )
@@ -266,7 +267,8 @@ class Measurement(Record):
             f"min {seconds(self.min)}, {self._runs()}, {self.timer})"
         )
         warning = self.warning
-        return text if warning is None else f"{text}\n  WARNING: {warning}"
+        lines = [text] if warning is None else [text, f"  WARNING: {warning}"]
+        return "\n".join(hang_lines(lines))
 
     def __repr__(self) -> str:
         spread = "" if self.spread is None else f", IQR {self.spread:.0%} of median"
