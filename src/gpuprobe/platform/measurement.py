@@ -227,7 +227,9 @@ class Measurement(Record):
     def slowed(self) -> int:
         """Runs slower than the agreeing ones, left out of the figure (0 when untrusted: then
         every run is in it)."""
-        return self.n - self.agreeing if self.trusted and self.agreeing is not None else 0
+        if not self.trusted or self.agreeing is None:
+            return 0
+        return min(self.n, max(0, self.n - self.agreeing))  # a record read back may not add up
 
     @property
     def too_spread(self) -> bool:

@@ -81,6 +81,10 @@ def _busy_probe() -> Callable[[], bool]:
     return busy
 
 
+def _never_busy() -> bool:
+    return False
+
+
 def measure(
     name: str,
     fn: Callable[[], Any],
@@ -104,11 +108,11 @@ def measure(
     (:func:`~gpuprobe.platform.measurement.agreement`: at least
     :data:`~gpuprobe.platform.measurement.MIN_AGREEING` of them, where that fits in the time).
     While they do not, repetitions go on until :func:`agree_budget` of wall-clock time is spent;
-    a measurement whose runs never agreed comes back flagged (``trusted=False``). On a host that
-    other processes keep busy (``host_busy``, by default read from the host's CPU time), runs that
-    agree early are not taken at their word before :data:`BUSY_MIN_SPAN_S`: a stalled thread pool
-    gives a streak of runs that agree on the stall. ``setup`` runs untimed before each repetition
-    (an L2 flush, fresh inputs).
+    a measurement whose runs never agreed comes back flagged (``trusted=False``). Timed on a host
+    clock, on a host that other processes keep busy (``host_busy``, by default read from the
+    host's CPU time), runs that agree early are not taken at their word before
+    :data:`BUSY_MIN_SPAN_S`: a stalled thread pool gives a streak of runs that agree on the
+    stall. ``setup`` runs untimed before each repetition (an L2 flush, fresh inputs).
 
     ``inner`` calls of ``fn`` make one repetition (for work too short to time alone, as
     nvbandwidth puts 16 copies between one pair of events); ``per_call`` says how many operations
@@ -129,7 +133,14 @@ def measure(
     for _ in range(warmup):
         fn()
     backend.synchronize()
-    busy = host_busy if host_busy is not None else _busy_probe()
+    timer = "perf_counter" if host_clock else _timer_name(backend)
+    if host_busy is not None:
+        busy = host_busy
+    elif timer == "cuda-event":  # the device's clock, the batch queued behind a hold: a host
+        # thread descheduled meanwhile barely shows in it
+        busy = _never_busy
+    else:
+        busy = _busy_probe()
     raw: list[float] = []
     start = clock()
     deadline = start + budget_s * 3  # wall-clock guard against a slow device clock
@@ -172,7 +183,7 @@ def measure(
         backend.framework,
         backend.device,
         [t / div for t in raw],
-        timer="perf_counter" if host_clock else _timer_name(backend),
+        timer=timer,
         work=work,
         metadata=metadata,
     )
