@@ -34,9 +34,10 @@ def test_a_wide_spread_is_said() -> None:
     # IQR 3 ms around a 10 ms median: 30 %
     m = Measurement.from_times("step", "torch", "cpu", [0.008, 0.0085, 0.01, 0.0115, 0.012] * 20)
     assert m.spread == pytest.approx(0.3, abs=0.01) and m.spread > SPREAD_WARN_FRACTION
-    assert m.too_spread
-    assert "WARNING: the interquartile range is 30% of the median" in str(m)
-    assert "too spread to trust" in repr(m)
+    assert m.too_spread and not m.trusted  # 40 of the 100 runs agree: fewer than half
+    assert "WARNING: not trustworthy: only 40 of 100 runs agree" in str(m)
+    assert "the interquartile range is 30% of the median" in str(m)
+    assert "not trustworthy, the runs never agreed" in repr(m)
     assert "warning:" in m._repr_html_()
 
 

@@ -11,6 +11,7 @@ from gpuprobe.core import render
 from gpuprobe.core.findings import worst_first
 from gpuprobe.core.units import seconds
 from gpuprobe.core.wrap import TEXT_WIDTH
+from gpuprobe.platform.timing import NAIVE_TIMER
 from gpuprobe.tools.bench.model import OUTLIER_RATIO, BenchComparison, BenchReport, BenchResult
 from gpuprobe.tools.bench.workloads import by_name
 from gpuprobe.ui.findings import render_findings
@@ -87,6 +88,9 @@ def _rate(r: BenchResult) -> str:
 def _notes(r: BenchResult) -> str:
     v = r.values
     parts = []
+    m = r.measurement
+    if m is not None and m.too_spread and m.timer != NAIVE_TIMER:
+        parts.append("not trustworthy: the runs never agreed")
     if v.get("rel_error") is not None:
         err = v["rel_error"]
         parts.append(f"err {err:.1e}" if err else "err 0")  # float64's small products: exact
@@ -140,7 +144,7 @@ def _table(workload: str, results: list[BenchResult], width: int = 200) -> tuple
             format_size(r),
             seconds(m.median),
             f"{seconds(m.p20)}–{seconds(m.p80)}",
-            str(m.n),
+            f"{m.n - m.slowed}/{m.n}" if m.slowed else str(m.n),  # agreeing runs / all
             _rate(r),
         ]
         if gpu:

@@ -23,6 +23,7 @@ __all__ = [
     "FREE_MEMORY_FRACTION",
     "REP_LIMIT_S",
     "Settings",
+    "best_pace",
     "fits",
     "guard",
     "guard_many",
@@ -80,15 +81,34 @@ def fits(b: Backend, nbytes: float) -> str | None:
     return f"out of memory: needs {nbytes / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
 
 
-def too_slow(last: tuple[float, float] | None, work: float, limit: float) -> str | None:
-    """Why a size is skipped when one repetition, extrapolated from the ``last`` (work, seconds)
-    measured in the same series, would take longer than ``limit`` seconds."""
-    if last is None or last[0] <= 0:
+def best_pace(
+    best: tuple[float, Measurement] | None, work: float, m: Measurement
+) -> tuple[float, Measurement]:
+    """Of ``best`` and (``work``, ``m``), the (work, measurement) whose fastest run took the
+    least time per unit of work: what :func:`too_slow` extrapolates from."""
+    if best is None or best[0] <= 0 or (work > 0 and m.min / work < best[1].min / best[0]):
+        return work, m
+    return best
+
+
+def too_slow(best: tuple[float, Measurement] | None, work: float, limit: float) -> str | None:
+    """Why a size is skipped when one repetition, extrapolated from ``best`` (the (work,
+    measurement) of the series so far with the best pace, :func:`best_pace`), would take longer
+    than ``limit`` seconds.
+
+    The extrapolation starts from the fastest run at the fastest pace: another process can only
+    slow a run, and a thread pool that a busy host stalls takes a scheduler slice (16 ms) for an
+    8 µs matmul, median and minimum alike, so extrapolating from the last size alone skipped
+    sizes that take microseconds. When that run may be stalled too (its runs never agreed), the
+    reason says so."""
+    if best is None or best[0] <= 0:
         return None
-    predicted = last[1] * work / last[0]
+    m = best[1]
+    predicted = m.min * work / best[0]
     if predicted <= limit:
         return None
-    return f"skipped: one repetition would take ~{predicted:.3g} s (limit {limit:g} s)"
+    doubt = "" if m.trusted else "; from runs that never agreed: re-run on an idle machine"
+    return f"skipped: one repetition would take ~{predicted:.3g} s (limit {limit:g} s){doubt}"
 
 
 def point(

@@ -13,8 +13,17 @@ from typing import Any
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.platform.frameworks.base import Backend
+from gpuprobe.platform.measurement import Measurement
 from gpuprobe.tools.bench.model import BenchResult
-from gpuprobe.tools.bench.workloads._common import Settings, fits, guard, point, timed, too_slow
+from gpuprobe.tools.bench.workloads._common import (
+    Settings,
+    best_pace,
+    fits,
+    guard,
+    point,
+    timed,
+    too_slow,
+)
 from gpuprobe.tools.bench.workloads.base import (
     BenchContext,
     Curve,
@@ -90,7 +99,7 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
         ("matmul", s.pick("crossover-matmul", *MATMUL_SIZES)),
     ):
         for copies in (False, True) if b.is_gpu else (False,):
-            last: tuple[float, float] | None = None
+            last: tuple[float, Measurement] | None = None
             case = f"{kind}-{'copies' if copies else 'resident'}"
             unit = "n" if kind == "matmul" else "elements"
             for size in sizes:
@@ -113,7 +122,7 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
                     size,
                 )
                 if r.ok and r.measurement is not None:
-                    last = (work, r.measurement.median)
+                    last = best_pace(last, work, r.measurement)
                 yield r
             b.release()
 

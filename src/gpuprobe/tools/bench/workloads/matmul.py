@@ -20,10 +20,11 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.platform.frameworks.base import DTYPE_BYTES, Backend
 from gpuprobe.platform.hardware.types import Gpu
-from gpuprobe.platform.measurement import SPREAD_WARN_FRACTION
+from gpuprobe.platform.measurement import SPREAD_WARN_FRACTION, Measurement
 from gpuprobe.tools.bench.model import BenchResult
 from gpuprobe.tools.bench.workloads._common import (
     Settings,
+    best_pace,
     fits,
     guard,
     point,
@@ -165,7 +166,7 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
     would take longer than the limit, is skipped (and the larger ones with it)."""
     flush = b.cache_flusher()
     for dtype in b.matmul_dtypes():
-        last: tuple[float, float] | None = None
+        last: tuple[float, Measurement] | None = None
         for n in s.pick("matmul", *SIZES):
             need = n * n * (3 * DTYPE_BYTES[dtype] + 2 * 4 + 4)  # operands, float32 draws, output
             why = fits(b, need) or too_slow(last, 2.0 * n**3, s.rep_limit)
@@ -176,7 +177,7 @@ def run(b: Backend, s: Settings) -> Iterator[BenchResult]:
                 continue
             r = guard(b, "matmul", dtype, n, "n", _one, b, s, n, dtype, flush)
             if r.ok and r.measurement is not None:
-                last = (2.0 * n**3, r.measurement.median)
+                last = best_pace(last, 2.0 * n**3, r.measurement)
             yield r
         b.release()
 
