@@ -290,6 +290,8 @@ def _all_rules() -> list[object]:
     from gpuprobe.tools.diagnose.rules import RULES as DIAGNOSE
     from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS
     from gpuprobe.tools.doctor.rules import RULES as DOCTOR
+    from gpuprobe.tools.fleet.rules import RULES as FLEET
+    from gpuprobe.tools.fleet.rules import alike
     from gpuprobe.tools.memory.rules import RULES_FIT, RULES_OOM, RULES_PRECISION
     from gpuprobe.tools.monitor.rules import GPU_RULES
     from gpuprobe.tools.monitor.rules import RULES as MONITOR
@@ -309,6 +311,8 @@ def _all_rules() -> list[object]:
         *PACK,
         *RULES_LSTSQ,
         *RULES_SWEEP,
+        *FLEET,
+        alike,
     ]
 
 

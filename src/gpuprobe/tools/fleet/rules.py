@@ -9,11 +9,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from gpuprobe.core.findings import Evidence, Finding, Status
+from gpuprobe.core.rules import Rule, apply_rules, rule
 from gpuprobe.platform.hardware.types import Gpu
 from gpuprobe.tools.fleet.config import CONFIG_KEYS, FRAMEWORKS, HARDWARE_KEYS
 from gpuprobe.tools.fleet.model import NodeResult
 
-__all__ = ["RULES", "judge_fleet"]
+__all__ = ["RULES", "alike", "judge_fleet"]
 
 # A GPU's power limit or maximum SM clock this far under the best of its twins (same model) is
 # set lower on purpose or by the board: nvidia-smi -pl / -lgc, or a power brake (10 %: the spread
@@ -53,6 +54,7 @@ def _fix(key: str, want: str, node: str, mine: str = "") -> str:
     )
 
 
+@rule("fleet-worker-lost", "fleet-no-gpuprobe", "fleet-error")
 def missing_nodes(nodes: Sequence[NodeResult]) -> list[Finding]:
     """Workers that gave no report: lost (died, timed out), without gpuprobe, or failing."""
     out = []
@@ -72,7 +74,13 @@ def missing_nodes(nodes: Sequence[NodeResult]) -> list[Finding]:
         workers = sum(len(n.workers) for n in bad)
         out.append(
             Finding(
-                id=f"fleet-{'worker-lost' if status == 'lost' else status}",
+                id=(
+                    "fleet-worker-lost"
+                    if status == "lost"
+                    else "fleet-no-gpuprobe"
+                    if status == "no-gpuprobe"
+                    else "fleet-error"
+                ),
                 status=Status.FAIL,
                 title=title.format(n=workers, who=who),
                 evidence=(Evidence("workers", workers),),
@@ -84,6 +92,7 @@ def missing_nodes(nodes: Sequence[NodeResult]) -> list[Finding]:
     return out
 
 
+@rule("fleet-versions-drift", "fleet-hardware-differs", "fleet-workers-differ", "fleet-no-majority")
 def configuration(nodes: Sequence[NodeResult]) -> list[Finding]:
     """Each node that differs from the majority, by what differs; a fact on which no majority
     exists (two nodes, two drivers) is told once with every node's value."""
@@ -117,16 +126,22 @@ def configuration(nodes: Sequence[NodeResult]) -> list[Finding]:
         threads = [d for d in diffs if d[0] == "worker threads"]
         software = [d for d in diffs if d not in hardware and d not in threads]
         for kind, items, status in (
-            ("versions-drift", software, Status.WARN),
-            ("hardware-differs", hardware, Status.WARN),
-            ("workers-differ", threads, Status.INFO),
+            ("versions", software, Status.WARN),
+            ("hardware", hardware, Status.WARN),
+            ("threads", threads, Status.INFO),
         ):
             if not items:
                 continue
             what = "; ".join(f"{k} {mine} vs {want}" for k, mine, want in items)
             out.append(
                 Finding(
-                    id=f"fleet-{kind}",
+                    id=(
+                        "fleet-versions-drift"
+                        if kind == "versions"
+                        else "fleet-hardware-differs"
+                        if kind == "hardware"
+                        else "fleet-workers-differ"
+                    ),
                     status=status,
                     title=f"{name} differs from the other nodes: {what}",
                     evidence=tuple(Evidence(k, mine) for k, mine, _ in items),
@@ -197,6 +212,7 @@ def _below_peers(
     return out
 
 
+@rule("fleet-pcie-below-peers")
 def pcie(nodes: Sequence[NodeResult]) -> list[Finding]:
     """A GPU whose PCIe link is narrower, or can train to a lower generation, than its twins'.
     The current generation is left out: an idle card lowers it to save power."""
@@ -211,6 +227,7 @@ def pcie(nodes: Sequence[NodeResult]) -> list[Finding]:
     )  # fmt: skip
 
 
+@rule("fleet-limits-below-peers")
 def limits(nodes: Sequence[NodeResult]) -> list[Finding]:
     """A GPU whose power limit or maximum SM clock is set below its twins'."""
     return _below_peers(
@@ -233,6 +250,7 @@ def _errors(g: Gpu) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
+@rule("fleet-memory-errors")
 def memory_errors(nodes: Sequence[NodeResult]) -> list[Finding]:
     """ECC errors, retired pages or remapped rows on a GPU whose twins have none."""
     out = []
@@ -261,6 +279,7 @@ def memory_errors(nodes: Sequence[NodeResult]) -> list[Finding]:
     return out
 
 
+@rule("fleet-throttled")
 def held_down(nodes: Sequence[NodeResult]) -> list[Finding]:
     """Clocks held down by heat, the board or a power brake when the node was read."""
     out = []
@@ -286,6 +305,7 @@ def held_down(nodes: Sequence[NodeResult]) -> list[Finding]:
     return out
 
 
+@rule("fleet-node-fails")
 def node_failures(nodes: Sequence[NodeResult]) -> list[Finding]:
     """A node whose own doctor failed a check."""
     out = []
@@ -308,7 +328,7 @@ def node_failures(nodes: Sequence[NodeResult]) -> list[Finding]:
     return out
 
 
-RULES: tuple[Callable[[Sequence[NodeResult]], list[Finding]], ...] = (
+RULES: tuple[Rule, ...] = (
     missing_nodes,
     node_failures,
     configuration,
@@ -319,22 +339,25 @@ RULES: tuple[Callable[[Sequence[NodeResult]], list[Finding]], ...] = (
 )
 
 
+@rule("fleet-alike")
+def alike(nodes: Sequence[NodeResult]) -> list[Finding]:
+    """The fleet's OK: asked only when no other rule found anything (:func:`judge_fleet`)."""
+    ready = _ready(nodes)
+    return [
+        Finding(
+            id="fleet-alike",
+            status=Status.OK,
+            title=f"{len(ready)} node(s), one configuration, no node failing its checks",
+            evidence=(
+                Evidence("nodes", len(ready)),
+                Evidence("workers", sum(len(n.workers) for n in ready)),
+            ),
+            group="fleet",
+        )
+    ]
+
+
 def judge_fleet(nodes: Iterable[NodeResult]) -> list[Finding]:
     """Every rule over the nodes; one OK finding when nothing differs and nothing failed."""
     nodes = list(nodes)
-    found = [f for rule in RULES for f in rule(nodes)]
-    if not found:
-        ready = _ready(nodes)
-        found.append(
-            Finding(
-                id="fleet-alike",
-                status=Status.OK,
-                title=f"{len(ready)} node(s), one configuration, no node failing its checks",
-                evidence=(
-                    Evidence("nodes", len(ready)),
-                    Evidence("workers", sum(len(n.workers) for n in ready)),
-                ),
-                group="fleet",
-            )
-        )
-    return found
+    return apply_rules(RULES, nodes) or alike(nodes)

@@ -88,7 +88,9 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         steps = f"1 step (#{s.steps[0]})"
     else:
         steps = (
-            f"{len(s.steps)} steps ({min(s.steps)}..{max(s.steps)})" if s.steps else "no ProfilerStep"
+            f"{len(s.steps)} steps ({min(s.steps)}..{max(s.steps)})"
+            if s.steps
+            else "no ProfilerStep"
         )
     con.print(Text.assemble(("gpuprobe diagnose ", "bold"), str(s.path)))
     con.print(
