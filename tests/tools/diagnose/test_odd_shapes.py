@@ -7,6 +7,9 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
+
+from gpuprobe.core.errors import InputError
 from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.tools.diagnose.show.text import render_text
 
@@ -39,3 +42,24 @@ def test_steps_out_of_time_order_read_low_to_high(tmp_path: Path) -> None:
     ]  # fmt: skip
     text = render_text(diagnose(_write(tmp_path / "s.json.gz", steps)))
     assert "2 steps (1..2)" in text and "(2..1)" not in text
+
+
+def test_a_trace_too_big_for_the_free_memory_is_told_before_the_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuprobe.platform.hardware.host as host
+    from gpuprobe.tools.diagnose.engine import ANALYSIS_MIB_PER_MILLION_EVENTS
+
+    kernels = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000 + i * 50.0,
+         "dur": 20.0, "args": {"device": 0, "stream": 7}}
+        for i in range(2000)
+    ]  # fmt: skip
+    path = _write(tmp_path / "big.json.gz", kernels)
+    need = 2000 / 1e6 * ANALYSIS_MIB_PER_MILLION_EVENTS * 2**20  # 389 KB for these 2000 events
+    monkeypatch.setattr(host, "available_memory", lambda: int(need / 2))
+    with pytest.raises(InputError, match=r"2,000 events; analysing them needs about") as e:
+        diagnose(path)
+    assert "GiB free" in str(e.value) and "schedule(active=N)" in str(e.value)
+    monkeypatch.setattr(host, "available_memory", lambda: int(need * 2))
+    assert diagnose(path).summary.events == 2000

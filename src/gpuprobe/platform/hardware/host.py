@@ -103,6 +103,17 @@ def _os_name() -> str:
     return f"{name} ({kernel})" if name else kernel
 
 
+def available_memory() -> int | None:
+    """Bytes of memory this machine can give a process now without swapping (psutil's
+    ``available``: free plus reclaimable cache), or None when it cannot be read."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # no /proc, a sandbox: unknown
+        return None
+
+
 def read_host(*, libraries: bool = True) -> Host:
     """Read the host once. ``libraries=False`` leaves out NumPy and its BLAS, so a recorder that
     only needs the machine does not import NumPy into its process."""

@@ -27,6 +27,7 @@ from gpuprobe.tools.diagnose.kineto import ProgressCallback
 from gpuprobe.tools.diagnose.model import Diagnosis, StepBreakdown, TraceComparison, TraceSummary
 
 __all__ = [
+    "ANALYSIS_MIB_PER_MILLION_EVENTS",
     "Diagnosis",
     "StepBreakdown",
     "TraceComparison",
@@ -35,6 +36,30 @@ __all__ = [
     "diagnose",
     "diagnose_with_context",
 ]
+
+
+# MiB the analysis takes per million events on top of the reader's columns: the whole diagnosis
+# measured 205-230 MiB per million events and the reader 46-57 of it (docs/diagnose.md, Numbers:
+# a 605 MB trace and the 28 M-kernel expansion), rounded up.
+ANALYSIS_MIB_PER_MILLION_EVENTS = 190
+
+
+def check_memory(events: int, path: str | os.PathLike[str]) -> None:
+    """An :class:`InputError` when analysing ``events`` events would need more memory than this
+    machine has free: said before the analysis starts, not by the kernel's OOM killer after."""
+    from gpuprobe.core.errors import InputError
+    from gpuprobe.platform.hardware.host import available_memory
+
+    need = events / 1e6 * ANALYSIS_MIB_PER_MILLION_EVENTS * 2**20
+    free = available_memory()
+    if free is None or need <= free:
+        return
+    raise InputError(
+        f"{path}: {events:,} events; analysing them needs about {need / 2**30:.1f} GiB "
+        f"({ANALYSIS_MIB_PER_MILLION_EVENTS} MiB per million events) and this machine has "
+        f"{free / 2**30:.1f} GiB free: run it on a machine with more memory, or record fewer "
+        "steps (torch.profiler.schedule(active=N) with a smaller N)"
+    )
 
 
 def diagnose_with_context(
@@ -53,6 +78,7 @@ def diagnose_with_context(
     wanted = parse_step_range(steps) if isinstance(steps, str) else steps
     t0 = time.perf_counter()
     raw = read_trace(path, progress=progress)
+    check_memory(raw.events, path)
     t1 = time.perf_counter()
     ctx = TraceContext(raw, wanted)
     findings = worst_first(run_rules(ctx))
