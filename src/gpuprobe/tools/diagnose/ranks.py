@@ -186,10 +186,12 @@ def _read_rank(
     path: str, steps: tuple[int, int] | None, progress: ProgressCallback | None
 ) -> TracePart:
     from gpuprobe.tools.diagnose.analysis import TraceContext
+    from gpuprobe.tools.diagnose.engine import check_memory
     from gpuprobe.tools.diagnose.kineto import read_trace
 
     t0 = time.perf_counter()
     raw = read_trace(path, progress=progress)
+    check_memory(raw.events, path)
     ctx = TraceContext(raw, steps)
     info = raw.header.get("distributedInfo")
     rank: int | None = None
