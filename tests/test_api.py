@@ -29,6 +29,7 @@ IMPLEMENTATIONS = {
     "diagnose_ranks": "gpuprobe.tools.diagnose.ranks:diagnose_ranks",
     "diagnose_with_context": "gpuprobe.tools.diagnose.engine:diagnose_with_context",
     "doctor": "gpuprobe.tools.doctor.engine:doctor",
+    "fleet_doctor": "gpuprobe.tools.fleet.engine:fleet_doctor",
     "explain_oom": "gpuprobe.tools.memory.oom.explain:explain_oom",
     "find_trace_files": "gpuprobe.tools.diagnose.ranks:find_trace_files",
     "fit": "gpuprobe.tools.memory.fit:fit",

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="judge a snapshot written by 'gpuprobe info --json' (from another machine) "
         "instead of this machine; no kernels are run",
     )
-    fleet = p.add_argument_group("a Dask cluster (every node at once; docs/fleet.md)")
+    fleet = p.add_argument_group("a Dask cluster (every node at once)")
     where = fleet.add_mutually_exclusive_group()
     where.add_argument(
         "--cluster",

@@ -20,29 +20,53 @@ _TRAILING = re.compile(r"[ \t]+(?=\n|$)")
 
 class Hanging:
     """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
-    first (a hanging indent), a word too long for the line folded there, and no trailing spaces
-    (a pipe gets the text as the terminal shows it)."""
+    first (a hanging indent), and no trailing spaces (a pipe gets the text as the terminal shows
+    it). A word too long for the line is folded there (``overflow="fold"``, for a table's cell),
+    or kept whole on a line of its own (``"ignore"``: a path stays one word to copy)."""
 
-    def __init__(self, lead: Any, body: Any) -> None:
+    def __init__(self, lead: Any, body: Any, overflow: str = "fold") -> None:
         from rich.text import Text
 
         self.lead = Text(lead) if isinstance(lead, str) else lead
         self.body = Text(body) if isinstance(body, str) else body
+        self.overflow = overflow
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
 
         room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
         pad = Text(" " * self.lead.cell_len)
-        for i, line in enumerate(self.body.wrap(console, room, overflow="fold")):
+        lines = _wrap(console, self.body, room, self.overflow)
+        for i, line in enumerate(lines):
             line.rstrip()
-            yield Text.assemble(self.lead if i == 0 else pad, line)
+            yield _one_line(Text.assemble(self.lead if i == 0 else pad, line), self.overflow)
+
+
+def _wrap(console: Any, text: Any, width: int, overflow: str) -> Any:
+    """``text`` wrapped at ``width`` on its spaces: a word too long folded there (``"fold"``) or
+    kept whole on a line of its own (``"ignore"``; rich's own ``Text.wrap`` does not wrap at all
+    with it)."""
+    if overflow != "ignore":
+        return text.wrap(console, width, overflow=overflow)
+    from rich._wrap import divide_line
+
+    return text.divide(divide_line(str(text), width, fold=False))
+
+
+def _one_line(text: Any, overflow: str) -> Any:
+    """A wrapped line, drawn as it is: not wrapped again (a whole word longer than the line
+    stays whole where ``overflow`` is ``"ignore"``)."""
+    if overflow == "ignore":
+        text.no_wrap = True
+        text.overflow = "ignore"
+    return text
 
 
 class HangingLine:
     """One line of rich ``Text`` that wraps under its own lead: a marker (``[warn]``, ``-``,
     ``fix:``, a short ``label:``) keeps the text after it in one column, a line without one hangs
-    two columns under its indent, so that a continuation never reads as a line of its own."""
+    two columns under its indent, so that a continuation never reads as a line of its own. A word
+    longer than the room (a path) is kept whole on a line of its own, never cut or folded."""
 
     def __init__(self, text: Any) -> None:
         self.text = text
@@ -61,18 +85,15 @@ class HangingLine:
         head = text[:lead] if lead and plain[:lead].strip() else None
         if head is None:  # no marker: the indent, and continuations two further in
             indent = len(plain) - len(plain.lstrip(" "))
-            if max(map(len, plain.split())) > width - indent - 2:
-                yield text  # a word (a path) fits whole only without the hang: as rich wraps it
-                return
             body = text[indent:]
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            lines = body.wrap(console, room, overflow="fold")
+            lines = _wrap(console, body, room, "ignore")
             for i, line in enumerate(lines):
                 line.rstrip()
-                yield Text.assemble(first if i == 0 else pad, line)
+                yield _one_line(Text.assemble(first if i == 0 else pad, line), "ignore")
             return
-        yield from Hanging(head, body).__rich_console__(console, options)
+        yield from Hanging(head, body, "ignore").__rich_console__(console, options)
 
 
 def _hanging(console: Any, obj: Any, markup: bool | None) -> Any:
@@ -96,6 +117,9 @@ def make_console(**kwargs: Any) -> Any:
 
     class _Console(Console):
         def print(self, *objects: Any, **kw: Any) -> None:
+            # a line longer than the console (a path kept whole) is printed whole, as print()
+            # would, and the terminal wraps it: never cut at the width (rich's default)
+            kw.setdefault("crop", False)
             plain = not any(kw.get(k) for k in ("width", "no_wrap", "soft_wrap", "justify"))
             if plain and len(objects) == 1 and not self.soft_wrap:
                 obj = objects[0]
