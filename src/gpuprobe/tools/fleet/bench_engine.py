@@ -60,7 +60,7 @@ def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[N
             status, error = error_status(got if isinstance(got, BaseException) else "no answer")
             rows.append(NodeBench(name=name, host=host, workers=(addr,), threads=threads,
                                   status=status, error=error))  # fmt: skip
-    return rows
+    return sorted(rows, key=lambda r: r.name)
 
 
 def fleet_bench(

@@ -149,8 +149,13 @@ class BenchPoint(Record):
 
     @property
     def label(self) -> str:
-        """``matmul float32 torch 512``."""
-        return f"{self.workload} {self.case} {self.framework} {self.size}"
+        """``matmul float32 torch 512``, ``transfer host numpy 64 MiB``."""
+        size = (
+            f"{self.size / 2**20:g} MiB"
+            if self.size_unit == "bytes" and self.size and self.size >= 2**20
+            else str(self.size)
+        )
+        return f"{self.workload} {self.case} {self.framework} {size}"
 
     def figure(self, who: str) -> Figure | None:
         """The figure of ``who`` (a node, or ``node cuda:N``)."""

@@ -12,6 +12,21 @@ from typing import Any
 
 __all__ = ["FLEET_SIZES", "FLEET_WORKLOADS", "node_bench", "node_doctor"]
 
+_first_call = [True]
+
+
+def _start() -> float:
+    """When this node's work began: on the first call in this worker, when gpuprobe's fleet
+    package began to load (the import is the node's cost, as it would be for a doctor run
+    there); else now."""
+    from gpuprobe.tools.fleet import LOADED_AT
+
+    if _first_call[0]:
+        _first_call[0] = False
+        return min(LOADED_AT, time.perf_counter())
+    return time.perf_counter()
+
+
 # The workloads every node runs when none are named: compute (matmul, every dtype) and memory
 # (transfer: host memcpy on a CPU, host<->device and device<->device on a GPU).
 FLEET_WORKLOADS = ("matmul", "transfer")
@@ -31,9 +46,9 @@ FLEET_SIZES: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ..
 def node_doctor(quick: bool, run_kernels: bool | None) -> dict[str, Any]:
     """Doctor on this worker's machine: ``{"host", "pid", "report" (DoctorReport.to_dict()),
     "elapsed_s"}``. Kernels run on the worker's GPUs unless ``run_kernels`` is False."""
+    t0 = _start()  # the node's own time counts its imports, as a doctor there would
     from gpuprobe.tools.doctor.engine import doctor
 
-    t0 = time.perf_counter()
     report = doctor(quick, run_kernels=run_kernels)
     return {
         "host": socket.gethostname(),
@@ -49,12 +64,12 @@ def node_bench(
     """The fleet's bench on this worker's devices, nothing saved to its history: ``{"host",
     "pid", "devices" (device -> model), "report" (BenchReport.to_dict()), "elapsed_s"}``. The
     CPU and the GPUs run with :data:`FLEET_SIZES` of their kind."""
+    t0 = _start()  # the node's own time counts its imports, as a bench there would
     from dataclasses import replace
 
     from gpuprobe.platform.inventory import inventory
     from gpuprobe.tools.bench.runner import environment_of, plan, run_bench
 
-    t0 = time.perf_counter()
     inv = inventory()
     devices = {"cpu": inv.host.cpu_model or "unknown CPU"}
     devices.update({f"cuda:{g.index}": g.name or "unknown GPU" for g in inv.gpus})
