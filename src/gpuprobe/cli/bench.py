@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from gpuprobe.cli._args import float_in
+from gpuprobe.cli._args import add_cluster_flags, float_in
 from gpuprobe.cli._common import console, print_json
 
 __all__ = ["register", "run"]
@@ -63,40 +63,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="show what changed since the last run on this machine",
     )
     p.add_argument("--no-save", action="store_true", help="don't add this run to the history")
-    fleet = p.add_argument_group("a Dask cluster (every node at once; docs/fleet.md)")
-    where = fleet.add_mutually_exclusive_group()
-    where.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="run the same short bench (matmul and transfer unless WORKLOADs are named) on every "
+    fleet = add_cluster_flags(
+        p,
+        "bench",
+        "run the same short bench (matmul and transfer unless WORKLOADs are named) on every "
         "worker of the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786), compare "
         "nodes with the same CPU or GPU model and name the outliers",
-    )
-    where.add_argument(
-        "--scheduler-file",
-        metavar="FILE",
-        help="the same, with the scheduler named by FILE (as 'dask scheduler --scheduler-file' "
-        "and dask-jobqueue write it)",
     )
     fleet.add_argument(
         "--one-at-a-time",
         action="store_true",
         help="on a cluster: one worker after the other, for workers that share a host, a "
         "network or a PCIe switch (default: all at once)",
-    )
-    fleet.add_argument(
-        "--connect-timeout",
-        type=float_in(0.1, 600.0),
-        default=10.0,
-        metavar="SECONDS",
-        help="how long the scheduler has to answer (default 10)",
-    )
-    fleet.add_argument(
-        "--node-timeout",
-        type=float_in(1.0, 3600.0),
-        default=600.0,
-        metavar="SECONDS",
-        help="how long each worker has for its bench before it is called lost (default 600)",
     )
     p.set_defaults(handler=run)
 
@@ -106,8 +84,7 @@ _LOCAL_ONLY = ("device", "plot", "compare", "budget")  # options that --cluster 
 
 def _fleet(args: argparse.Namespace) -> int:
     from gpuprobe.api import fleet_bench
-    from gpuprobe.cli._common import progress
-    from gpuprobe.core import render
+    from gpuprobe.cli._common import on_cluster
     from gpuprobe.core.errors import UsageError
 
     given = [f"--{o}" for o in _LOCAL_ONLY if getattr(args, o) not in (None, False)]
@@ -116,23 +93,8 @@ def _fleet(args: argparse.Namespace) -> int:
             f"{given[0]} is for this machine's bench; --cluster runs the fleet's short bench "
             "(WORKLOAD..., --backend, --quick, --one-at-a-time): leave it out"
         )
-    where = args.cluster or {"scheduler_file": args.scheduler_file}
-    with progress(not args.json, "gpuprobe bench --cluster") as update:
-        report = fleet_bench(
-            where,
-            args.workloads or None,
-            args.backend,
-            quick=args.quick,
-            one_at_a_time=args.one_at_a_time,
-            connect_timeout=args.connect_timeout,
-            node_timeout=args.node_timeout,
-            progress=update,
-        )
-    if args.json:
-        print_json(report.to_dict())
-    else:
-        render.terminal(report, console())
-    return report.exit_code
+    return on_cluster(args, fleet_bench, "bench", args.workloads or None, args.backend,
+                      quick=args.quick, one_at_a_time=args.one_at_a_time)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ CPU shared by several workers measured at once is what ``one_at_a_time`` is for.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -19,11 +18,9 @@ from gpuprobe.tools.fleet.bench_rules import compare, judge_bench
 from gpuprobe.tools.fleet.engine import (
     CONNECT_TIMEOUT_S,
     NODE_TIMEOUT_S,
-    connect,
+    ask_every_worker,
     error_status,
-    gather,
     worker_label,
-    workers_of,
 )
 from gpuprobe.tools.fleet.model import FleetBenchReport, NodeBench
 from gpuprobe.tools.fleet.node import FLEET_WORKLOADS, node_bench
@@ -75,7 +72,8 @@ def fleet_bench(
     progress: Progress | None = None,
 ) -> FleetBenchReport:
     """The fleet's bench on every worker of ``cluster`` (a ``distributed.Client``, a scheduler
-    address, or ``{"scheduler_file": path}``), compared like with like and judged."""
+    address, or ``{"scheduler_file": path}``), compared like with like and judged
+    (:func:`gpuprobe.fleet_bench`)."""
     from gpuprobe.core.errors import UsageError
     from gpuprobe.tools.bench.runner import ALL_BACKENDS, validate_workloads
 
@@ -85,19 +83,10 @@ def fleet_bench(
         if b not in ALL_BACKENDS:
             raise UsageError(f"unknown backend {b!r}; choose from {', '.join(ALL_BACKENDS)}")
     t0 = time.perf_counter()
-    client, owned = connect(cluster, connect_timeout)
-    try:
-        workers = workers_of(client)
-        if progress:
-            how = "one at a time" if one_at_a_time else "at once"
-            progress(f"bench on {len(workers)} worker(s), {how}")
-        answers = gather(client, workers, node_bench, (names, asked, quick), node_timeout,
-                         at_once=not one_at_a_time)  # fmt: skip
-        address = str(client.scheduler.address)
-    finally:
-        if owned:
-            with contextlib.suppress(Exception):
-                client.close(timeout=5)
+    address, workers, answers = ask_every_worker(
+        cluster, node_bench, (names, asked, quick), "bench", connect_timeout=connect_timeout,
+        node_timeout=node_timeout, at_once=not one_at_a_time, progress=progress,
+    )  # fmt: skip
     rows = _rows(workers, answers)
     points = compare(rows)
     return FleetBenchReport(

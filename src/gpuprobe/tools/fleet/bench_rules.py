@@ -14,7 +14,7 @@ from dataclasses import replace
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules, rule
 from gpuprobe.tools.fleet.model import BenchPoint, Figure, NodeBench
-from gpuprobe.tools.fleet.rules import missing_nodes
+from gpuprobe.tools.fleet.rules import missing_nodes, node_failures
 
 __all__ = [
     "BENCH_RULES",
@@ -163,29 +163,6 @@ def bench_outliers(nodes: Sequence[NodeBench], points: Sequence[BenchPoint]) -> 
     return out
 
 
-@rule("fleet-bench-node-fails")
-def bench_node_failures(nodes: Sequence[NodeBench], points: Sequence[BenchPoint]) -> list[Finding]:
-    """A node whose own bench failed a check (a wrong result, a crashed framework)."""
-    out = []
-    for n in nodes:
-        failed = [] if n.report is None else [f for f in n.report.findings if f.failed]
-        if failed:
-            out.append(
-                Finding(
-                    id="fleet-bench-node-fails",
-                    status=Status.FAIL,
-                    title=f"{n.name}'s bench fails its own checks: "
-                    + ", ".join(sorted({f.id for f in failed})),
-                    evidence=(Evidence("failed_checks", len(failed)),),
-                    fix=failed[0].fix or f"run 'gpuprobe bench --quick' on {n.name}",
-                    group="fleet",
-                    subject=n.name,
-                    details=tuple(f"{f.id}: {f.title}" for f in failed),
-                )
-            )
-    return out
-
-
 @rule("fleet-bench-no-peers")
 def no_peers(nodes: Sequence[NodeBench], points: Sequence[BenchPoint]) -> list[Finding]:
     """Device models with too few nodes to name an outlier among them."""
@@ -193,21 +170,17 @@ def no_peers(nodes: Sequence[NodeBench], points: Sequence[BenchPoint]) -> list[F
     for p in points:
         if len(p.figures) < MIN_PEERS + 1:
             alone.setdefault(f"{p.kind} {p.model}", set()).update(f.who for f in p.figures)
-    return [
-        Finding(
-            id="fleet-bench-no-peers",
-            status=Status.INFO,
-            title=f"{model}: {len(who)} device(s) ({', '.join(sorted(who))}); an outlier needs "
-            f"{MIN_PEERS} peers of the same model",
-            evidence=(Evidence("devices", len(who)), Evidence("min_peers", MIN_PEERS)),
-            fix="",
-            group="fleet",
-        )
-        for model, who in alone.items()
-    ]
+    out = []
+    for model, who in alone.items():
+        title = f"{model}: {len(who)} device(s) ({', '.join(sorted(who))}); an outlier needs "
+        title += f"{MIN_PEERS} peers of the same model"
+        evidence = (Evidence("devices", len(who)), Evidence("min_peers", MIN_PEERS))
+        out.append(Finding(id="fleet-bench-no-peers", status=Status.INFO, title=title,
+                           evidence=evidence, group="fleet"))  # fmt: skip
+    return out
 
 
-BENCH_RULES: tuple[Rule, ...] = (missing_nodes, bench_node_failures, bench_outliers, no_peers)
+BENCH_RULES: tuple[Rule, ...] = (missing_nodes, node_failures, bench_outliers, no_peers)
 
 
 @rule("fleet-bench-alike")

@@ -26,6 +26,7 @@ from gpuprobe.tools.fleet.rules import judge_fleet
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "NODE_TIMEOUT_S",
+    "ask_every_worker",
     "connect",
     "error_status",
     "fleet_doctor",
@@ -252,6 +253,35 @@ def _groups(rows: list[NodeResult]) -> tuple[ConfigGroup, ...]:
     return tuple(ConfigGroup(config=dict(k), nodes=tuple(v)) for k, v in ordered)
 
 
+def ask_every_worker(
+    cluster: Any,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    what: str,
+    *,
+    connect_timeout: float,
+    node_timeout: float,
+    at_once: bool = True,
+    progress: Progress | None = None,
+) -> tuple[str, dict[str, dict[str, Any]], dict[str, Any]]:
+    """Connect to ``cluster`` (:func:`connect`), run ``fn(*args)`` on every worker
+    (:func:`gather`) and close what was opened: the scheduler's address, its workers and each
+    worker's answer (or the exception that stands for it). ``what`` names the work for
+    ``progress``."""
+    client, owned = connect(cluster, connect_timeout)
+    try:
+        workers = workers_of(client)
+        if progress:
+            how = "" if at_once else ", one at a time"
+            progress(f"{what} on {len(workers)} worker(s){how}")
+        answers = gather(client, workers, fn, args, node_timeout, at_once=at_once)
+        return str(client.scheduler.address), workers, answers
+    finally:
+        if owned:
+            with contextlib.suppress(Exception):
+                client.close(timeout=5)
+
+
 def fleet_doctor(
     cluster: Any,
     *,
@@ -264,17 +294,10 @@ def fleet_doctor(
     """Doctor on every worker of ``cluster`` (a ``distributed.Client``, a scheduler address, or
     ``{"scheduler_file": path}``), collapsed per host, grouped and judged across nodes."""
     t0 = time.perf_counter()
-    client, owned = connect(cluster, connect_timeout)
-    try:
-        workers = workers_of(client)
-        if progress:
-            progress(f"doctor on {len(workers)} worker(s)")
-        answers = gather(client, workers, node_doctor, (quick, run_kernels), node_timeout)
-        address = str(client.scheduler.address)
-    finally:
-        if owned:
-            with contextlib.suppress(Exception):
-                client.close(timeout=5)
+    address, workers, answers = ask_every_worker(
+        cluster, node_doctor, (quick, run_kernels), "doctor", connect_timeout=connect_timeout,
+        node_timeout=node_timeout, progress=progress,
+    )  # fmt: skip
     rows = _rows(workers, answers)
     return FleetDoctorReport(
         scheduler=address,

@@ -58,8 +58,36 @@ class ConfigGroup(Record):
     nodes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class FleetDoctorReport(Record):
+class _FleetReport(Record):
+    """What both fleet reports share: their verdict, their exit code, and their views (core's
+    render hooks, which the tool's show module registers; the subclasses are dataclasses with
+    ``repr=False`` so that this ``__repr__`` is theirs)."""
+
+    findings: tuple[Finding, ...]
+
+    @property
+    def status(self) -> Status:
+        """The worst cross-node finding."""
+        return worst(self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, 1 when a node failed or was lost (a node that differs or an
+        outlier is a warning)."""
+        return 1 if any(f.failed for f in self.findings) else 0
+
+    def __repr__(self) -> str:
+        return render.repr_(self)
+
+    def __str__(self) -> str:
+        return render.text(self)
+
+    def _repr_html_(self) -> str:
+        return render.html(self)
+
+
+@dataclass(frozen=True, repr=False)
+class FleetDoctorReport(_FleetReport):
     """Doctor on every worker of a Dask cluster, judged across nodes."""
 
     scheduler: str
@@ -70,28 +98,9 @@ class FleetDoctorReport(Record):
     elapsed_s: float | None = None
     slowest_node_s: float | None = None  # the slowest node's own doctor time
 
-    @property
-    def status(self) -> Status:
-        """The worst cross-node finding."""
-        return worst(self.findings)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when nothing failed, 1 when a node failed or was lost."""
-        return 1 if any(f.failed for f in self.findings) else 0
-
     def node(self, name: str) -> NodeResult | None:
         """The row named ``name`` (a host, or ``host (address)``)."""
         return next((n for n in self.nodes if n.name == name), None)
-
-    def __repr__(self) -> str:
-        return render.repr_(self)
-
-    def __str__(self) -> str:
-        return render.text(self)
-
-    def _repr_html_(self) -> str:
-        return render.html(self)
 
 
 @dataclass(frozen=True)
@@ -162,8 +171,8 @@ class BenchPoint(Record):
         return next((f for f in self.figures if f.who == who), None)
 
 
-@dataclass(frozen=True)
-class FleetBenchReport(Record):
+@dataclass(frozen=True, repr=False)
+class FleetBenchReport(_FleetReport):
     """The same short bench on every worker of a Dask cluster, the figures compared among nodes
     with the same device model, and the outliers named."""
 
@@ -177,16 +186,6 @@ class FleetBenchReport(Record):
     elapsed_s: float | None = None
     slowest_node_s: float | None = None  # the slowest node's own bench time
 
-    @property
-    def status(self) -> Status:
-        """The worst cross-node finding."""
-        return worst(self.findings)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when nothing failed, 1 when a node failed or was lost (an outlier is a warning)."""
-        return 1 if any(f.failed for f in self.findings) else 0
-
     def node(self, name: str) -> NodeBench | None:
         """The row named ``name``."""
         return next((n for n in self.nodes if n.name == name), None)
@@ -194,12 +193,3 @@ class FleetBenchReport(Record):
     def outliers(self) -> list[tuple[BenchPoint, Figure]]:
         """Every figure named an outlier, with its point."""
         return [(p, f) for p in self.points for f in p.figures if f.outlier]
-
-    def __repr__(self) -> str:
-        return render.repr_(self)
-
-    def __str__(self) -> str:
-        return render.text(self)
-
-    def _repr_html_(self) -> str:
-        return render.html(self)

@@ -308,18 +308,19 @@ def held_down(nodes: Sequence[NodeResult]) -> list[Finding]:
 
 
 @rule("fleet-node-fails")
-def node_failures(nodes: Sequence[NodeResult]) -> list[Finding]:
-    """A node whose own doctor failed a check."""
+def node_failures(nodes: Sequence[NodeResult | NodeBench], *_: object) -> list[Finding]:
+    """A node whose own doctor, or own bench, failed a check (a bench's wrong result or crashed
+    framework)."""
     out = []
-    for n in _ready(nodes):
-        assert n.report is not None
-        failed = [f for f in n.report.findings if f.status is Status.FAIL]
-        if failed:
+    for n in nodes:
+        failed = [f for f in n.report.findings if f.failed] if n.report is not None else []
+        if failed and n.status == "ok":
             out.append(
                 Finding(
                     id="fleet-node-fails",
                     status=Status.FAIL,
-                    title=f"{n.name} fails its own checks: " + ", ".join(f.id for f in failed),
+                    title=f"{n.name} fails its own checks: "
+                    + ", ".join(sorted({f.id for f in failed})),
                     evidence=(Evidence("failed_checks", len(failed)),),
                     fix=failed[0].fix or f"run 'gpuprobe doctor' on {n.name}",
                     group="fleet",

@@ -28,7 +28,6 @@ from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = [
     "bench_html",
-    "bench_repr",
     "bench_text",
     "fleet_html",
     "fleet_repr",
@@ -140,28 +139,35 @@ def fleet_html(r: FleetDoctorReport) -> str:
         + "</td></tr>"
         for i, g in enumerate(r.groups)
     )
-    return (
-        f"<div class='gpuprobe-fleet'><p><b>gpuprobe doctor --cluster</b> "
-        f"{escape(r.scheduler)}: {escape(_headline(r))}</p>"
+    return _frame(
+        r,
         f"<table><caption>configurations</caption>{groups}</table>"
-        f"<table><tr>{head}</tr>{''.join(rows)}</table>"
-        f"{findings_html(r.findings)}</div>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table>",
     )
 
 
-def fleet_repr(r: FleetDoctorReport) -> str:
-    """``<FleetDoctorReport tcp://…: 3 nodes, 4 workers, 2 configurations; 1 warn, 1 ok>``."""
+def _frame(r: FleetDoctorReport | FleetBenchReport, body: str) -> str:
+    """A fleet report's HTML: the command and headline, ``body``, then the findings."""
+    command = "doctor" if isinstance(r, FleetDoctorReport) else "bench"
+    return (
+        f"<div class='gpuprobe-fleet'><p><b>gpuprobe {command} --cluster</b> "
+        f"{escape(r.scheduler)}: {escape(_any_headline(r))}</p>"
+        f"{body}{findings_html(r.findings)}</div>"
+    )
+
+
+def _any_headline(r: FleetDoctorReport | FleetBenchReport) -> str:
+    return _headline(r) if isinstance(r, FleetDoctorReport) else _bench_headline(r)
+
+
+def fleet_repr(r: FleetDoctorReport | FleetBenchReport) -> str:
+    """``<FleetDoctorReport tcp://…: 3 nodes, 4 workers, 2 configurations; 1 warn, 1 ok>``,
+    ``<FleetBenchReport tcp://…: 3 node(s), matmul, …; 1 warn, 1 ok>``."""
     from gpuprobe.core.findings import status_counts
 
     return one_line(
-        "FleetDoctorReport", f"{r.scheduler}: {_headline(r)}; {status_counts(r.findings)}"
+        type(r).__name__, f"{r.scheduler}: {_any_headline(r)}; {status_counts(r.findings)}"
     )
-
-
-render.text.register(FleetDoctorReport, fleet_text)
-render.terminal.register(FleetDoctorReport, render_fleet)
-render.html.register(FleetDoctorReport, fleet_html)
-render.repr_.register(FleetDoctorReport, fleet_repr)
 
 
 # A device model with at most this many devices is shown node beside node (a column each: 80
@@ -307,24 +313,14 @@ def bench_html(r: FleetBenchReport) -> str:
             for p in points
         )
         models.append(f"<table><caption>{escape(model)}</caption><tr>{top}</tr>{body}</table>")
-    return (
-        f"<div class='gpuprobe-fleet'><p><b>gpuprobe bench --cluster</b> "
-        f"{escape(r.scheduler)}: {escape(_bench_headline(r))}</p>"
-        f"<table><tr>{head}</tr>{rows}</table>{''.join(models)}"
-        f"{findings_html(r.findings)}</div>"
-    )
+    return _frame(r, f"<table><tr>{head}</tr>{rows}</table>{''.join(models)}")
 
 
-def bench_repr(r: FleetBenchReport) -> str:
-    """``<FleetBenchReport tcp://…: 3 node(s), matmul, …; 1 warn, 1 ok>``."""
-    from gpuprobe.core.findings import status_counts
-
-    return one_line(
-        "FleetBenchReport", f"{r.scheduler}: {_bench_headline(r)}; {status_counts(r.findings)}"
-    )
-
-
-render.text.register(FleetBenchReport, bench_text)
-render.terminal.register(FleetBenchReport, render_bench)
-render.html.register(FleetBenchReport, bench_html)
-render.repr_.register(FleetBenchReport, bench_repr)
+for _type, _views in (
+    (FleetDoctorReport, (fleet_text, render_fleet, fleet_html)),
+    (FleetBenchReport, (bench_text, render_bench, bench_html)),
+):
+    render.text.register(_type, _views[0])
+    render.terminal.register(_type, _views[1])
+    render.html.register(_type, _views[2])
+    render.repr_.register(_type, fleet_repr)
