@@ -20,7 +20,7 @@ from gpuprobe.core.errors import InputError
 from gpuprobe.tools.doctor.model import DoctorReport
 from gpuprobe.tools.fleet.config import node_config
 from gpuprobe.tools.fleet.model import ConfigGroup, FleetDoctorReport, NodeResult
-from gpuprobe.tools.fleet.node import node_doctor
+from gpuprobe.tools.fleet.node import in_thread, node_doctor
 from gpuprobe.tools.fleet.rules import judge_fleet
 
 __all__ = [
@@ -107,7 +107,7 @@ def error_status(err: BaseException | str) -> tuple[str, str]:
 
 
 def _ask(client: Any, address: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    out = client.run(fn, *args, workers=[address], on_error="return")
+    out = client.run(in_thread, fn, *args, workers=[address], on_error="return")
     if address not in out:
         raise OSError(f"worker {address} left the cluster")
     return out[address]

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FLEET_SIZES", "FLEET_WORKLOADS", "node_bench", "node_doctor"]
+__all__ = ["FLEET_SIZES", "FLEET_WORKLOADS", "in_thread", "node_bench", "node_doctor"]
 
 _first_call = [True]
 
@@ -41,6 +42,16 @@ FLEET_SIZES: dict[str, tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ..
     "gpu": ({"matmul": (4096,), "transfer": (256 * MIB,)},
             {"matmul": (8192,), "transfer": (1024 * MIB,)}),
 }  # fmt: skip
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a thread of the worker, awaited: ``Client.run`` runs a plain function on
+    the worker's event loop itself, which then stops answering the scheduler (heartbeats), and a
+    doctor or bench longer than the scheduler's worker-ttl (5 minutes by default) would have the
+    worker removed as dead. A coroutine function is awaited on the loop, which stays free."""
+    import asyncio
+
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def node_doctor(quick: bool, run_kernels: bool | None) -> dict[str, Any]:
