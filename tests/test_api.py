@@ -31,6 +31,7 @@ IMPLEMENTATIONS = {
     "doctor": "gpuprobe.tools.doctor.engine:doctor",
     "fleet_doctor": "gpuprobe.tools.fleet.engine:fleet_doctor",
     "explain_oom": "gpuprobe.tools.memory.oom.explain:explain_oom",
+    "fleet_bench": "gpuprobe.tools.fleet.bench_engine:fleet_bench",
     "find_trace_files": "gpuprobe.tools.diagnose.ranks:find_trace_files",
     "fit": "gpuprobe.tools.memory.fit:fit",
     "install_oom_hook": "gpuprobe.tools.memory.oom.hook:install_oom_hook",
