@@ -158,7 +158,7 @@ def _scale() -> Any:
     return gpuprobe.scale_lstsq(400, 4, workers=(1,), methods=("normal",), chunk_rows=200)
 
 
-def _fleet() -> Any:
+def _fleet(what: str) -> Any:
     from distributed import Client, LocalCluster
 
     import gpuprobe
@@ -169,7 +169,9 @@ def _fleet() -> Any:
         ) as cluster,
         Client(cluster) as client,
     ):
-        return gpuprobe.fleet_doctor(client, run_kernels=False)
+        if what == "doctor":
+            return gpuprobe.fleet_doctor(client, run_kernels=False)
+        return gpuprobe.fleet_bench(client, ("matmul",), ("numpy",), quick=True)
 
 
 # type name in gpuprobe._TYPES -> a builder; the types that are not results (a sampler, a server,
@@ -182,7 +184,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "Finding": lambda: _doctor().findings[0],
     "FitResult": _fit,
     "FitTrial": lambda: _fit().trials[0],
-    "FleetDoctorReport": _fleet,
+    "FleetBenchReport": lambda: _fleet("bench"),
+    "FleetDoctorReport": lambda: _fleet("doctor"),
     "Inventory": _inventory,
     "KernelBreakdown": lambda: __import__("gpuprobe").kernel_breakdown(_ctx()[1]),
     "KernelDiff": lambda: __import__("gpuprobe").kernel_diff(_ctx()[1], _ctx()[1]),
