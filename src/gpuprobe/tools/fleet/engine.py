@@ -163,31 +163,15 @@ def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[N
         host = names.get(ip, ip)
         threads: tuple[int, ...] = (int(info.get("nthreads") or 0),)
         got = answers.get(addr)
+        row: dict[str, Any] = {"name": host, "host": host, "workers": (addr,), "threads": threads}
         if isinstance(got, dict) and "report" in got:
             report = DoctorReport.from_dict(got["report"])
-            per_worker.append(
-                NodeResult(
-                    name=host,
-                    host=host,
-                    workers=(addr,),
-                    threads=threads,
-                    config=node_config(report.inventory, threads),
-                    report=report,
-                    elapsed_s=got.get("elapsed_s"),
-                )
-            )
+            row.update(config=node_config(report.inventory, threads), report=report,
+                       elapsed_s=got.get("elapsed_s"))  # fmt: skip
         else:
             status, error = error_status(got if isinstance(got, BaseException) else "no answer")
-            per_worker.append(
-                NodeResult(
-                    name=host,
-                    host=host,
-                    workers=(addr,),
-                    threads=threads,
-                    status=status,
-                    error=error,
-                )
-            )
+            row.update(status=status, error=error)
+        per_worker.append(NodeResult(**row))
     rows: list[NodeResult] = []
     by_host: dict[str, list[NodeResult]] = {}
     for r in per_worker:

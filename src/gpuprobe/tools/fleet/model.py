@@ -58,7 +58,7 @@ class ConfigGroup(Record):
     nodes: tuple[str, ...]
 
 
-class _FleetReport(Record):
+class _FleetReport(render.Shown, Record):
     """What both fleet reports share: their verdict, their exit code, and their views (core's
     render hooks, which the tool's show module registers; the subclasses are dataclasses with
     ``repr=False`` so that this ``__repr__`` is theirs)."""
@@ -75,15 +75,6 @@ class _FleetReport(Record):
         """0 when nothing failed, 1 when a node failed or was lost (a node that differs or an
         outlier is a warning)."""
         return 1 if any(f.failed for f in self.findings) else 0
-
-    def __repr__(self) -> str:
-        return render.repr_(self)
-
-    def __str__(self) -> str:
-        return render.text(self)
-
-    def _repr_html_(self) -> str:
-        return render.html(self)
 
 
 @dataclass(frozen=True, repr=False)
