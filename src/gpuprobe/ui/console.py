@@ -9,19 +9,44 @@ import copy
 import re
 from typing import Any
 
-from gpuprobe.core.wrap import lead_width
+from gpuprobe.core.wrap import breaks, lead_width
 
-__all__ = ["MIN_BODY_WIDTH", "Hanging", "HangingLine", "make_console"]
+__all__ = ["MIN_BODY_WIDTH", "Hanging", "HangingLine", "make_console", "wrap_text"]
 
 MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
 
 _TRAILING = re.compile(r"[ \t]+(?=\n|$)")
 
 
+def wrap_text(text: Any, width: int) -> list[Any]:
+    """Rich ``text`` (one line or several) broken at ``width`` cells as
+    :func:`gpuprobe.core.wrap.breaks` breaks it: words whole unless longer than a line (then
+    folded), a unit with its number, no blanks at a line's end."""
+    from rich.cells import cell_len
+
+    out: list[Any] = []
+    for line in text.split("\n", allow_blank=True):
+        for part in line.divide(breaks(line.plain, width, fold=True, cells=cell_len)):
+            part.rstrip()
+            out.append(part)
+    return out
+
+
+def _measure(lead: int, body: Any, options: Any) -> Any:
+    """How wide a hanging ``body`` after ``lead`` columns can be (in a table's cell): at least
+    its lead and longest word, at most all on one line."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+
+    longest = max((cell_len(w) for w in body.plain.split()), default=0)
+    widest = max((cell_len(line) for line in body.plain.split("\n")), default=0)
+    return Measurement(lead + longest, lead + widest).with_maximum(options.max_width)
+
+
 class Hanging:
     """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
-    first (a hanging indent), a word too long for the line folded there, and no trailing spaces
-    (a pipe gets the text as the terminal shows it)."""
+    first (a hanging indent), a word too long for the line folded there, a unit kept with its
+    number, and no trailing spaces (a pipe gets the text as the terminal shows it)."""
 
     def __init__(self, lead: Any, body: Any) -> None:
         from rich.text import Text
@@ -34,9 +59,11 @@ class Hanging:
 
         room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
         pad = Text(" " * self.lead.cell_len)
-        for i, line in enumerate(self.body.wrap(console, room, overflow="fold")):
-            line.rstrip()
+        for i, line in enumerate(wrap_text(self.body, room)):
             yield Text.assemble(self.lead if i == 0 else pad, line)
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        return _measure(self.lead.cell_len, self.body, options)
 
 
 class HangingLine:
@@ -45,7 +72,9 @@ class HangingLine:
     two columns under its indent, so that a continuation never reads as a line of its own."""
 
     def __init__(self, text: Any) -> None:
-        self.text = text
+        from rich.text import Text
+
+        self.text = Text(text) if isinstance(text, str) else text
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
@@ -62,17 +91,19 @@ class HangingLine:
         if head is None:  # no marker: the indent, and continuations two further in
             indent = len(plain) - len(plain.lstrip(" "))
             if max(map(len, plain.split())) > width - indent - 2:
-                yield text  # a word (a path) fits whole only without the hang: as rich wraps it
+                yield from wrap_text(text, width)  # a word (a path) fits whole only at the margin
                 return
-            body = text[indent:]
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            lines = body.wrap(console, room, overflow="fold")
-            for i, line in enumerate(lines):
-                line.rstrip()
+            for i, line in enumerate(wrap_text(text[indent:], room)):
                 yield Text.assemble(first if i == 0 else pad, line)
             return
         yield from Hanging(head, body).__rich_console__(console, options)
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        plain = self.text.plain
+        lead = lead_width(plain, options.max_width)
+        return _measure(lead, self.text[lead:], options)
 
 
 def _hanging(console: Any, obj: Any, markup: bool | None) -> Any:
