@@ -14,6 +14,7 @@ from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+from gpuprobe.tools.diagnose.show.text import folder_of, print_header
 from gpuprobe.ui.console import make_console
 from gpuprobe.ui.findings import print_findings
 
@@ -54,7 +55,8 @@ def short_kernel_name(name: str) -> str:
 
 def _without_arguments(s: str) -> str:
     """``s`` without the argument list that closes it (``kernel<T>(int, float*)`` ->
-    ``kernel<T>``); parentheses inside template arguments stay."""
+    ``kernel<T>``); parentheses inside template arguments stay, and so does a description
+    after a space (``Memcpy HtoD (Pinned -> Device)``): an argument list follows its name."""
     s = s.strip()
     if not s.endswith(")"):
         return s
@@ -62,6 +64,8 @@ def _without_arguments(s: str) -> str:
     for i in range(len(s) - 1, -1, -1):
         depth += {")": 1, "(": -1}.get(s[i], 0)
         if depth == 0:
+            if s[i - 1 : i].isspace():
+                return s
             head = s[:i].rstrip()
             angle = head.count("<") - head.count(">")
             return head if head and angle == 0 else s
@@ -122,12 +126,12 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
 
     con = _console(console)
     sources = sorted({r.rank_source for r in d.ranks})
-    con.print(
-        Text.assemble(
-            ("gpuprobe diagnose ", "bold"),
-            f"{len(d.ranks)} ranks (rank from {', '.join(sources) or 'n/a'}), "
-            f"{d.matched_collectives} collectives matched across ranks",
-        )
+    print_header(
+        con,
+        "gpuprobe diagnose",
+        folder_of(r.path for r in d.ranks),
+        f"{len(d.ranks)} ranks (rank from {', '.join(sources) or 'n/a'}), "
+        f"{d.matched_collectives} collectives matched across ranks",
     )
     if d.note:
         con.print(Text(d.note, style="dim"))
@@ -272,13 +276,9 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
     from rich.text import Text
 
     con = _console(console)
-    who = f" (rank {kb.rank})" if kb.rank is not None else ""
-    con.print(
-        Text.assemble(
-            ("gpuprobe diagnose --kernels ", "bold"),
-            f"{kb.path}{who}: {kb.total_us:,.0f} µs of GPU activity in the steps analysed",
-        )
-    )
+    who = f"rank {kb.rank}: " if kb.rank is not None else ""
+    facts = f"{who}{kb.total_us:,.0f} µs of GPU activity in the steps analysed"
+    print_header(con, "gpuprobe diagnose --kernels", str(kb.path), facts)
     if not kb.families:
         con.print(Text("no GPU activity in the steps analysed (a CPU-only trace?)", style="dim"))
         return
