@@ -40,7 +40,7 @@ def test_a_unit_never_starts_a_line_without_its_number() -> None:
     gpu = "  GPU 0 (NVIDIA H200): busy 93 % mean, memory peak 3.0/24.0 GiB, power max 650 W"
     assert [x.strip() for x in hang(gpu, 62)[1:]] == ["3.0/24.0 GiB, power max 650 W"]
     assert [x.strip() for x in hang(gpu, 78)[1:]] == ["650 W"]
-    # any short word after a number: a count's noun, with its punctuation
+    # a count's noun is a unit too, with its punctuation
     ev = "  - straggler: rank 3, last_at=3/3 collectives, wait 120 µs"
     assert hang(ev, 36) == [
         "  - straggler: rank 3,",
@@ -68,3 +68,20 @@ def test_a_short_label_of_signs_is_a_marker() -> None:
     assert out[0].startswith("#: occurrence") and len(out) == 2
     assert out[1].startswith("   ") and out[1][3] != " "
     assert lead_width("*: straggler", 40) == 3 and lead_width("a#: b", 40) == 0
+
+
+def test_a_word_that_is_no_unit_leaves_the_number_with_the_word_before_it() -> None:
+    # "13.0 sees" would part CUDA from its version; "1 GPU(s)" is a count and stays together
+    line = "  [ok] torch 2.11.0+cu130 built with CUDA 13.0 sees 1 GPU(s)"
+    assert hang(line, 48) == [
+        "  [ok] torch 2.11.0+cu130 built with CUDA 13.0",
+        "       sees 1 GPU(s)",
+    ]
+    assert hang(line, 57) == [
+        "  [ok] torch 2.11.0+cu130 built with CUDA 13.0 sees",
+        "       1 GPU(s)",
+    ]
+    assert hang("  - from the T4 datasheet and E7's GCP n1-standard-4", 18)[:2] == [
+        "  - from the T4",
+        "    datasheet and",
+    ]

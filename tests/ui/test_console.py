@@ -91,3 +91,17 @@ def test_a_legend_hangs_under_the_text_after_its_sign_label() -> None:
     lines = _print(legend, width=40)
     assert lines[0].startswith("#: occurrence") and len(lines) == 2
     assert lines[1].startswith("   ") and lines[1][3] != " "
+
+
+def test_text_in_a_folding_column_hangs_and_keeps_its_units() -> None:
+    t = Table(box=None, show_header=False, pad_edge=False)
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
+    t.add_column(justify="right")
+    t.add_row("copies", "Pageable copies take only 4 µs per step", "1.0")
+    assert [line.rstrip() for line in _print(t, width=40)] == [
+        "copies  Pageable copies take only    1.0",
+        "          4 µs per step",
+    ]
+    # the caller's table is left as it was
+    assert t.columns[1]._cells == ["Pageable copies take only 4 µs per step"]

@@ -27,7 +27,7 @@ def test_evidence_and_fix_continue_under_the_text_after_their_label() -> None:
     f = Finding(
         "host-busy",
         Status.WARN,
-        "other processes use most of this machine's cores while it is measured",
+        "host busy: other processes use most of this machine's cores while it is measured",
         evidence=(
             Evidence("others_cores", 1.9, "cores"),
             Evidence("host_cores", 2, "cores"),
@@ -39,6 +39,8 @@ def test_evidence_and_fix_continue_under_the_text_after_their_label() -> None:
     cell = _cell(_table(f, 72))
     ev = next(i for i, line in enumerate(cell) if line.startswith("evidence: "))
     fix = next(i for i, line in enumerate(cell) if line.startswith("fix: "))
+    # the title's continuation two columns in, not under its "label:" (a narrow cell)
+    assert cell[1].startswith("  ") and cell[1][2] != " " and ev == 2
     assert ev + 1 < fix  # the evidence takes two lines or more
     assert all(line.startswith(" " * 10) and line[10] != " " for line in cell[ev + 1 : fix])
     assert all(line.startswith(" " * 5) and line[5] != " " for line in cell[fix + 1 :] if line)

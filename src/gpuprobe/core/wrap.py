@@ -24,16 +24,33 @@ _LEAD = re.compile(
 
 # a word: its leading blanks (only at the start of the text), its characters, the blanks after
 _WORD = re.compile(r"\s*\S+\s*")
-# a number's unit, or any short word after a number ("3 ranks", "2/8 collectives,"): it does not
-# start a line without its number. 12 letters: "collectives" (11) is the longest unit shown.
-UNIT_WORD_MAX = 12  # characters of a word that stays with the number before it
-_UNIT = re.compile(rf"(?=[^\W\d_]|[%°µ])[\w/%°µ]{{1,{UNIT_WORD_MAX}}}[,;:.)\]]*$")
+# the words that never start a line without the number before them ("3.0/24.0 GiB", "1 %",
+# "host_cores=2 cores", "last_at=3/3 collectives,"): units, as gpuprobe prints them, and the
+# things it counts. Named, not any short word after a number: "CUDA 13.0 sees", "the RTX 5090
+# datasheet" keep their number with the word before it.
+UNIT_WORDS = frozenset(
+    {
+        *("ns", "µs", "us", "ms", "s", "min", "h"),
+        *("B", "kB", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "bytes"),
+        *("%", "pp", "×", "W", "V", "°C", "C", "Hz", "kHz", "MHz", "GHz"),
+        *("FLOP", "GFLOP", "TFLOP", "TFLOPS", "TOP", "TOPS", "it", "rate"),
+        *("cores", "core", "lanes", "collectives", "steps", "step", "samples", "events"),
+        *("ranks", "kernels", "calls", "threads", "thread", "copies", "syncs", "traces"),
+        *("cycles", "launches", "GPUs", "GPU", "processes", "ops", "rows", "items"),
+        *("elements", "workers", "times", "blocks", "warps", "files", "lines"),
+    }
+)
+_TRAILING_PUNCT = re.compile(r"[,;:.)\]]+$")
 _NUMBER_END = re.compile(r"\d$")
 
 
 def _glued(before: str, word: str) -> bool:
-    """Whether ``word`` goes to the next line with ``before`` (a number and its unit)."""
-    return bool(_NUMBER_END.search(before.rstrip())) and bool(_UNIT.match(word.strip()))
+    """Whether ``word`` goes to the next line with ``before``: a number and its unit (a word
+    of UNIT_WORDS, with its punctuation, a plural "(s)" or a "/s", "/step" after it)."""
+    if not _NUMBER_END.search(before.rstrip()):
+        return False
+    unit = _TRAILING_PUNCT.sub("", word.strip().replace("(s)", ""))
+    return unit.split("/", 1)[0] in UNIT_WORDS
 
 
 def breaks(

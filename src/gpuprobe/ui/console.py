@@ -18,15 +18,16 @@ MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
 _TRAILING = re.compile(r"[ \t]+(?=\n|$)")
 
 
-def wrap_text(text: Any, width: int) -> list[Any]:
-    """Rich ``text`` (one line or several) broken at ``width`` cells as
-    :func:`gpuprobe.core.wrap.breaks` breaks it: words whole unless longer than a line (then
-    folded), a unit with its number, no blanks at a line's end."""
+def wrap_text(text: Any, width: int, first: int | None = None) -> list[Any]:
+    """Rich ``text`` (one line or several) broken at ``width`` cells (``first``: its first
+    line's) as :func:`gpuprobe.core.wrap.breaks` breaks it: words whole unless longer than a
+    line (then folded), a unit with its number, no blanks at a line's end."""
     from rich.cells import cell_len
 
     out: list[Any] = []
     for line in text.split("\n", allow_blank=True):
-        for part in line.divide(breaks(line.plain, width, fold=True, cells=cell_len)):
+        cuts = breaks(line.plain, width, first=first, fold=True, cells=cell_len)
+        for part in line.divide(cuts):
             part.rstrip()
             out.append(part)
     return out
@@ -69,12 +70,15 @@ class Hanging:
 class HangingLine:
     """One line of rich ``Text`` that wraps under its own lead: a marker (``[warn]``, ``-``,
     ``fix:``, a short ``label:``) keeps the text after it in one column, a line without one hangs
-    two columns under its indent, so that a continuation never reads as a line of its own."""
+    two columns under its indent, so that a continuation never reads as a line of its own.
+    ``marker=False``: the two columns whatever the line starts with (a title in a table's
+    narrow cell, where a label's column would leave little room)."""
 
-    def __init__(self, text: Any) -> None:
+    def __init__(self, text: Any, *, marker: bool = True) -> None:
         from rich.text import Text
 
         self.text = Text(text) if isinstance(text, str) else text
+        self.marker = marker
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
@@ -85,7 +89,7 @@ class HangingLine:
             yield text
             return
         plain = text.plain
-        lead = lead_width(plain, width)
+        lead = lead_width(plain, width) if self.marker else 0
         body = text[len(plain) - len(plain[lead:].lstrip(" ")) :] if lead else text
         head = text[:lead] if lead and plain[:lead].strip() else None
         if head is None:  # no marker: the indent, and continuations two further in
@@ -95,14 +99,14 @@ class HangingLine:
                 return
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            for i, line in enumerate(wrap_text(text[indent:], room)):
+            for i, line in enumerate(wrap_text(text[indent:], room, first=width - indent)):
                 yield Text.assemble(first if i == 0 else pad, line)
             return
         yield from Hanging(head, body).__rich_console__(console, options)
 
     def __rich_measure__(self, console: Any, options: Any) -> Any:
         plain = self.text.plain
-        lead = lead_width(plain, options.max_width)
+        lead = lead_width(plain, options.max_width) if self.marker else 0
         return _measure(lead, self.text[lead:], options)
 
 
@@ -116,6 +120,33 @@ def _hanging(console: Any, obj: Any, markup: bool | None) -> Any:
     if not isinstance(obj, Text):
         return obj
     return Group(*(HangingLine(line) for line in obj.split("\n", allow_blank=True)))
+
+
+def _table_cells(console: Any, table: Any) -> Any:
+    """``table`` (a copy) whose text in its folding, left-aligned columns wraps two columns in
+    and keeps a unit with its number, as a line printed alone does (a name or a sentence over
+    several lines of a cell reads as one); numbers, cut and unwrapped columns stay as rich
+    draws them."""
+    from rich.console import Group
+    from rich.text import Text
+
+    out = copy.copy(table)
+    out.columns = []
+    for column in table.columns:
+        column = copy.copy(column)
+        wraps = column.overflow == "fold" and not column.no_wrap
+        if wraps and column.justify in ("default", "left"):
+            cells = []
+            for cell in column._cells:
+                if isinstance(cell, str):
+                    cell = console.render_str(cell, highlight=table.highlight)
+                if isinstance(cell, Text):
+                    lines = cell.split("\n", allow_blank=True)
+                    cell = Group(*(HangingLine(line, marker=False) for line in lines))
+                cells.append(cell)
+            column._cells = cells
+        out.columns.append(column)
+    return out
 
 
 def make_console(**kwargs: Any) -> Any:
@@ -139,6 +170,8 @@ def make_console(**kwargs: Any) -> Any:
                     super().print(_hanging(self, title, None), **kw)
                     obj = copy.copy(obj)
                     obj.title = None
+                if isinstance(obj, Table):
+                    obj = _table_cells(self, obj)
                 objects = (_hanging(self, obj, kw.get("markup")),)
             super().print(*objects, **kw)
 

@@ -86,12 +86,12 @@ def print_findings(
 
 
 def _finding_cell(f: Finding) -> Any:
-    """A finding in a table's cell: its title, then ``evidence:``, ``fix:`` and ``gain:``, each
-    wrapped under the text after its label."""
+    """A finding in a table's cell: its title (its continuations two columns in), then
+    ``evidence:``, ``fix:`` and ``gain:``, each wrapped under the text after its label."""
     from rich.console import Group
     from rich.text import Text
 
-    parts: list[Any] = [HangingLine(Text(f.title))]
+    parts: list[Any] = [HangingLine(Text(f.title), marker=False)]
     if f.evidence:
         evidence = ", ".join(str(e) for e in f.evidence)
         parts.append(Hanging(Text("evidence: ", "dim"), Text(evidence, style="dim")))
