@@ -26,6 +26,7 @@ TOOL_EDGES: dict[tuple[str, str], str] = {
     ("profile", "monitor"): "profile runs the command with the monitor's recorder (run_command)",
     ("profile", "diagnose"): "profile diagnoses the traces it had written, with diagnose's engine",
     ("fleet", "doctor"): "fleet runs doctor on every node of a cluster and judges across them",
+    ("fleet", "bench"): "fleet runs the same short bench on every node and compares the figures",
 }
 
 # What the CLI may import besides itself: the API, ui/ (progress, the console) and core/ (errors,

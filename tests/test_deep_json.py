@@ -81,17 +81,20 @@ def test_plot_on_a_timeline_whose_header_is_nested_100k_deep(tmp_path: Path) -> 
     assert not (tmp_path / "r.html").exists()
 
 
-def test_a_sample_nested_100k_deep_is_a_dropped_line(tmp_path: Path) -> None:
-    """A damaged line after the header is dropped and counted, as a torn one is: the run's other
-    samples are kept (plot's "read up to its last whole line")."""
+def test_a_sample_nested_100k_deep_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A line after the header nested past the limit is not what a killed writer leaves (a line
+    cut short, dropped and counted): the file is refused in one line, exit 2 (issue 28)."""
     tl = tmp_path / "timeline.jsonl"
     bad = b'{"type": "sample", "t": 1750000001.0, "gpus": ' + DEEP.encode() + b"}\n"
     tl.write_bytes(HEALTHY.read_bytes() + bad)
-    whole = read_timeline(HEALTHY)
-    got = read_timeline(tl)
-    assert len(got.samples) == len(whole.samples) == 60
-    assert got.dropped_lines == 1 and got.dropped_bytes == len(bad)
-    assert got.problems == ["line 63 is not JSON (nested deeper than 128 levels)"]
+    with pytest.raises(InputError, match="line 63 is nested deeper than 128 levels"):
+        read_timeline(tl)
+    line = _one_line(run_gpuprobe("plot", str(tl), "--out", str(tmp_path / "r.html")))
+    assert line.startswith(f"gpuprobe: {tl}: line 63 is nested deeper than 128 levels: not a line")
+    assert not (tmp_path / "r.html").exists()
+    torn = tmp_path / "torn.jsonl"  # a line cut short is still dropped and counted
+    torn.write_bytes(HEALTHY.read_bytes() + b'{"type": "sample", "t": 17\n')
+    assert read_timeline(torn).dropped_lines == 1
 
 
 def test_a_bench_history_with_a_deep_environment_is_a_store_error(tmp_path: Path) -> None:

@@ -138,7 +138,8 @@ def test_the_import_keeps_what_the_card_recorded_and_says_what_it_did_not(tmp_pa
     assert "```\nthe card's info view\n```" in page
     assert "*not recorded: step doctor exited 1 after 30 s (see sweep.log)*" in page
     assert "*not recorded: step anchors was skipped at the sweep's deadline*" in page
-    assert "gpuprobe diagnose traces/item_every_step.json.gz: 0.2 MB" in page  # diagnosed here
+    # diagnosed here: the header names the trace, then its facts
+    assert "gpuprobe diagnose traces/item_every_step.json.gz\n  0.2 MB" in page
     snap = json.loads((root / "tests" / "data" / "h200.json").read_text())
     assert snap["origin"].startswith(f"recorded on NVIDIA H200 (driver {driver}, CUDA 13.0)")
     kept = root / "tests" / "data" / "diagnose" / "gpu_h200" / "item_every_step.json.gz"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from gpuprobe.tools.diagnose.profile import profile
     from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
     from gpuprobe.tools.doctor.model import DoctorReport
-    from gpuprobe.tools.fleet.model import FleetDoctorReport
+    from gpuprobe.tools.fleet.model import FleetBenchReport, FleetDoctorReport
     from gpuprobe.tools.memory.model import FitResult, FitTrial, PrecisionReport
     from gpuprobe.tools.memory.oom.classify import OomError
     from gpuprobe.tools.memory.oom.report import OomReport
@@ -56,6 +56,7 @@ _TYPES: dict[str, str] = {
     "Diagnosis": "gpuprobe.tools.diagnose.model:Diagnosis",
     "DoctorReport": "gpuprobe.tools.doctor.model:DoctorReport",
     "Finding": "gpuprobe.core.findings:Finding",
+    "FleetBenchReport": "gpuprobe.tools.fleet.model:FleetBenchReport",
     "FleetDoctorReport": "gpuprobe.tools.fleet.model:FleetDoctorReport",
     "FitResult": "gpuprobe.tools.memory.model:FitResult",
     "FitTrial": "gpuprobe.tools.memory.model:FitTrial",
@@ -101,6 +102,7 @@ __all__ = [
     "Finding",
     "FitResult",
     "FitTrial",
+    "FleetBenchReport",
     "FleetDoctorReport",
     "GpuprobeCollector",
     "GpuprobeError",

@@ -290,6 +290,8 @@ def _all_rules() -> list[object]:
     from gpuprobe.tools.diagnose.rules import RULES as DIAGNOSE
     from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS
     from gpuprobe.tools.doctor.rules import RULES as DOCTOR
+    from gpuprobe.tools.fleet.bench_rules import BENCH_RULES as FLEET_BENCH
+    from gpuprobe.tools.fleet.bench_rules import bench_alike
     from gpuprobe.tools.fleet.rules import RULES as FLEET
     from gpuprobe.tools.fleet.rules import alike
     from gpuprobe.tools.memory.rules import RULES_FIT, RULES_OOM, RULES_PRECISION
@@ -313,6 +315,8 @@ def _all_rules() -> list[object]:
         *RULES_SWEEP,
         *FLEET,
         alike,
+        *FLEET_BENCH,
+        bench_alike,
     ]
 
 

@@ -158,6 +158,22 @@ def _scale() -> Any:
     return gpuprobe.scale_lstsq(400, 4, workers=(1,), methods=("normal",), chunk_rows=200)
 
 
+def _fleet(what: str) -> Any:
+    from distributed import Client, LocalCluster
+
+    import gpuprobe
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        if what == "doctor":
+            return gpuprobe.fleet_doctor(client, run_kernels=False)
+        return gpuprobe.fleet_bench(client, ("matmul",), ("numpy",), quick=True)
+
+
 # type name in gpuprobe._TYPES -> a builder; the types that are not results (a sampler, a server,
 # settings, a status, a live view, a function) are left out on purpose, named in NOT_RESULTS
 BUILDERS: dict[str, Callable[[], Any]] = {
@@ -168,6 +184,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "Finding": lambda: _doctor().findings[0],
     "FitResult": _fit,
     "FitTrial": lambda: _fit().trials[0],
+    "FleetBenchReport": lambda: _fleet("bench"),
+    "FleetDoctorReport": lambda: _fleet("doctor"),
     "Inventory": _inventory,
     "KernelBreakdown": lambda: __import__("gpuprobe").kernel_breakdown(_ctx()[1]),
     "KernelDiff": lambda: __import__("gpuprobe").kernel_diff(_ctx()[1], _ctx()[1]),

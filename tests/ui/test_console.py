@@ -43,7 +43,7 @@ def test_each_line_of_a_multiline_string_hangs_on_its_own() -> None:
 def test_a_word_longer_than_the_hang_is_not_cut() -> None:
     path = "/" + "p" * 38  # fits the line at the margin, not two columns in
     lines = _print(f"header {path} tail")
-    assert path in lines  # whole, on a line of its own, as rich wraps it
+    assert [line.strip() for line in lines].count(path) == 1  # whole, on a line of its own
 
 
 def test_no_trailing_spaces_in_a_pipe_and_tables_as_rich_draws_them() -> None:

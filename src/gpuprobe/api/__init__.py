@@ -28,7 +28,14 @@ from gpuprobe.api.jobs import (
     top,
     write_run_report,
 )
-from gpuprobe.api.machine import bench, doctor, fleet_doctor, inventory, load_inventory
+from gpuprobe.api.machine import (
+    bench,
+    doctor,
+    fleet_bench,
+    fleet_doctor,
+    inventory,
+    load_inventory,
+)
 from gpuprobe.api.memory import (
     classify_oom,
     demo_device,
@@ -73,6 +80,7 @@ __all__ = [
     "explain_oom",
     "find_trace_files",
     "fit",
+    "fleet_bench",
     "fleet_doctor",
     "install_oom_hook",
     "inventory",

@@ -12,11 +12,12 @@ if TYPE_CHECKING:  # the types only; at run time each function imports what it c
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.bench.runner import Progress
     from gpuprobe.tools.doctor.model import DoctorReport
-    from gpuprobe.tools.fleet.model import FleetDoctorReport
+    from gpuprobe.tools.fleet.model import FleetBenchReport, FleetDoctorReport
 
 __all__ = [
     "bench",
     "doctor",
+    "fleet_bench",
     "fleet_doctor",
     "inventory",
     "load_inventory",
@@ -72,6 +73,39 @@ def fleet_doctor(
         cluster,
         quick=quick,
         run_kernels=run_kernels,
+        connect_timeout=connect_timeout,
+        node_timeout=node_timeout,
+        progress=progress,
+    )
+
+
+def fleet_bench(
+    cluster: Any,
+    workloads: Iterable[str] | None = None,
+    backends: Iterable[str] | None = None,
+    *,
+    quick: bool = True,
+    one_at_a_time: bool = False,
+    connect_timeout: float = 10.0,
+    node_timeout: float = 600.0,
+    progress: Callable[[str], None] | None = None,
+) -> FleetBenchReport:
+    """The same short bench on every worker of a Dask cluster (``cluster`` as for
+    :func:`fleet_doctor`): ``workloads`` (default matmul and transfer) on every framework there
+    (or ``backends``), one size per workload and kind of device, nothing saved to the nodes'
+    histories; all workers at once, or one after the other with ``one_at_a_time`` (workers that
+    share a host, a network or a PCIe switch). Each figure is compared with those of the same
+    model of CPU or GPU, and an outlier (more than 3 MADs and 10 % from its peers' median) is
+    named with its figures. A worker with no answer within ``node_timeout`` s is reported lost,
+    the others kept."""
+    from gpuprobe.tools.fleet.bench_engine import fleet_bench as _fleet_bench
+
+    return _fleet_bench(
+        cluster,
+        workloads,
+        backends,
+        quick=quick,
+        one_at_a_time=one_at_a_time,
         connect_timeout=connect_timeout,
         node_timeout=node_timeout,
         progress=progress,

@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "MAX_BATCH",
     "MAX_SIZE_BYTES",
     "MIN_SIZE_BYTES",
+    "add_cluster_flags",
     "add_command",
     "command_of",
     "float_in",
@@ -92,3 +94,27 @@ def command_of(args: argparse.Namespace) -> list[str]:
     """The command after ``--`` (argparse keeps the ``--`` of a REMAINDER)."""
     cmd = list(args.cmd)
     return cmd[1:] if cmd and cmd[0] == "--" else cmd
+
+
+def add_cluster_flags(p: argparse.ArgumentParser, what: str, cluster_help: str) -> Any:
+    """The flags of a command that runs on every worker of a Dask cluster (docs/fleet.md):
+    ``--cluster ADDRESS`` or ``--scheduler-file FILE``, ``--connect-timeout`` and
+    ``--node-timeout`` (``what``: the command's work on each node). Returns the argument group,
+    for the command's own cluster flags."""
+    fleet = p.add_argument_group("a Dask cluster (every node at once; docs/fleet.md)")
+    where = fleet.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="ADDRESS", help=cluster_help)
+    where.add_argument(
+        "--scheduler-file",
+        metavar="FILE",
+        help="the same, with the scheduler named by FILE (as 'dask scheduler --scheduler-file' "
+        "and dask-jobqueue write it)",
+    )
+    for flag, lo, hi, default, help_ in (
+        ("--connect-timeout", 0.1, 600.0, 10.0, "how long the scheduler has to answer"),
+        ("--node-timeout", 1.0, 3600.0, 600.0,
+         f"how long each worker has for its {what} before it is called lost"),
+    ):  # fmt: skip
+        fleet.add_argument(flag, type=float_in(lo, hi), default=default, metavar="SECONDS",
+                           help=f"{help_} (default {default:g})")  # fmt: skip
+    return fleet

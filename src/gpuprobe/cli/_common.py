@@ -10,7 +10,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["EXIT_BROKEN_PIPE", "console", "print_json", "progress", "say", "stdout_gone"]
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "console",
+    "on_cluster",
+    "print_json",
+    "progress",
+    "say",
+    "stdout_gone",
+]
 
 
 def console(stderr: bool = False) -> Any:
@@ -64,3 +72,21 @@ def stdout_back(saved: int) -> None:
     """Undo :func:`stdout_aside`."""
     os.dup2(saved, 1)
     os.close(saved)
+
+
+def on_cluster(args: Any, fn: Callable[..., Any], what: str, *fn_args: Any, **kwargs: Any) -> int:
+    """A fleet command (``doctor --cluster``, ``bench --cluster``): ``fn`` (the API's
+    ``fleet_doctor`` or ``fleet_bench``) on the cluster that ``--cluster`` or
+    ``--scheduler-file`` names, with the timeouts given and a spinner, then the report as JSON
+    or text; its exit code."""
+    from gpuprobe.core import render
+
+    where = args.cluster or {"scheduler_file": args.scheduler_file}
+    with progress(not args.json, f"gpuprobe {what} --cluster") as update:
+        report = fn(where, *fn_args, connect_timeout=args.connect_timeout,
+                    node_timeout=args.node_timeout, progress=update, **kwargs)  # fmt: skip
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        render.terminal(report, console())
+    return int(report.exit_code)

@@ -1,6 +1,7 @@
 """``gpuprobe bench [WORKLOAD...] [--backend B,...] [--device D,...] [--quick] [--json]
-[--plot FILE] [--compare]``: what this machine can do, measured correctly, against its peaks.
-E-codes: docs/experiments.md."""
+[--plot FILE] [--compare]``: what this machine can do, measured correctly, against its peaks;
+with ``--cluster ADDRESS`` (or ``--scheduler-file F``), the same short bench on every node of a
+Dask cluster, the odd node named (docs/fleet.md). E-codes: docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from gpuprobe.cli._args import float_in
+from gpuprobe.cli._args import add_cluster_flags, float_in
 from gpuprobe.cli._common import console, print_json
 
 __all__ = ["register", "run"]
@@ -62,10 +63,47 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="show what changed since the last run on this machine",
     )
     p.add_argument("--no-save", action="store_true", help="don't add this run to the history")
+    fleet = add_cluster_flags(
+        p,
+        "bench",
+        "run the same short bench (matmul and transfer unless WORKLOADs are named) on every "
+        "worker of the Dask cluster whose scheduler is at ADDRESS (tcp://HOST:8786), compare "
+        "nodes with the same CPU or GPU model and name the outliers",
+    )
+    fleet.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="on a cluster: one worker after the other, for workers that share a host, a "
+        "network or a PCIe switch (default: all at once)",
+    )
     p.set_defaults(handler=run)
 
 
+_LOCAL_ONLY = ("device", "plot", "compare", "budget")  # options that --cluster has no use for
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from gpuprobe.api import fleet_bench
+    from gpuprobe.cli._common import on_cluster
+    from gpuprobe.core.errors import UsageError
+
+    given = [f"--{o}" for o in _LOCAL_ONLY if getattr(args, o) not in (None, False)]
+    if given:
+        raise UsageError(
+            f"{given[0]} is for this machine's bench; --cluster runs the fleet's short bench "
+            "(WORKLOAD..., --backend, --quick, --one-at-a-time): leave it out"
+        )
+    return on_cluster(args, fleet_bench, "bench", args.workloads or None, args.backend,
+                      quick=args.quick, one_at_a_time=args.one_at_a_time)  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.cluster or args.scheduler_file:
+        return _fleet(args)
+    if args.one_at_a_time:
+        from gpuprobe.core.errors import UsageError
+
+        raise UsageError("--one-at-a-time is for a cluster: give --cluster ADDRESS with it")
     from gpuprobe.api import bench
     from gpuprobe.core import render
     from gpuprobe.core.errors import EXIT_USAGE, UsageError

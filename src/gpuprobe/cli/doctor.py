@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuprobe.cli._args import float_in
+from gpuprobe.cli._args import add_cluster_flags
 from gpuprobe.cli._common import console, print_json, progress
 
 __all__ = ["register"]
@@ -28,33 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="judge a snapshot written by 'gpuprobe info --json' (from another machine) "
         "instead of this machine; no kernels are run",
     )
-    fleet = p.add_argument_group("a Dask cluster (every node at once; docs/fleet.md)")
-    where = fleet.add_mutually_exclusive_group()
-    where.add_argument(
-        "--cluster",
-        metavar="ADDRESS",
-        help="run doctor on every worker of the Dask cluster whose scheduler is at ADDRESS "
+    fleet = add_cluster_flags(
+        p,
+        "doctor",
+        "run doctor on every worker of the Dask cluster whose scheduler is at ADDRESS "
         "(tcp://HOST:8786), group the nodes by configuration and name the odd ones",
-    )
-    where.add_argument(
-        "--scheduler-file",
-        metavar="FILE",
-        help="the same, with the scheduler named by FILE (as 'dask scheduler --scheduler-file' "
-        "and dask-jobqueue write it)",
-    )
-    fleet.add_argument(
-        "--connect-timeout",
-        type=float_in(0.1, 600.0),
-        default=10.0,
-        metavar="SECONDS",
-        help="how long the scheduler has to answer (default 10)",
-    )
-    fleet.add_argument(
-        "--node-timeout",
-        type=float_in(1.0, 3600.0),
-        default=600.0,
-        metavar="SECONDS",
-        help="how long each worker has for its doctor before it is called lost (default 600)",
     )
     fleet.add_argument(
         "--no-kernels",
@@ -83,25 +61,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _fleet(args: argparse.Namespace) -> int:
     from gpuprobe.api import fleet_doctor
-    from gpuprobe.core import render
+    from gpuprobe.cli._common import on_cluster
     from gpuprobe.core.errors import UsageError
 
     if args.snapshot:
         raise UsageError(
             "--from judges one snapshot; --cluster asks the cluster's workers: give one"
         )
-    where = args.cluster or {"scheduler_file": args.scheduler_file}
-    with progress(not args.json, "gpuprobe doctor --cluster") as update:
-        report = fleet_doctor(
-            where,
-            quick=args.quick,
-            run_kernels=False if args.no_kernels else None,
-            connect_timeout=args.connect_timeout,
-            node_timeout=args.node_timeout,
-            progress=update,
-        )
-    if args.json:
-        print_json(report.to_dict())
-    else:
-        render.terminal(report, console())
-    return report.exit_code
+    return on_cluster(args, fleet_doctor, "doctor", quick=args.quick,
+                      run_kernels=False if args.no_kernels else None)  # fmt: skip

@@ -22,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "MAX_REPR_CHARS",
+    "Shown",
     "View",
     "header",
     "html",
@@ -115,3 +116,18 @@ header = View("header")
 """The lines above a result's table."""
 summary = View("summary")
 """(label, value) rows for people."""
+
+
+class Shown:
+    """A result's ``repr``, ``str`` and notebook HTML through the hooks above (its tool's show
+    module registers the functions). A dataclass that inherits them says ``repr=False``, so that
+    the generated ``__repr__`` does not replace this one."""
+
+    def __repr__(self) -> str:
+        return str(repr_(self))
+
+    def __str__(self) -> str:
+        return str(text(self))
+
+    def _repr_html_(self) -> str:
+        return str(html(self))

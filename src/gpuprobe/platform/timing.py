@@ -100,7 +100,7 @@ def measure(
     inner: int = 1,
     per_call: int = 1,
     host_clock: bool = False,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] | None = None,
     host_busy: Callable[[], bool] | None = None,
 ) -> Measurement:
     """Time ``fn`` on ``backend``: ``warmup`` untimed calls, then repetitions until ``budget_s``
@@ -121,7 +121,8 @@ def measure(
 
     ``host_clock`` times with ``perf_counter`` whatever the device: for work that waits for the
     device itself (``fn`` ends with a synchronize) or to show what only queueing costs.
-    ``clock`` is the wall clock that the budgets are read on (a test gives its own).
+    ``clock`` is the wall clock that the budgets are read on (default ``time.perf_counter``, looked
+    up at each call; a test gives its own).
     """
     body = fn
     if inner > 1:
@@ -141,6 +142,7 @@ def measure(
         busy = _never_busy
     else:
         busy = _busy_probe()
+    clock = clock or time.perf_counter
     raw: list[float] = []
     start = clock()
     deadline = start + budget_s * 3  # wall-clock guard against a slow device clock

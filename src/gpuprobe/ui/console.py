@@ -18,15 +18,16 @@ MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
 _TRAILING = re.compile(r"[ \t]+(?=\n|$)")
 
 
-def wrap_text(text: Any, width: int, first: int | None = None) -> list[Any]:
+def wrap_text(text: Any, width: int, first: int | None = None, *, fold: bool = True) -> list[Any]:
     """Rich ``text`` (one line or several) broken at ``width`` cells (``first``: its first
     line's) as :func:`gpuprobe.core.wrap.breaks` breaks it: words whole unless longer than a
-    line (then folded), a unit with its number, no blanks at a line's end."""
+    line (then folded, or with ``fold=False`` kept whole on a line of their own), a unit with its
+    number, no blanks at a line's end."""
     from rich.cells import cell_len
 
     out: list[Any] = []
     for line in text.split("\n", allow_blank=True):
-        cuts = breaks(line.plain, width, first=first, fold=True, cells=cell_len)
+        cuts = breaks(line.plain, width, first=first, fold=fold, cells=cell_len)
         for part in line.divide(cuts):
             part.rstrip()
             out.append(part)
@@ -46,39 +47,55 @@ def _measure(lead: int, body: Any, options: Any) -> Any:
 
 class Hanging:
     """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
-    first (a hanging indent), a word too long for the line folded there, a unit kept with its
-    number, and no trailing spaces (a pipe gets the text as the terminal shows it)."""
+    first (a hanging indent), a unit kept with its number, and no trailing spaces (a pipe gets
+    the text as the terminal shows it). A word too long for the line is folded there
+    (``overflow="fold"``, for a table's cell), or kept whole on a line of its own (``"ignore"``:
+    a path stays one word to copy)."""
 
-    def __init__(self, lead: Any, body: Any) -> None:
+    def __init__(self, lead: Any, body: Any, overflow: str = "fold") -> None:
         from rich.text import Text
 
         self.lead = Text(lead) if isinstance(lead, str) else lead
         self.body = Text(body) if isinstance(body, str) else body
+        self.overflow = overflow
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
 
         room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
         pad = Text(" " * self.lead.cell_len)
-        for i, line in enumerate(wrap_text(self.body, room)):
-            yield Text.assemble(self.lead if i == 0 else pad, line)
+        lines = wrap_text(self.body, room, fold=self.overflow != "ignore")
+        for i, line in enumerate(lines):
+            yield _one_line(Text.assemble(self.lead if i == 0 else pad, line), self.overflow)
 
     def __rich_measure__(self, console: Any, options: Any) -> Any:
         return _measure(self.lead.cell_len, self.body, options)
 
 
+def _one_line(text: Any, overflow: str) -> Any:
+    """A wrapped line, drawn as it is: not wrapped again (a whole word longer than the line
+    stays whole where ``overflow`` is ``"ignore"``)."""
+    if overflow == "ignore":
+        text.no_wrap = True
+        text.overflow = "ignore"
+    return text
+
+
 class HangingLine:
     """One line of rich ``Text`` that wraps under its own lead: a marker (``[warn]``, ``-``,
     ``fix:``, a short ``label:``) keeps the text after it in one column, a line without one hangs
-    two columns under its indent, so that a continuation never reads as a line of its own.
-    ``marker=False``: the two columns whatever the line starts with (a title in a table's
-    narrow cell, where a label's column would leave little room)."""
+    two columns under its indent, so that a continuation never reads as a line of its own. A word
+    longer than the room (a path) is kept whole on a line of its own, never cut or folded
+    (``overflow="fold"``: folded, in a table's cell). ``marker=False``: the two columns whatever
+    the line starts with (a title in a table's narrow cell, where a label's column would leave
+    little room)."""
 
-    def __init__(self, text: Any, *, marker: bool = True) -> None:
+    def __init__(self, text: Any, *, marker: bool = True, overflow: str = "ignore") -> None:
         from rich.text import Text
 
         self.text = Text(text) if isinstance(text, str) else text
         self.marker = marker
+        self.overflow = overflow
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
@@ -92,17 +109,16 @@ class HangingLine:
         lead = lead_width(plain, width) if self.marker else 0
         body = text[len(plain) - len(plain[lead:].lstrip(" ")) :] if lead else text
         head = text[:lead] if lead and plain[:lead].strip() else None
+        fold = self.overflow != "ignore"
         if head is None:  # no marker: the indent, and continuations two further in
             indent = len(plain) - len(plain.lstrip(" "))
-            if max(map(len, plain.split())) > width - indent - 2:
-                yield from wrap_text(text, width)  # a word (a path) fits whole only at the margin
-                return
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            for i, line in enumerate(wrap_text(text[indent:], room, first=width - indent)):
-                yield Text.assemble(first if i == 0 else pad, line)
+            lines = wrap_text(text[indent:], room, first=width - indent, fold=fold)
+            for i, line in enumerate(lines):
+                yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
             return
-        yield from Hanging(head, body).__rich_console__(console, options)
+        yield from Hanging(head, body, self.overflow).__rich_console__(console, options)
 
     def __rich_measure__(self, console: Any, options: Any) -> Any:
         plain = self.text.plain
@@ -142,7 +158,9 @@ def _table_cells(console: Any, table: Any) -> Any:
                     cell = console.render_str(cell, highlight=table.highlight)
                 if isinstance(cell, Text):
                     lines = cell.split("\n", allow_blank=True)
-                    cell = Group(*(HangingLine(line, marker=False) for line in lines))
+                    cell = Group(
+                        *(HangingLine(line, marker=False, overflow="fold") for line in lines)
+                    )
                 cells.append(cell)
             column._cells = cells
         out.columns.append(column)
@@ -158,6 +176,9 @@ def make_console(**kwargs: Any) -> Any:
 
     class _Console(Console):
         def print(self, *objects: Any, **kw: Any) -> None:
+            # a line longer than the console (a path kept whole) is printed whole, as print()
+            # would, and the terminal wraps it: never cut at the width (rich's default)
+            kw.setdefault("crop", False)
             plain = not any(kw.get(k) for k in ("width", "no_wrap", "soft_wrap", "justify"))
             if plain and len(objects) == 1 and not self.soft_wrap:
                 obj = objects[0]

@@ -91,7 +91,7 @@ def _finding_cell(f: Finding) -> Any:
     from rich.console import Group
     from rich.text import Text
 
-    parts: list[Any] = [HangingLine(Text(f.title), marker=False)]
+    parts: list[Any] = [HangingLine(Text(f.title), marker=False, overflow="fold")]
     if f.evidence:
         evidence = ", ".join(str(e) for e in f.evidence)
         parts.append(Hanging(Text("evidence: ", "dim"), Text(evidence, style="dim")))

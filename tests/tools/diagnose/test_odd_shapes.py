@@ -63,3 +63,31 @@ def test_a_trace_too_big_for_the_free_memory_is_told_before_the_analysis(
     assert "GiB free" in str(e.value) and "schedule(active=N)" in str(e.value)
     monkeypatch.setattr(host, "available_memory", lambda: int(need * 2))
     assert diagnose(path).summary.events == 2000
+
+
+def test_header_values_lose_terminal_escapes_and_keep_their_numbers(tmp_path: Path) -> None:
+    from gpuprobe.tools.diagnose.kineto import read_trace
+
+    path = tmp_path / "h.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(
+            {
+                "distributedInfo": {"rank": 3, "pg": list(range(3300))},
+                "traceName": "\x1b[31mred\x1b[0m name",
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::add",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1.0,
+                        "dur": 2.0,
+                    }
+                ],
+            },
+            f,
+        )
+    header = read_trace(path).header
+    assert header["traceName"] == "red name"  # the escape sequences gone, no colour
+    assert header["distributedInfo"] == {"rank": 3, "pg": list(range(3300))}

@@ -47,7 +47,10 @@ def _site(tmp: Path, name: str, code: str) -> str:
     d = tmp / name
     d.mkdir()
     (d / "sitecustomize.py").write_text(textwrap.dedent(code))
-    return str(d)
+    # before the checkout's own path, so that the worker runs this checkout's gpuprobe, not
+    # whichever one is installed
+    here = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([str(d), *here])
 
 
 @pytest.fixture(scope="module")

@@ -45,3 +45,29 @@ def test_ctrl_c_is_info_not_fail(code: int) -> None:
 def test_a_real_failure_is_still_fail() -> None:
     ids = _ids(build(exit_code=1))
     assert ids["monitor-exit"].status is Status.FAIL  # type: ignore[attr-defined]
+
+
+def test_a_busy_host_that_did_not_slow_the_command_is_info() -> None:
+    """The torchrun case: 2 busy cores, but the busiest thread wanted 0.18 of a core and waited
+    0.01: the load is told, not that the command ran slower."""
+    import dataclasses
+
+    from gpuprobe.tools.monitor.rules.host import host_busy
+    from gpuprobe.tools.monitor.summary import run_context
+
+    tl = build(host_cpu=lambda i: (100.0,) * 2, main_thread=lambda i: 17.0, gpus=False)
+    # schedstat measured: the thread was runnable 18 % of the time
+    tl.samples = [
+        dataclasses.replace(x, tree=dataclasses.replace(x.tree, main_thread_runnable_percent=18.0))
+        for x in tl.samples
+        if x.tree is not None
+    ]
+    ctx = run_context(tl)
+    host = dataclasses.replace(ctx.host, main_thread_mean_percent=17.0,
+                               main_thread_wants_mean_percent=18.0)  # fmt: skip
+    (f,) = host_busy.judge(dataclasses.replace(ctx, host=host))
+    assert f.status is Status.INFO
+    assert "waited for a core only 0.01 of the time" in f.title and "ran slower" not in f.title
+    slowed = dataclasses.replace(host, main_thread_wants_mean_percent=60.0)
+    (g,) = host_busy.judge(dataclasses.replace(ctx, host=slowed))
+    assert g.status is Status.WARN and "ran slower" in g.title

@@ -72,7 +72,7 @@ def test_record_with_replayed_gpu_and_an_exception(tmp_path: Path) -> None:
     replay = ReplayNvml("e9_starved.jsonl")
     with pytest.raises(ZeroDivisionError), gpuprobe.record(out=tmp_path, hz=20, nvml=replay) as rec:
         replay.live_pid = rec.timeline.header.pid
-        _spin(0.5)
+        _spin(1.5)  # 30 ticks at 20 Hz: 3 samples even when a loaded host starves the sampler
         1 / 0  # noqa: B018
     tl = rec.timeline
     assert tl.end is not None and "ZeroDivisionError" in tl.end["error"]

@@ -20,10 +20,20 @@ from gpuprobe.core.errors import InputError
 from gpuprobe.tools.doctor.model import DoctorReport
 from gpuprobe.tools.fleet.config import node_config
 from gpuprobe.tools.fleet.model import ConfigGroup, FleetDoctorReport, NodeResult
-from gpuprobe.tools.fleet.node import node_doctor
+from gpuprobe.tools.fleet.node import in_thread, node_doctor
 from gpuprobe.tools.fleet.rules import judge_fleet
 
-__all__ = ["CONNECT_TIMEOUT_S", "NODE_TIMEOUT_S", "connect", "fleet_doctor"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "NODE_TIMEOUT_S",
+    "ask_every_worker",
+    "connect",
+    "error_status",
+    "fleet_doctor",
+    "gather",
+    "worker_label",
+    "workers_of",
+]
 
 CONNECT_TIMEOUT_S = 10.0  # s a scheduler has to answer before the address is called dead
 NODE_TIMEOUT_S = 600.0  # s a worker has for its doctor (full doctor on a big node: ~1 min)
@@ -74,12 +84,19 @@ def _scheduler_file_address(path: str) -> str:
     return address
 
 
-def _workers(client: Any) -> dict[str, dict[str, Any]]:
+def workers_of(client: Any) -> dict[str, dict[str, Any]]:
+    """The scheduler's workers: address -> what it knows of each (host, name, nthreads)."""
     info = client.scheduler_info(n_workers=-1)
-    return dict(info.get("workers", {}))
+    workers = dict(info.get("workers", {}))
+    if not workers:
+        raise InputError(
+            f"the scheduler at {client.scheduler.address} has no workers; start some "
+            "(dask worker ADDRESS) and run again"
+        )
+    return workers
 
 
-def _error_status(err: BaseException | str) -> tuple[str, str]:
+def error_status(err: BaseException | str) -> tuple[str, str]:
     text = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
     if "No module named 'gpuprobe" in text or 'No module named "gpuprobe' in text:
         return "no-gpuprobe", "gpuprobe is not importable there"
@@ -89,11 +106,47 @@ def _error_status(err: BaseException | str) -> tuple[str, str]:
     return "error", f"{type(err).__name__}: {text}" if isinstance(err, BaseException) else text
 
 
-def _ask(client: Any, address: str, quick: bool, run_kernels: bool | None) -> Any:
-    out = client.run(node_doctor, quick, run_kernels, workers=[address], on_error="return")
+def _ask(client: Any, address: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    out = client.run(in_thread, fn, *args, workers=[address], on_error="return")
     if address not in out:
         raise OSError(f"worker {address} left the cluster")
     return out[address]
+
+
+def gather(
+    client: Any,
+    workers: dict[str, dict[str, Any]],
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    node_timeout: float,
+    *,
+    at_once: bool = True,
+) -> dict[str, Any]:
+    """``fn(*args)`` on every worker, each asked on its own (``Client.run`` for that worker):
+    all at once in threads, or one after the other (``at_once=False``). Each worker's answer, or
+    the exception that stands for it: a worker that gives none within ``node_timeout`` s (from
+    the start when at once, from its own start when one at a time) is a TimeoutError, the
+    others' answers are kept."""
+    answers: dict[str, Any] = {}
+    # one at a time: a worker is asked when the one before has answered or run out of time (a
+    # hung one keeps its thread, so the pool has one per worker)
+    pool = cf.ThreadPoolExecutor(max_workers=min(64, len(workers)))
+    try:
+        deadline = time.monotonic() + node_timeout
+        futures = {a: pool.submit(_ask, client, a, fn, args) for a in workers} if at_once else {}
+        for addr in workers:
+            if not at_once:
+                futures[addr] = pool.submit(_ask, client, addr, fn, args)
+                deadline = time.monotonic() + node_timeout
+            try:
+                answers[addr] = futures[addr].result(timeout=max(0.0, deadline - time.monotonic()))
+            except cf.TimeoutError:
+                answers[addr] = TimeoutError(f"no answer in {node_timeout:g} s")
+            except Exception as e:  # a worker's failure is its row's, not the fleet's
+                answers[addr] = e
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return answers
 
 
 def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeResult]:
@@ -110,31 +163,15 @@ def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[N
         host = names.get(ip, ip)
         threads: tuple[int, ...] = (int(info.get("nthreads") or 0),)
         got = answers.get(addr)
+        row: dict[str, Any] = {"name": host, "host": host, "workers": (addr,), "threads": threads}
         if isinstance(got, dict) and "report" in got:
             report = DoctorReport.from_dict(got["report"])
-            per_worker.append(
-                NodeResult(
-                    name=host,
-                    host=host,
-                    workers=(addr,),
-                    threads=threads,
-                    config=node_config(report.inventory, threads),
-                    report=report,
-                    elapsed_s=got.get("elapsed_s"),
-                )
-            )
+            row.update(config=node_config(report.inventory, threads), report=report,
+                       elapsed_s=got.get("elapsed_s"))  # fmt: skip
         else:
-            status, error = _error_status(got if isinstance(got, BaseException) else "no answer")
-            per_worker.append(
-                NodeResult(
-                    name=host,
-                    host=host,
-                    workers=(addr,),
-                    threads=threads,
-                    status=status,
-                    error=error,
-                )
-            )
+            status, error = error_status(got if isinstance(got, BaseException) else "no answer")
+            row.update(status=status, error=error)
+        per_worker.append(NodeResult(**row))
     rows: list[NodeResult] = []
     by_host: dict[str, list[NodeResult]] = {}
     for r in per_worker:
@@ -150,14 +187,14 @@ def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[N
             if i == 0:
                 name = host
             elif len(group) == 1:
-                name = f"{host}/{_label(group[0].workers[0], workers)}"
+                name = f"{host}/{worker_label(group[0].workers[0], workers)}"
             else:
                 name = f"{host}/{len(group)} workers"
             rows.append(_collapse(name, host, group))
     return rows
 
 
-def _label(addr: str, workers: dict[str, dict[str, Any]]) -> str:
+def worker_label(addr: str, workers: dict[str, dict[str, Any]]) -> str:
     """A worker's name as it was started (``dask worker --name``), else its port."""
     name = str(workers.get(addr, {}).get("name", ""))
     return name if name and name != addr and not name.isdigit() else addr.rsplit(":", 1)[-1]
@@ -200,6 +237,35 @@ def _groups(rows: list[NodeResult]) -> tuple[ConfigGroup, ...]:
     return tuple(ConfigGroup(config=dict(k), nodes=tuple(v)) for k, v in ordered)
 
 
+def ask_every_worker(
+    cluster: Any,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    what: str,
+    *,
+    connect_timeout: float,
+    node_timeout: float,
+    at_once: bool = True,
+    progress: Progress | None = None,
+) -> tuple[str, dict[str, dict[str, Any]], dict[str, Any]]:
+    """Connect to ``cluster`` (:func:`connect`), run ``fn(*args)`` on every worker
+    (:func:`gather`) and close what was opened: the scheduler's address, its workers and each
+    worker's answer (or the exception that stands for it). ``what`` names the work for
+    ``progress``."""
+    client, owned = connect(cluster, connect_timeout)
+    try:
+        workers = workers_of(client)
+        if progress:
+            how = "" if at_once else ", one at a time"
+            progress(f"{what} on {len(workers)} worker(s){how}")
+        answers = gather(client, workers, fn, args, node_timeout, at_once=at_once)
+        return str(client.scheduler.address), workers, answers
+    finally:
+        if owned:
+            with contextlib.suppress(Exception):
+                client.close(timeout=5)
+
+
 def fleet_doctor(
     cluster: Any,
     *,
@@ -212,35 +278,10 @@ def fleet_doctor(
     """Doctor on every worker of ``cluster`` (a ``distributed.Client``, a scheduler address, or
     ``{"scheduler_file": path}``), collapsed per host, grouped and judged across nodes."""
     t0 = time.perf_counter()
-    client, owned = connect(cluster, connect_timeout)
-    try:
-        workers = _workers(client)
-        if not workers:
-            raise InputError(
-                f"the scheduler at {client.scheduler.address} has no workers; start some "
-                "(dask worker ADDRESS) and run again"
-            )
-        if progress:
-            progress(f"doctor on {len(workers)} worker(s)")
-        answers: dict[str, Any] = {}
-        pool = cf.ThreadPoolExecutor(max_workers=min(64, len(workers)))
-        try:
-            futures = {a: pool.submit(_ask, client, a, quick, run_kernels) for a in workers}
-            deadline = time.monotonic() + node_timeout
-            for addr, fut in futures.items():
-                try:
-                    answers[addr] = fut.result(timeout=max(0.0, deadline - time.monotonic()))
-                except cf.TimeoutError:
-                    answers[addr] = TimeoutError(f"no answer in {node_timeout:g} s")
-                except Exception as e:  # a worker's failure is its row's, not the fleet's
-                    answers[addr] = e
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-        address = str(client.scheduler.address)
-    finally:
-        if owned:
-            with contextlib.suppress(Exception):
-                client.close(timeout=5)
+    address, workers, answers = ask_every_worker(
+        cluster, node_doctor, (quick, run_kernels), "doctor", connect_timeout=connect_timeout,
+        node_timeout=node_timeout, progress=progress,
+    )  # fmt: skip
     rows = _rows(workers, answers)
     return FleetDoctorReport(
         scheduler=address,

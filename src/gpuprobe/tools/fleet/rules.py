@@ -12,7 +12,7 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules, rule
 from gpuprobe.platform.hardware.types import Gpu
 from gpuprobe.tools.fleet.config import CONFIG_KEYS, FRAMEWORKS, HARDWARE_KEYS
-from gpuprobe.tools.fleet.model import NodeResult
+from gpuprobe.tools.fleet.model import NodeBench, NodeResult
 
 __all__ = ["RULES", "alike", "judge_fleet"]
 
@@ -55,8 +55,9 @@ def _fix(key: str, want: str, node: str, mine: str = "") -> str:
 
 
 @rule("fleet-worker-lost", "fleet-no-gpuprobe", "fleet-error")
-def missing_nodes(nodes: Sequence[NodeResult]) -> list[Finding]:
-    """Workers that gave no report: lost (died, timed out), without gpuprobe, or failing."""
+def missing_nodes(nodes: Sequence[NodeResult | NodeBench], *_: object) -> list[Finding]:
+    """Workers that gave no report: lost (died, timed out), without gpuprobe, or failing (for
+    doctor --cluster and bench --cluster alike; bench's rules pass its points too)."""
     out = []
     for status, title, fix in (
         ("lost", "{n} worker(s) lost before reporting: {who}",
@@ -64,8 +65,9 @@ def missing_nodes(nodes: Sequence[NodeResult]) -> list[Finding]:
          "other nodes' results are kept"),
         ("no-gpuprobe", "gpuprobe is not installed on {n} worker(s): {who}",
          "pip install gpuprobe in the workers' environment (the same as the client's)"),
-        ("error", "doctor failed on {n} worker(s): {who}",
-         "run 'gpuprobe doctor' on that machine to see the error"),
+        ("error", "gpuprobe failed on {n} worker(s): {who}",
+         "run the same command on that machine to see the error ('gpuprobe doctor', "
+         "'gpuprobe bench --quick')"),
     ):  # fmt: skip
         bad = [n for n in nodes if n.status == status]
         if not bad:
@@ -306,18 +308,19 @@ def held_down(nodes: Sequence[NodeResult]) -> list[Finding]:
 
 
 @rule("fleet-node-fails")
-def node_failures(nodes: Sequence[NodeResult]) -> list[Finding]:
-    """A node whose own doctor failed a check."""
+def node_failures(nodes: Sequence[NodeResult | NodeBench], *_: object) -> list[Finding]:
+    """A node whose own doctor, or own bench, failed a check (a bench's wrong result or crashed
+    framework)."""
     out = []
-    for n in _ready(nodes):
-        assert n.report is not None
-        failed = [f for f in n.report.findings if f.status is Status.FAIL]
-        if failed:
+    for n in nodes:
+        failed = [f for f in n.report.findings if f.failed] if n.report is not None else []
+        if failed and n.status == "ok":
             out.append(
                 Finding(
                     id="fleet-node-fails",
                     status=Status.FAIL,
-                    title=f"{n.name} fails its own checks: " + ", ".join(f.id for f in failed),
+                    title=f"{n.name} fails its own checks: "
+                    + ", ".join(sorted({f.id for f in failed})),
                     evidence=(Evidence("failed_checks", len(failed)),),
                     fix=failed[0].fix or f"run 'gpuprobe doctor' on {n.name}",
                     group="fleet",

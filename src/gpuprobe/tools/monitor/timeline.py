@@ -468,6 +468,12 @@ def parse_timeline(data: bytes, *, path: Path | None = None) -> Timeline:
             obj = safejson.loads(raw)
             bad = None if isinstance(obj, dict) else f"line {number} is not a JSON object"
         except json.JSONDecodeError as exc:
+            if header is not None and exc.msg.startswith("nested deeper than"):
+                # not what a killed writer leaves (a line cut short): refused, not dropped
+                raise InputError(
+                    f"{name}: line {number} is {exc.msg}: not a line gpuprobe wrote (a "
+                    "recording's lines are 5 levels deep); the file is damaged or not a timeline"
+                ) from None
             bad = f"line {number} is not JSON ({exc.msg})"
         if bad is not None:
             if header is None:

@@ -3,6 +3,8 @@ thread bound to one core."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.platform.hardware.load import host_busy_finding
@@ -31,23 +33,35 @@ def host_busy(ctx: RunContext) -> list[Finding]:
     wanted_cpu = (waited or 0) >= HOST_WAIT_MIN_CORES or (
         host.command_cores_mean or 0
     ) >= HOST_WAIT_MIN_CORES
+    # measured (schedstat's runnable time, where the kernel gives it): the busiest thread's wait
+    # for a core says whether the load slowed it; without it, wants is only what the thread got
+    measured = any(
+        s.tree is not None and s.tree.main_thread_runnable_percent is not None
+        for s in ctx.timeline.samples
+    )
+    spared = measured and waited is not None and waited < HOST_WAIT_MIN_CORES
+    effect = f"it got {host.command_cores_mean or 0:.2f} cores on average"
+    if wants is not None:
+        effect += f" while its busiest thread wanted {wants / 100:.2f} (ran + waited for a core)"
+    effect += (
+        f"; that thread waited for a core only {waited:.2f} of the time, so the load barely "
+        "slowed it"
+        if spared
+        else ", so it ran slower than it would on an idle machine"
+    )
     busy = host_busy_finding(
         "monitor-host-busy",
         "the command" if ctx.timeline.header.command else "the block",
         host.others_cores_mean if wanted_cpu else None,
         host.cores,
-        effect=f"it got {host.command_cores_mean or 0:.2f} cores on average"
-        + (
-            f" while its busiest thread wanted {wants / 100:.2f} (ran + waited for a core)"
-            if wants is not None
-            else ""
-        )
-        + ", so it ran slower than it would on an idle machine",
+        effect=effect,
         fix="run it when the machine is idle (see 'gpuprobe top' for who uses the cores), or ask "
         "for dedicated cores (taskset, a job scheduler's --cpus-per-task)",
         group=GROUP,
         subject="host",
     )
+    if busy is not None and spared:  # a fact about the machine, not a slowdown of the command
+        busy = dataclasses.replace(busy, status=Status.INFO)
     return [] if busy is None else [busy]
 
 
