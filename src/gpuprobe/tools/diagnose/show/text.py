@@ -12,6 +12,7 @@ from gpuprobe.core.findings import Status
 from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
+from gpuprobe.tools.diagnose.show.names import short_kernel_name
 from gpuprobe.ui.console import make_console
 from gpuprobe.ui.findings import print_findings
 from gpuprobe.ui.style import STATUS_STYLE
@@ -331,8 +332,6 @@ def print_kernel_changes(kd: KernelDiff, console: object | None = None, rows: in
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
-
-    from gpuprobe.tools.diagnose.show.ranks import short_kernel_name
 
     con: Console = console if isinstance(console, Console) else make_console()
     shown = [k for k in kd.changes if k.status != "same"][:rows]
