@@ -67,3 +67,41 @@ def test_a_table_title_wraps_under_its_lead_above_the_table() -> None:
     assert lines[0].startswith("GPU time per step (ms): idle")
     assert lines[1].startswith(" " * 24) and lines[1].strip()  # under the label's text
     assert any("step" in line for line in lines[2:])
+
+
+def test_a_unit_never_starts_a_line_without_its_number() -> None:
+    from gpuprobe.ui.console import Hanging
+
+    gpu = "  GPU 0 (NVIDIA H200): busy 93 % mean, memory peak 3.0/24.0 GiB, power max 650 W"
+    assert [x.strip() for x in _print(gpu, width=62)[1:]] == ["3.0/24.0 GiB, power max 650 W"]
+    lines = _print(
+        Hanging(Text("  [info] ", "bold"), "the optimizer step takes 1 % of it"), width=36
+    )
+    assert lines == ["  [info] the optimizer step takes", "         1 % of it"]
+    ev = Hanging(" " * 8, Text("rank 3  last_at=3/3 collectives  wait 120 µs", style="dim"))
+    assert _print(ev, width=36) == [
+        "        rank 3",
+        "        last_at=3/3 collectives",
+        "        wait 120 µs",
+    ]
+
+
+def test_a_legend_hangs_under_the_text_after_its_sign_label() -> None:
+    legend = Text("#: occurrence of that kernel in the step on every rank; last: the rank", "dim")
+    lines = _print(legend, width=40)
+    assert lines[0].startswith("#: occurrence") and len(lines) == 2
+    assert lines[1].startswith("   ") and lines[1][3] != " "
+
+
+def test_text_in_a_folding_column_hangs_and_keeps_its_units() -> None:
+    t = Table(box=None, show_header=False, pad_edge=False)
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
+    t.add_column(justify="right")
+    t.add_row("copies", "Pageable copies take only 4 µs per step", "1.0")
+    assert [line.rstrip() for line in _print(t, width=40)] == [
+        "copies  Pageable copies take only    1.0",
+        "          4 µs per step",
+    ]
+    # the caller's table is left as it was
+    assert t.columns[1]._cells == ["Pageable copies take only 4 µs per step"]

@@ -178,7 +178,7 @@ def test_run_summary_keeps_every_number_when_piped(tmp_path: Path) -> None:
         "stderr",  # the summary goes to stderr, beside the command's own output
     )
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= WIDTH
-    assert re.search(r"\d+\.\d s, exit code 0, \d+ samples at 5 Hz", " ".join(text.split()))
+    assert re.search(r"→ exit code 0, \d+\.\d s, \d+ samples at 5 Hz", " ".join(text.split()))
 
 
 def test_fit_and_plain_tables_fit_when_asked(tmp_path: Path) -> None:

@@ -9,20 +9,48 @@ import copy
 import re
 from typing import Any
 
-from gpuprobe.core.wrap import lead_width
+from gpuprobe.core.wrap import breaks, lead_width
 
-__all__ = ["MIN_BODY_WIDTH", "Hanging", "HangingLine", "make_console"]
+__all__ = ["MIN_BODY_WIDTH", "Hanging", "HangingLine", "make_console", "wrap_text"]
 
 MIN_BODY_WIDTH = 10  # columns a hanging body keeps however long its lead
 
 _TRAILING = re.compile(r"[ \t]+(?=\n|$)")
 
 
+def wrap_text(text: Any, width: int, first: int | None = None, *, fold: bool = True) -> list[Any]:
+    """Rich ``text`` (one line or several) broken at ``width`` cells (``first``: its first
+    line's) as :func:`gpuprobe.core.wrap.breaks` breaks it: words whole unless longer than a
+    line (then folded, or with ``fold=False`` kept whole on a line of their own), a unit with its
+    number, no blanks at a line's end."""
+    from rich.cells import cell_len
+
+    out: list[Any] = []
+    for line in text.split("\n", allow_blank=True):
+        cuts = breaks(line.plain, width, first=first, fold=fold, cells=cell_len)
+        for part in line.divide(cuts):
+            part.rstrip()
+            out.append(part)
+    return out
+
+
+def _measure(lead: int, body: Any, options: Any) -> Any:
+    """How wide a hanging ``body`` after ``lead`` columns can be (in a table's cell): at least
+    its lead and longest word, at most all on one line."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+
+    longest = max((cell_len(w) for w in body.plain.split()), default=0)
+    widest = max((cell_len(line) for line in body.plain.split("\n")), default=0)
+    return Measurement(lead + longest, lead + widest).with_maximum(options.max_width)
+
+
 class Hanging:
     """A rich renderable: ``lead`` then ``body``, the body's wrapped lines indented under its
-    first (a hanging indent), and no trailing spaces (a pipe gets the text as the terminal shows
-    it). A word too long for the line is folded there (``overflow="fold"``, for a table's cell),
-    or kept whole on a line of its own (``"ignore"``: a path stays one word to copy)."""
+    first (a hanging indent), a unit kept with its number, and no trailing spaces (a pipe gets
+    the text as the terminal shows it). A word too long for the line is folded there
+    (``overflow="fold"``, for a table's cell), or kept whole on a line of its own (``"ignore"``:
+    a path stays one word to copy)."""
 
     def __init__(self, lead: Any, body: Any, overflow: str = "fold") -> None:
         from rich.text import Text
@@ -36,21 +64,12 @@ class Hanging:
 
         room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
         pad = Text(" " * self.lead.cell_len)
-        lines = _wrap(console, self.body, room, self.overflow)
+        lines = wrap_text(self.body, room, fold=self.overflow != "ignore")
         for i, line in enumerate(lines):
-            line.rstrip()
             yield _one_line(Text.assemble(self.lead if i == 0 else pad, line), self.overflow)
 
-
-def _wrap(console: Any, text: Any, width: int, overflow: str) -> Any:
-    """``text`` wrapped at ``width`` on its spaces: a word too long folded there (``"fold"``) or
-    kept whole on a line of its own (``"ignore"``; rich's own ``Text.wrap`` does not wrap at all
-    with it)."""
-    if overflow != "ignore":
-        return text.wrap(console, width, overflow=overflow)
-    from rich._wrap import divide_line
-
-    return text.divide(divide_line(str(text), width, fold=False))
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        return _measure(self.lead.cell_len, self.body, options)
 
 
 def _one_line(text: Any, overflow: str) -> Any:
@@ -66,10 +85,17 @@ class HangingLine:
     """One line of rich ``Text`` that wraps under its own lead: a marker (``[warn]``, ``-``,
     ``fix:``, a short ``label:``) keeps the text after it in one column, a line without one hangs
     two columns under its indent, so that a continuation never reads as a line of its own. A word
-    longer than the room (a path) is kept whole on a line of its own, never cut or folded."""
+    longer than the room (a path) is kept whole on a line of its own, never cut or folded
+    (``overflow="fold"``: folded, in a table's cell). ``marker=False``: the two columns whatever
+    the line starts with (a title in a table's narrow cell, where a label's column would leave
+    little room)."""
 
-    def __init__(self, text: Any) -> None:
-        self.text = text
+    def __init__(self, text: Any, *, marker: bool = True, overflow: str = "ignore") -> None:
+        from rich.text import Text
+
+        self.text = Text(text) if isinstance(text, str) else text
+        self.marker = marker
+        self.overflow = overflow
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.text import Text
@@ -80,20 +106,24 @@ class HangingLine:
             yield text
             return
         plain = text.plain
-        lead = lead_width(plain, width)
+        lead = lead_width(plain, width) if self.marker else 0
         body = text[len(plain) - len(plain[lead:].lstrip(" ")) :] if lead else text
         head = text[:lead] if lead and plain[:lead].strip() else None
+        fold = self.overflow != "ignore"
         if head is None:  # no marker: the indent, and continuations two further in
             indent = len(plain) - len(plain.lstrip(" "))
-            body = text[indent:]
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            lines = _wrap(console, body, room, "ignore")
+            lines = wrap_text(text[indent:], room, first=width - indent, fold=fold)
             for i, line in enumerate(lines):
-                line.rstrip()
-                yield _one_line(Text.assemble(first if i == 0 else pad, line), "ignore")
+                yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
             return
-        yield from Hanging(head, body, "ignore").__rich_console__(console, options)
+        yield from Hanging(head, body, self.overflow).__rich_console__(console, options)
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        plain = self.text.plain
+        lead = lead_width(plain, options.max_width) if self.marker else 0
+        return _measure(lead, self.text[lead:], options)
 
 
 def _hanging(console: Any, obj: Any, markup: bool | None) -> Any:
@@ -106,6 +136,35 @@ def _hanging(console: Any, obj: Any, markup: bool | None) -> Any:
     if not isinstance(obj, Text):
         return obj
     return Group(*(HangingLine(line) for line in obj.split("\n", allow_blank=True)))
+
+
+def _table_cells(console: Any, table: Any) -> Any:
+    """``table`` (a copy) whose text in its folding, left-aligned columns wraps two columns in
+    and keeps a unit with its number, as a line printed alone does (a name or a sentence over
+    several lines of a cell reads as one); numbers, cut and unwrapped columns stay as rich
+    draws them."""
+    from rich.console import Group
+    from rich.text import Text
+
+    out = copy.copy(table)
+    out.columns = []
+    for column in table.columns:
+        column = copy.copy(column)
+        wraps = column.overflow == "fold" and not column.no_wrap
+        if wraps and column.justify in ("default", "left"):
+            cells = []
+            for cell in column._cells:
+                if isinstance(cell, str):
+                    cell = console.render_str(cell, highlight=table.highlight)
+                if isinstance(cell, Text):
+                    lines = cell.split("\n", allow_blank=True)
+                    cell = Group(
+                        *(HangingLine(line, marker=False, overflow="fold") for line in lines)
+                    )
+                cells.append(cell)
+            column._cells = cells
+        out.columns.append(column)
+    return out
 
 
 def make_console(**kwargs: Any) -> Any:
@@ -132,6 +191,8 @@ def make_console(**kwargs: Any) -> Any:
                     super().print(_hanging(self, title, None), **kw)
                     obj = copy.copy(obj)
                     obj.title = None
+                if isinstance(obj, Table):
+                    obj = _table_cells(self, obj)
                 objects = (_hanging(self, obj, kw.get("markup")),)
             super().print(*objects, **kw)
 

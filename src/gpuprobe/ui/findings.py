@@ -12,7 +12,7 @@ from typing import Any
 
 from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst_first
-from gpuprobe.ui.console import Hanging
+from gpuprobe.ui.console import Hanging, HangingLine
 from gpuprobe.ui.reprs import code_html, fix_html
 from gpuprobe.ui.style import STATUS_COLORS, STATUS_LABEL, STATUS_STYLE
 
@@ -86,16 +86,19 @@ def print_findings(
 
 
 def _finding_cell(f: Finding) -> Any:
+    """A finding in a table's cell: its title (its continuations two columns in), then
+    ``evidence:``, ``fix:`` and ``gain:``, each wrapped under the text after its label."""
     from rich.console import Group
     from rich.text import Text
 
-    parts: list[Text] = [Text(f.title)]
+    parts: list[Any] = [HangingLine(Text(f.title), marker=False, overflow="fold")]
     if f.evidence:
-        parts.append(Text("evidence: " + ", ".join(str(e) for e in f.evidence), style="dim"))
+        evidence = ", ".join(str(e) for e in f.evidence)
+        parts.append(Hanging(Text("evidence: ", "dim"), Text(evidence, style="dim")))
     if f.fix and f.status in (Status.FAIL, Status.WARN, Status.INFO):
-        parts.append(Text("fix: " + f.fix, style="bold"))
+        parts.append(Hanging(Text("fix: ", "bold"), Text(f.fix, style="bold")))
     if f.gain_text:
-        parts.append(Text("gain: " + f.gain_text))
+        parts.append(Hanging("gain: ", f.gain_text))
     return Group(*parts)
 
 

@@ -19,6 +19,7 @@ from gpuprobe.tools.diagnose.engine import compare
 from gpuprobe.tools.diagnose.mix import precision_of_name
 from gpuprobe.tools.diagnose.model import TIME_UNITS, MetricChange, ShareChange, TraceComparison
 from gpuprobe.tools.diagnose.show.html import comparison_html
+from gpuprobe.tools.diagnose.show.ranks import short_kernel_name
 from gpuprobe.tools.diagnose.show.text import render_comparison_text
 from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
 
@@ -218,21 +219,24 @@ def test_metric_and_share_verdicts():
 # -- names whole, 80 columns, pipes, HTML -----------------------------------------------------
 
 
-def test_kernel_names_longer_than_30_characters_are_whole(tc_pair, capsys, monkeypatch):
+def test_kernel_names_longer_than_30_characters_are_never_cut(tc_pair, capsys, monkeypatch):
     c = compare(*tc_pair)
     text = render_comparison_text(c)
     assert max(len(x.rstrip()) for x in text.splitlines()) <= 80
     assert "…" not in text
+    whole = json.dumps(c.to_dict())
     for name in (TC_GEMM, TC_CONV, V100_SGEMM):
         assert len(name) > 30 or name == V100_SGEMM
-        assert _squash(name) in _squash(text)
+        # named as the kernel tables name it (no void, no argument list), never cut with "…";
+        # the JSON has the whole signature
+        assert _squash(short_kernel_name(name)) in _squash(text) and json.dumps(name) in whole
     # the CLI in a pipe of 80 columns, both ways of naming the traces
     monkeypatch.setenv("COLUMNS", "80")
     for argv in (["--compare", *tc_pair], [tc_pair[0], "--compare", tc_pair[1]]):
         assert cli.main(["diagnose", *argv]) == 0
         out = capsys.readouterr().out
         assert max(len(x.rstrip()) for x in out.splitlines()) <= 80
-        assert _squash(TC_GEMM) in _squash(out) and "…" not in out
+        assert _squash(short_kernel_name(TC_GEMM)) in _squash(out) and "…" not in out
     page = comparison_html(c)
     assert TC_GEMM.replace("<", "&lt;").replace(">", "&gt;") in page
     assert "…" not in page

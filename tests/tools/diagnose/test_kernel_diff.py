@@ -123,3 +123,21 @@ def test_cli_compare_with_kernels(capsys):
     data = json.loads(capsys.readouterr().out)
     assert KernelDiff.from_dict(data["kernels"]).new > 0
     assert "metrics" in data  # the finding diff is still there
+
+
+def test_changed_kernels_are_named_as_the_kernel_tables_name_them(diff):
+    """A ~1,300-character signature (void, then the template and its 25 arguments) is its
+    short name: no lone ``void`` line, two lines at most, the template arguments that tell
+    the 2ul and the 5ul instance apart kept; the JSON keeps the whole name."""
+    text = render_kernel_diff_text(diff)
+    lines = text.splitlines()
+    assert "void" not in [line.strip() for line in lines]
+    assert "GenericPackedTensorAccessor" not in text
+    start = next(i for i, line in enumerate(lines) if line.startswith("Largest changes"))
+    body = lines[start + 2 :]  # the title takes two lines
+    new = next(i for i, line in enumerate(body) if line.startswith("new    +8.7 ms"))
+    assert [line.strip() for line in body[new + 1 : new + 3]] == [
+        "split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_pe",
+        "r_row_1<float, float, float, 5ul>",
+    ]
+    assert "5ul>(at::GenericPackedTensorAccessor" in diff.to_dict()["changes"][1]["name"]

@@ -302,3 +302,11 @@ def test_cpu_only_trace_has_no_families_and_says_so():
     assert kb.families == () and kb.top == () and kb.total_us == 0
     assert kb.launches is not None and kb.launches.launches == 0 and kb.launches.cpu_us.n == 0
     assert "no GPU activity" in render_kernels_text(kb)
+
+
+def test_a_copy_keeps_its_direction_in_its_short_name():
+    assert short_kernel_name("Memcpy HtoD (Pinned -> Device)") == "Memcpy HtoD (Pinned -> Device)"
+    assert short_kernel_name("Memset (Device)") == "Memset (Device)"
+    assert short_kernel_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == (
+        "ncclKernel_AllReduce_RING_LL_Sum_float"
+    )

@@ -6,7 +6,6 @@ columns; HTML for notebooks; a one-line repr."""
 from __future__ import annotations
 
 import html
-import os
 from typing import Any
 
 from gpuprobe.core import render
@@ -64,11 +63,10 @@ def print_cycles(
     from rich.console import Console
     from rich.text import Text
 
-    from gpuprobe.tools.diagnose.show.text import print_diagnosis
+    from gpuprobe.tools.diagnose.show.text import folder_of, print_diagnosis, print_header
 
     con: Console = console if isinstance(console, Console) else make_console()
-    folder = os.path.dirname(d.cycles[0].path) or "."
-    con.print(Text.assemble(("gpuprobe diagnose ", "bold"), f"{folder}: {headline(d)}"))
+    print_header(con, "gpuprobe diagnose", folder_of(c.path for c in d.cycles), headline(d))
     con.print(
         Text(
             "the same process, one trace after another, none overlapping in time: as "

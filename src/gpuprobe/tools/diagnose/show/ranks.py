@@ -4,7 +4,6 @@ being cut (piped output included), and only kernel names are shortened."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,8 @@ from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.kernels import FAMILIES, Distribution, KernelBreakdown
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
+from gpuprobe.tools.diagnose.show.names import short_kernel_name
+from gpuprobe.tools.diagnose.show.text import folder_of, print_header
 from gpuprobe.ui.console import make_console
 from gpuprobe.ui.findings import print_findings
 
@@ -26,46 +27,6 @@ __all__ = [
     "render_ranks_text",
     "short_kernel_name",
 ]
-
-
-# (pattern, replacement) applied in order to make a kernel name short and still telling: ATen's
-# element-wise and reduce wrappers hide the functor that says what the kernel does.
-_SHORTEN: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^void "), ""),
-    (re.compile(r"at::native::|\(anonymous namespace\)::|at::detail::|at::cuda::"), ""),
-    (
-        re.compile(r"(vectorized_|unrolled_)?elementwise_kernel<(\d+, )*(gpu_kernel_impl\w*<)?"),
-        "elementwise<",
-    ),
-    (re.compile(r"reduce_kernel<\d+, \d+, ReduceOp<"), "reduce<"),
-    (re.compile(r"\((at::)?TensorIteratorBase&\)"), ""),
-    (re.compile(r"::\{lambda\(\)#\d+\}|::operator\(\)\(\) const"), ""),
-)
-
-
-def short_kernel_name(name: str) -> str:
-    """A kernel name for a table: without ``void``, ``at::native::`` and ATen's wrapper templates
-    (the functor stays) and without its argument list; whole otherwise (the table wraps it)."""
-    s = name
-    for rx, repl in _SHORTEN:
-        s = rx.sub(repl, s)
-    return _without_arguments(s)
-
-
-def _without_arguments(s: str) -> str:
-    """``s`` without the argument list that closes it (``kernel<T>(int, float*)`` ->
-    ``kernel<T>``); parentheses inside template arguments stay."""
-    s = s.strip()
-    if not s.endswith(")"):
-        return s
-    depth = 0
-    for i in range(len(s) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(s[i], 0)
-        if depth == 0:
-            head = s[:i].rstrip()
-            angle = head.count("<") - head.count(">")
-            return head if head and angle == 0 else s
-    return s
 
 
 def _num(v: float | None, digits: int = 0) -> str:
@@ -122,12 +83,12 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
 
     con = _console(console)
     sources = sorted({r.rank_source for r in d.ranks})
-    con.print(
-        Text.assemble(
-            ("gpuprobe diagnose ", "bold"),
-            f"{len(d.ranks)} ranks (rank from {', '.join(sources) or 'n/a'}), "
-            f"{d.matched_collectives} collectives matched across ranks",
-        )
+    print_header(
+        con,
+        "gpuprobe diagnose",
+        folder_of(r.path for r in d.ranks),
+        f"{len(d.ranks)} ranks (rank from {', '.join(sources) or 'n/a'}), "
+        f"{d.matched_collectives} collectives matched across ranks",
     )
     if d.note:
         con.print(Text(d.note, style="dim"))
@@ -272,13 +233,9 @@ def print_kernels(kb: KernelBreakdown, console: object | None = None) -> None:
     from rich.text import Text
 
     con = _console(console)
-    who = f" (rank {kb.rank})" if kb.rank is not None else ""
-    con.print(
-        Text.assemble(
-            ("gpuprobe diagnose --kernels ", "bold"),
-            f"{kb.path}{who}: {kb.total_us:,.0f} µs of GPU activity in the steps analysed",
-        )
-    )
+    who = f"rank {kb.rank}: " if kb.rank is not None else ""
+    facts = f"{who}{kb.total_us:,.0f} µs of GPU activity in the steps analysed"
+    print_header(con, "gpuprobe diagnose --kernels", str(kb.path), facts)
     if not kb.families:
         con.print(Text("no GPU activity in the steps analysed (a CPU-only trace?)", style="dim"))
         return

@@ -3,7 +3,8 @@ per-step breakdown table; and the before/after table of ``--compare``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpuprobe.core import render
@@ -11,14 +12,17 @@ from gpuprobe.core.findings import Status
 from gpuprobe.core.wrap import TEXT_WIDTH
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, Diagnosis, TraceComparison
+from gpuprobe.tools.diagnose.show.names import short_kernel_name
 from gpuprobe.ui.console import make_console
 from gpuprobe.ui.findings import print_findings
 from gpuprobe.ui.style import STATUS_STYLE
 
 __all__ = [
+    "folder_of",
     "plain_table",
     "print_comparison",
     "print_diagnosis",
+    "print_header",
     "print_kernel_changes",
     "render_comparison_text",
     "render_text",
@@ -66,6 +70,24 @@ def plain_table(
     )
 
 
+def folder_of(paths: Iterable[str]) -> str:
+    """The folder that holds every one of ``paths`` (a folder of ranks or cycles), as given."""
+    folders = [os.path.dirname(p) or "." for p in paths]
+    try:
+        return os.path.commonpath(folders) if folders else "."
+    except ValueError:  # absolute and relative paths mixed
+        return folders[0]
+
+
+def print_header(con: Any, command: str, where: str, facts: str) -> None:
+    """A view's first two lines: ``gpuprobe diagnose[ --kernels] WHERE`` (the trace or the
+    folder, as typed), then its facts indented 2 (a continuation of either hangs under it)."""
+    from rich.text import Text
+
+    con.print(Text.assemble((f"{command} ", "bold"), where))
+    con.print(Text("  " + facts))
+
+
 def _fmt(v: float | None, digits: int = 0, sep: str = ",") -> str:
     return "n/a" if v is None else f"{v:{sep}.{digits}f}"
 
@@ -92,10 +114,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             if s.steps
             else "no ProfilerStep"
         )
-    con.print(Text.assemble(("gpuprobe diagnose ", "bold"), str(s.path)))
-    con.print(
-        f"  {s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}", markup=False
-    )
+    facts = f"{s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}"
+    print_header(con, "gpuprobe diagnose", str(s.path), facts)
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
     if s.steps_timed_on_gpu:
@@ -306,8 +326,9 @@ def _count(x: float) -> str:
 
 def print_kernel_changes(kd: KernelDiff, console: object | None = None, rows: int = 5) -> None:
     """The ``rows`` kernels and copies whose GPU time per step changed most: the change, the
-    time before and after, the calls and why, then the name whole on its own lines (wrapped at
-    the terminal's width, never cut)."""
+    time before and after, the calls and why, then the name on its own lines, shortened as the
+    kernel tables shorten it (no ``void``, ATen's wrappers or argument list; the template
+    arguments stay, they tell instances apart; ``--json`` has the whole name)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -335,7 +356,7 @@ def print_kernel_changes(kd: KernelDiff, console: object | None = None, rows: in
             Text.assemble(
                 f"{_delta(k.delta_us)}  {_span(k.total_before_us, k.total_after_us)}  "
                 f"{calls}{why}\n",
-                (k.name, "dim"),
+                (short_kernel_name(k.name), "dim"),
                 overflow="fold",
             ),
         )

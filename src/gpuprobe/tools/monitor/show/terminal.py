@@ -76,14 +76,13 @@ def render_summary(
 ) -> RenderableType:
     """The summary as rich renderables (print with ``Console(stderr=True).print``)."""
     cmd = command_text(s.command)
-    exit_text = "n/a" if s.exit_code is None else str(s.exit_code)
-    lines: list[RenderableType] = [
+    ended = "" if s.exit_code is None else f" → exit code {s.exit_code}"
+    lines: list[RenderableType] = [  # as profile's first line: the command, how it ended, when
         Hanging(
             Text("gpuprobe run: ", "bold"),
             Text.assemble(
                 (cmd, "cyan"),
-                f"  {s.duration_s:.1f} s, exit code {exit_text}, {s.samples} samples at "
-                f"{s.hz:g} Hz",
+                f"{ended}, {s.duration_s:.1f} s, {s.samples} samples at {s.hz:g} Hz",
             ),
         )
     ]

@@ -266,15 +266,15 @@ def _parts(view: TopView, width: int, rows: int | None, grid: bool) -> list[Rend
     load = (
         "" if m.load_average is None else "  load " + " ".join(f"{x:.2f}" for x in m.load_average)
     )
-    parts.append(
-        HangingLine(
-            Text.assemble(
-                "  mem  ",
-                bar(100.0 * used / total if used is not None and total else None, bar_w),
-                f"  {_gib(used)}/{_gib(total)} GiB{load}",
-            )
-        )
+    mem = Text.assemble(
+        "  mem  ",
+        bar(100.0 * used / total if used is not None and total else None, bar_w),
+        f"  {_gib(used)}/{_gib(total)} GiB",
     )
+    if mem.cell_len + len(load) <= width:
+        parts.append(HangingLine(mem.append(load)))
+    else:  # the load's label stays with its readings, on a line of their own
+        parts.extend((HangingLine(mem), Text("    " + load.strip())))
     return parts
 
 
