@@ -39,3 +39,12 @@ def run_gpuprobe(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def too_wide(text: str, width: int = 80) -> list[str]:
+    """The lines of ``text`` wider than ``width`` columns that hold more than one word: a path or
+    a name longer than the line is kept whole on a line of its own (to copy), and only that may
+    pass the width."""
+    return [
+        line for line in text.splitlines() if len(line.rstrip()) > width and len(line.split()) > 1
+    ]

@@ -65,6 +65,17 @@ class Hanging:
         room = max(options.max_width - self.lead.cell_len, MIN_BODY_WIDTH)
         pad = Text(" " * self.lead.cell_len)
         lines = wrap_text(self.body, room, fold=self.overflow != "ignore")
+        if lines and lines[0].cell_len > room and self.lead.plain.strip():
+            # a word too long even for the room after the lead (a path): the lead on its own
+            # line, the word under it, so that only the word passes the width
+            head = self.lead.copy()
+            head.rstrip()
+            yield head
+            pad = Text(" " * self.lead.cell_len)
+            lines = [pad, *lines][1:]  # every line now under the lead
+            for line in lines:
+                yield _one_line(Text.assemble(pad, line), self.overflow)
+            return
         for i, line in enumerate(lines):
             yield _one_line(Text.assemble(self.lead if i == 0 else pad, line), self.overflow)
 

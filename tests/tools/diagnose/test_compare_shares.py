@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import gpuprobe.cli as cli
+from _support import too_wide
 from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.compare import SHARE_CHANGE_PP
 from gpuprobe.tools.diagnose.engine import compare
@@ -222,7 +223,7 @@ def test_metric_and_share_verdicts():
 def test_kernel_names_longer_than_30_characters_are_never_cut(tc_pair, capsys, monkeypatch):
     c = compare(*tc_pair)
     text = render_comparison_text(c)
-    assert max(len(x.rstrip()) for x in text.splitlines()) <= 80
+    assert too_wide(text) == []
     assert "…" not in text
     whole = json.dumps(c.to_dict())
     for name in (TC_GEMM, TC_CONV, V100_SGEMM):
@@ -235,7 +236,7 @@ def test_kernel_names_longer_than_30_characters_are_never_cut(tc_pair, capsys, m
     for argv in (["--compare", *tc_pair], [tc_pair[0], "--compare", tc_pair[1]]):
         assert cli.main(["diagnose", *argv]) == 0
         out = capsys.readouterr().out
-        assert max(len(x.rstrip()) for x in out.splitlines()) <= 80
+        assert too_wide(out) == []
         assert _squash(short_kernel_name(TC_GEMM)) in _squash(out) and "…" not in out
     page = comparison_html(c)
     assert TC_GEMM.replace("<", "&lt;").replace(">", "&gt;") in page
@@ -338,7 +339,7 @@ def test_real_pair_every_flagged_share_has_a_direction(real):
     names = {(s.group, s.name) for s in flagged}
     assert ("Tensor Cores", "Tensor Cores") in names and ("copies", "DtoD copies") in names
     text = render_comparison_text(real)
-    assert max(len(x.rstrip()) for x in text.splitlines()) <= 80
+    assert too_wide(text) == []
     assert not re.search(r"\d…|…\s*$", text, re.M)
 
 

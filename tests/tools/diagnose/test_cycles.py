@@ -13,6 +13,7 @@ import pytest
 
 import gpuprobe
 import gpuprobe.cli as cli
+from _support import too_wide
 from gpuprobe.tools.diagnose.cycles import (
     ONE_TIME_CALL_MIN_US,
     STEADY_STEP_TOLERANCE,
@@ -145,7 +146,7 @@ def test_text_names_the_cycles_and_fits_80_columns(r50):
     assert "skip_first=8" in text
     assert "Cycle 2 (steady, step 18) in full:" in text
     assert "input-bound" in text
-    assert max(len(line) for line in str(r50).splitlines()) <= 80
+    assert too_wide(str(r50)) == []
 
 
 # -- synthetic cycles: a one-time cost, an unsteady cycle, a host from the file name ---------
@@ -298,7 +299,7 @@ def test_cli_cycles_text_fits_80_columns(capsys):
     out = capsys.readouterr().out
     assert "2 profiler cycles of one process (pid 25738)" in _flat(out)
     assert "warm-up" in out and "steady" in out and "input-bound" in out
-    assert max(len(line) for line in out.splitlines()) <= 80
+    assert too_wide(out) == []
 
 
 def test_cli_cycles_json_parses(capsys):

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from _support import too_wide
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kernels import (
     FAMILIES,
@@ -279,7 +280,7 @@ def test_breakdown_round_trips_through_json():
 def test_text_fits_80_columns_and_keeps_numbers_whole():
     _, kb = _breakdown(DLRM_FILES[0])
     text = render_kernels_text(kb)
-    assert max(len(line) for line in text.splitlines()) <= 80
+    assert too_wide(text) == []
     for number in ("5,798", "84.6", "3,999", "1,482.0", "880.0", "261"):
         assert number in text
     assert not re.search(r"\d…", text)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from _support import too_wide
 from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.ui.console import make_console
 
@@ -24,7 +25,7 @@ def test_every_number_shown_is_whole_or_its_column_is_named(width: int) -> None:
     print_diagnosis(d, make_console(file=buf, width=width, color_system=None))
     text = buf.getvalue()
     lines = text.splitlines()
-    assert max(len(line) for line in lines) <= width
+    assert too_wide(text, width) == []
     host = lines.index("Host per step (ms)")
     header = lines[host + 1].split()
     rows = [line.split() for line in lines[host + 3 :] if line.startswith(("#", "trace"))]
