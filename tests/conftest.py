@@ -66,6 +66,22 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, pynvml_copy: str | None) -> Itera
     assert not violations, f"pynvml called the fake NVML library wrongly: {violations}"
 
 
+@pytest.fixture
+def quick_inventory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """inventory() without its child processes and package scans: NVML is what is under test."""
+    from _support import DATA
+    from gpuprobe.platform.hardware import host as host_mod
+    from gpuprobe.platform.inventory import Inventory, load
+
+    host = load(DATA / "h200.json").host
+    monkeypatch.setattr(host_mod, "read_host", lambda: host)
+    monkeypatch.setattr("gpuprobe.platform.inventory._cuda_views", lambda env: (None, None))
+    monkeypatch.setattr("gpuprobe.platform.frameworks.probe.probe_frameworks", lambda runtime: ())
+    monkeypatch.setattr("gpuprobe.platform.hardware.pci.nvidia_devices", lambda: ())
+    monkeypatch.setattr("gpuprobe.platform.hardware.nvml._process_name", lambda pid: None)
+    assert Inventory  # imported for the type only
+
+
 # -- every Finding made while the suite runs has a catalogued id and status --------------------
 # The recorder wraps Finding.__init__ for the session and keeps each (id, status) once, with
 # the first test that made it. Findings made directly by test code (files under tests/, such as a

@@ -115,22 +115,6 @@ def _rich_snapshot() -> dict[str, Any]:
     return snap
 
 
-@pytest.fixture
-def quick_inventory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """inventory() without its child processes and package scans: NVML is what is under test."""
-    from _support import DATA
-    from gpuprobe.platform.hardware import host as host_mod
-    from gpuprobe.platform.inventory import Inventory, load
-
-    host = load(DATA / "h200.json").host
-    monkeypatch.setattr(host_mod, "read_host", lambda: host)
-    monkeypatch.setattr("gpuprobe.platform.inventory._cuda_views", lambda env: (None, None))
-    monkeypatch.setattr("gpuprobe.platform.frameworks.probe.probe_frameworks", lambda runtime: ())
-    monkeypatch.setattr("gpuprobe.platform.hardware.pci.nvidia_devices", lambda: ())
-    monkeypatch.setattr("gpuprobe.platform.hardware.nvml._process_name", lambda pid: None)
-    assert Inventory  # imported for the type only
-
-
 def _text(render: Any, *args: Any) -> str:
     buf = io.StringIO()
     render(*args, Console(file=buf, width=160, color_system=None))
