@@ -14,6 +14,7 @@ import io
 import numpy as np
 import pytest
 
+from _support import too_wide
 from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.tools.diagnose.lag import GPU_LAG_FRACTION, gpu_step_windows, lag_share
@@ -179,7 +180,7 @@ def test_text_and_json_say_the_steps_are_timed_on_the_gpu() -> None:
     text = buf.getvalue()
     assert "The GPU runs behind the CPU (steps timed on the GPU's side)" in text
     assert "Biggest gain: no-tensor-cores" in text
-    assert max(len(line) for line in text.splitlines()) <= 80
+    assert too_wide(text) == []
     js = d.to_dict()
     assert js["summary"]["steps_timed_on_gpu"] is True
     assert js["headline"] == "no-tensor-cores"

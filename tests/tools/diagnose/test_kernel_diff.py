@@ -9,6 +9,7 @@ from collections import defaultdict
 import pytest
 
 import gpuprobe.cli as cli
+from _support import too_wide
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kernel_diff import (
     KERNEL_CHANGE_FRACTION,
@@ -108,7 +109,7 @@ def test_a_trace_against_itself_changes_nothing():
 def test_round_trip_and_text(diff):
     assert KernelDiff.from_dict(json.loads(json.dumps(diff.to_dict()))) == diff
     text = render_kernel_diff_text(diff)
-    assert max(len(line) for line in text.splitlines()) <= 80
+    assert too_wide(text) == []
     assert f"{diff.new} new, {diff.gone} gone" in text
     assert not re.search(r"\d…", text)
 

@@ -11,6 +11,7 @@ import pytest
 
 import gpuprobe
 import gpuprobe.cli as cli
+from _support import too_wide
 from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.ranks import diagnose_ranks, interval_overlap, rank_from_name
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
@@ -221,7 +222,7 @@ def test_cli_folder_text_fits_80_columns(capsys):
     out = capsys.readouterr().out
     assert "rank 7 is the straggler" in out
     assert "26,436" in out and "9.51" in out and "24.25" in out
-    assert max(len(line) for line in out.splitlines()) <= 80
+    assert too_wide(out) == []
 
 
 def test_cli_several_files_json(capsys):
@@ -311,7 +312,7 @@ def test_a_cpu_only_rank_beside_a_gpu_rank(tmp_path, capsys):
     assert d.finding("straggler").status is Status.INFO
     assert d.finding("exposed-communication").status is Status.OK
     text = str(d)
-    assert "n/a" in text and max(len(line) for line in text.splitlines()) <= 80
+    assert "n/a" in text and too_wide(text) == []
 
 
 def test_collectives_are_matched_within_each_step():

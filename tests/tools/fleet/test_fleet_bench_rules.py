@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from _support import too_wide
 from gpuprobe.core.findings import Status
 from gpuprobe.platform.measurement import Measurement
 from gpuprobe.tools.bench.model import BenchReport, BenchResult
@@ -94,7 +95,7 @@ def test_nodes_are_compared_with_their_own_model_only() -> None:
     assert report.exit_code == 0 and report.status is Status.WARN
     assert type(report).from_dict(json.loads(json.dumps(report.to_dict()))) == report
     text = str(report)
-    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert too_wide(text) == [], text
     assert "35 58%!" in text  # the outlying figure marked (and its % of peak), node beside node
     assert "0.85x (1 !)" in text  # n3: its figures' median against each point's median
     assert "FleetBenchReport" in repr(report) and len(repr(report)) <= 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _support import too_wide
 from gpuprobe.tools.monitor.judge import summarize
 from gpuprobe.tools.monitor.show.terminal import summary_text
 from gpuprobe.tools.monitor.timeline import read_timeline
@@ -19,4 +20,4 @@ def test_the_first_line_and_the_gpu_line_of_a_recorded_run() -> None:
         "  GPU 0 (NVIDIA RTX A5000): busy 97.0 % mean (p90 99.0 %), memory peak",
         "                            20.0/24.0 GiB, power max 225.0 W, temp max 90 °C",
     ]
-    assert max(map(len, lines)) <= 80
+    assert too_wide("\n".join(lines)) == []
