@@ -34,7 +34,6 @@ sys.meta_path.insert(0, _Hide())
 DIE = """
 import os
 import gpuprobe.tools.fleet.node as node
-from _support import too_wide
 node.node_doctor = lambda *a, **k: os._exit(3)  # the worker dies while it runs doctor
 """
 
