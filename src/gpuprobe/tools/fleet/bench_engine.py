@@ -10,6 +10,7 @@ CPU shared by several workers measured at once is what ``one_at_a_time`` is for.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,7 +20,8 @@ from gpuprobe.tools.fleet.engine import (
     CONNECT_TIMEOUT_S,
     NODE_TIMEOUT_S,
     ask_every_worker,
-    error_status,
+    failure,
+    per_worker,
     worker_label,
 )
 from gpuprobe.tools.fleet.model import FleetBenchReport, NodeBench
@@ -32,21 +34,11 @@ Progress = Callable[[str], None]
 
 def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeBench]:
     """One row per worker, named by its host (and the worker, where a host runs several)."""
-    names: dict[str, str] = {}  # the scheduler's host address -> the name a worker reported
-    per_ip: dict[str, int] = {}
-    for addr, info in workers.items():
-        ip = str(info.get("host") or addr)
-        per_ip[ip] = per_ip.get(ip, 0) + 1
-        got = answers.get(addr)
-        if isinstance(got, dict) and got.get("host"):
-            names.setdefault(ip, str(got["host"]))
+    facts = per_worker(workers, answers)
+    per_ip = Counter(ip for _, ip, _, _, _ in facts)
     rows = []
-    for addr, info in sorted(workers.items()):
-        ip = str(info.get("host") or addr)
-        host = names.get(ip, ip)
+    for addr, ip, host, threads, got in facts:
         name = host if per_ip[ip] == 1 else f"{host}/{worker_label(addr, workers)}"
-        threads = (int(info.get("nthreads") or 0),)
-        got = answers.get(addr)
         if isinstance(got, dict) and "report" in got:
             rows.append(NodeBench(
                 name=name, host=host, workers=(addr,), threads=threads,
@@ -54,7 +46,7 @@ def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[N
                 report=BenchReport.from_dict(got["report"]), elapsed_s=got.get("elapsed_s"),
             ))  # fmt: skip
         else:
-            status, error = error_status(got if isinstance(got, BaseException) else "no answer")
+            status, error = failure(got)
             rows.append(NodeBench(name=name, host=host, workers=(addr,), threads=threads,
                                   status=status, error=error))  # fmt: skip
     return sorted(rows, key=lambda r: r.name)

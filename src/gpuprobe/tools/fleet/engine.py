@@ -29,8 +29,10 @@ __all__ = [
     "ask_every_worker",
     "connect",
     "error_status",
+    "failure",
     "fleet_doctor",
     "gather",
+    "per_worker",
     "worker_label",
     "workers_of",
 ]
@@ -149,32 +151,45 @@ def gather(
     return answers
 
 
-def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeResult]:
-    """One row per host whose workers reported alike, else one per worker."""
-    # a host is the scheduler's address for it; its name, the one a worker on it reported
+def per_worker(
+    workers: dict[str, dict[str, Any]], answers: dict[str, Any]
+) -> list[tuple[str, str, str, tuple[int, ...], Any]]:
+    """(address, the scheduler's host address, the host's name, threads, answer) for each worker,
+    by address: a host is named as a worker on it reported (its hostname), else by its address."""
     names: dict[str, str] = {}
     for addr, info in workers.items():
         got = answers.get(addr)
         if isinstance(got, dict) and got.get("host"):
             names.setdefault(str(info.get("host") or addr), str(got["host"]))
-    per_worker: list[NodeResult] = []
+    out = []
     for addr, info in sorted(workers.items()):
         ip = str(info.get("host") or addr)
-        host = names.get(ip, ip)
         threads: tuple[int, ...] = (int(info.get("nthreads") or 0),)
-        got = answers.get(addr)
+        out.append((addr, ip, names.get(ip, ip), threads, answers.get(addr)))
+    return out
+
+
+def failure(got: Any) -> tuple[str, str]:
+    """(status, error) of a worker that gave no report."""
+    return error_status(got if isinstance(got, BaseException) else "no answer")
+
+
+def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeResult]:
+    """One row per host whose workers reported alike, else one per worker."""
+    per_host: list[NodeResult] = []
+    for addr, _ip, host, threads, got in per_worker(workers, answers):
         row: dict[str, Any] = {"name": host, "host": host, "workers": (addr,), "threads": threads}
         if isinstance(got, dict) and "report" in got:
             report = DoctorReport.from_dict(got["report"])
             row.update(config=node_config(report.inventory, threads), report=report,
                        elapsed_s=got.get("elapsed_s"))  # fmt: skip
         else:
-            status, error = error_status(got if isinstance(got, BaseException) else "no answer")
+            status, error = failure(got)
             row.update(status=status, error=error)
-        per_worker.append(NodeResult(**row))
+        per_host.append(NodeResult(**row))
     rows: list[NodeResult] = []
     by_host: dict[str, list[NodeResult]] = {}
-    for r in per_worker:
+    for r in per_host:
         by_host.setdefault(r.host, []).append(r)
     for host, rs in by_host.items():
         alike: dict[tuple[Any, ...], list[NodeResult]] = {}
