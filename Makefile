@@ -55,7 +55,8 @@ typecheck: $(VENV)/.test-ok
 # dask and distributed at the version dask-cuda 26.10 pins; traceinsight (HTA) and plotly for
 # the diagnose-vs-HTA step. About 14 MB, carried as .whl (git ignores it).
 GPU_WHEELS = dask==2026.7.1 distributed==2026.7.1 dask-cuda==26.10.0 partd==1.4.2 locket==1.0.0 \
-	tblib==3.2.2 zict==3.0.0 tornado==6.6.1 traceinsight==0.6.1 plotly==7.1.0
+	tblib==3.2.2 zict==3.0.0 tornado==6.6.1 traceinsight==0.6.1 plotly==7.1.0 \
+	msgspec==0.22.0
 gpu-wheels: $(VENV)/.run-ok
 	rm -rf .whl && mkdir -p .whl
 	$(PIP) wheel --no-deps --no-build-isolation -w .whl .

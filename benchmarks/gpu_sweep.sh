@@ -12,6 +12,7 @@
 #   suite        the whole test suite but the gpu-marked tests (pytest -n 6), from the start on
 #                the last 6 cores when there are 12 or more, else last
 #   info         gpuprobe info --json (the snapshot format of tests/data/*.json) and the text view
+#   top          top's one frame at 80 columns and three samples as JSON lines
 #   gpu-tests    pytest -m gpu (the tests skipped on machines without a GPU), JUnit XML
 #   anchors      gpu_anchors.py: d2d copy, bf16 GEMM, launch, pinned h2d beside torch/triton
 #   doctor       the full doctor (real kernels on every GPU), JSON
@@ -22,7 +23,8 @@
 #   scale        least squares on Dask workers over CuPy arrays, and its fp64 rate vs the peak
 #   overhead     the sampler's CPU at 2 and 20 Hz watching a GPU process
 #   fit, precision, pack     the memory commands on the GPU
-#   bench-cupy, bench-jax    every workload on CuPy and JAX, on the GPU
+#   fleet        doctor --cluster and bench --cluster on two Dask workers sharing the card
+#   bench-jax, bench-cupy    every workload on JAX and CuPy, on the GPU
 # and, unless --lean (which leaves them to the machine that reads the tar: they need no card),
 #   doctor-from-snapshot, plot-*, diagnose-*, compare-* (the traces diagnosed, each slow one
 #   beside its fixed twin), hta (diagnose vs Holistic Trace Analysis, goal 0.1 pp), scale-cpu,
@@ -190,6 +192,9 @@ T="$OUT/traces"
 # -- read the machine (before the steps are pinned to some of its cores) ----------------------
 step info 120 gp -- info --json >"$OUT/info.json" 2>>"$LOG"
 step info-text 120 gp -- info >"$OUT/info.txt" 2>>"$LOG"
+# top's one frame at 80 columns, and three samples as JSON (the card idle)
+COLUMNS=80 LINES=24 step top 60 gp -- top --once >"$OUT/top.txt" 2>>"$LOG"
+step top-json 60 gp -- top --json --iterations 3 --interval 0.5 >"$OUT/top.jsonl" 2>>"$LOG"
 
 # -- the whole suite but the gpu-marked tests, beside the card's steps -------------------------------
 # On a machine of 12 cores or more it runs from the start on the last 6 cores (niced), while the
@@ -220,7 +225,7 @@ if [ "$DRY" = 1 ]; then
     "$PY" -m pytest --co -q -m gpu tests >"$OUT/gpu-tests.collect.txt" 2>&1
     printf 'gpu-tests-collect\t%s\t0\n' "$?" >>"$OUT/steps.tsv"
 else
-    step gpu-tests 240 cmd -- "$PY" -m pytest -q -m gpu -p no:cacheprovider \
+    step gpu-tests 360 cmd -- "$PY" -m pytest -q -m gpu -p no:cacheprovider \
         --junitxml="$OUT/gpu-tests.xml" tests >"$OUT/gpu-tests.txt" 2>&1
 fi
 
@@ -260,6 +265,9 @@ bench() {  # bench FRAMEWORK [bench arguments...]
 # -- scale: least squares over CuPy arrays, one Dask worker per GPU --------------------------------
 step scale 360 pyc -- "$HERE/gpu_sweep_lstsq.py" --out "$OUT/scale-lstsq.json" >"$OUT/scale.txt" 2>>"$LOG"
 
+# -- the fleet commands on a Dask cluster of two workers sharing the card -----------------------------
+step fleet 300 pyc -- "$HERE/gpu_fleet.py" --out "$OUT" >"$OUT/fleet.txt" 2>>"$LOG"
+
 # -- what watching costs, with a GPU to read ------------------------------------------------------
 step overhead 150 py -- "$HERE/monitor_overhead.py" --gpu-child --sampler-only \
     --out "$OUT/overhead.json" >"$OUT/overhead.txt" 2>>"$LOG"
@@ -273,8 +281,8 @@ step pack 240 gp -- pack -n 1,2,4 --json -- "$PY" -m gpuprobe precision --device
 step profile-overhead 200 py -- "$HERE/profile_overhead.py" --quick \
     --out "$OUT/profile-overhead.json" >"$OUT/profile-overhead.txt" 2>>"$LOG"
 bench torch
-bench cupy --device cuda
 bench jax --device cuda
+bench cupy --device cuda
 
 # -- what needs no card: --lean leaves it to the machine the tar is read on -------------------------
 if [ "$LEAN" = 0 ]; then
