@@ -22,7 +22,8 @@ pytest.importorskip("distributed")
 from _support import too_wide
 from gpuprobe.core.errors import InputError
 
-BIN = Path(sys.executable).parent
+# `python -m dask`, not the `dask` script: a package installed with `pip --target` has no script
+DASK = [sys.executable, "-m", "dask"]
 HIDE = """
 import sys
 class _Hide:
@@ -68,12 +69,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                                       env={**os.environ, **(env or {})}))  # fmt: skip
 
     try:
-        start([str(BIN / "dask"), "scheduler", "--scheduler-file", str(sched_file), "--port", "0",
+        start([*DASK, "scheduler", "--scheduler-file", str(sched_file), "--port", "0",
                "--no-dashboard"])  # fmt: skip
         deadline = time.monotonic() + 60
         while not sched_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
-        worker = [str(BIN / "dask"), "worker", "--scheduler-file", str(sched_file),
+        worker = [*DASK, "worker", "--scheduler-file", str(sched_file),
                   "--no-dashboard"]  # fmt: skip
         start([*worker, "--nthreads", "2", "--name", "a"])
         start([*worker, "--nthreads", "2", "--name", "b"])

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from _support import too_wide
+
 pytestmark = pytest.mark.gpu
 pytest.importorskip("distributed")
-
-from _support import too_wide
 
 
 @pytest.fixture(scope="module")

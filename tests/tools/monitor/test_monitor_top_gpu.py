@@ -50,7 +50,7 @@ def test_top_json_follows_the_work_on_the_card(busy_gpu: subprocess.Popen[str]) 
     r = _top("--json", "--iterations", "6", "--interval", "0.5")
     assert r.returncode == 0, r.stderr
     samples = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-    gpus = [g for s in samples for g in s["gpus"] if g["index"] == 0]
+    gpus = [g["sample"] for s in samples for g in s["gpus"] if g["sample"]["index"] == 0]
     assert len(gpus) >= 5
     util = [g["utilization_gpu"] for g in gpus if g["utilization_gpu"] is not None]
     assert util and max(util) >= 50, util  # a matmul loop keeps the card busy
