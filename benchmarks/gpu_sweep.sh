@@ -138,6 +138,9 @@ step() {
         fi
         [ "$left" -lt "$limit" ] && limit="$left"
     fi
+    # what was started: a step with no row in steps.tsv was cut (the card went back) only if
+    # it is named here; its output file exists either way (made by the redirection of its line)
+    [ "$DRY" = 1 ] || echo "$name" >>"$OUT/started.txt"
     if [ "$DRY" = 1 ]; then
         case "$kind" in
             gp) "$PY" - "$@" <<'EOF' >>"$LOG" 2>&1

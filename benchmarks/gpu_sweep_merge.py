@@ -256,7 +256,7 @@ class Sweep:
         row = self.rows.get(step)
         outs = STEP_OUTPUTS.get(step) or DERIVED.get(step, ((),))[0]
         if row is None:
-            if outs and (self.path / outs[0]).exists():
+            if outs and self._started(step, self.path / outs[0]):
                 return (
                     f"{self.label} had started it and not finished it when the card was given "
                     "back: its output is empty"
@@ -266,6 +266,19 @@ class Sweep:
             return f"{self.label} skipped it at its deadline"
         how = "was cut by its timeout" if row["rc"] in (124, 137) else f"exited {row['rc']}"
         return f"in {self.label} it {how} after {row['s']} s with no output"
+
+    def _started(self, step: str, out: Path) -> bool:
+        """Whether the sweep started ``step`` (it has no row: it did not end). gpu_sweep.sh names
+        each step it starts in started.txt; in a sweep without it, a step's output file exists
+        from the moment the script reached the step's line, even a step --only left out, so it
+        was started only if it was made after the last row was written (steps run one after
+        the other)."""
+        started = self.path / "started.txt"
+        if started.is_file():
+            return step in started.read_text().split()
+        if not out.exists():
+            return False
+        return out.stat().st_mtime_ns >= (self.path / "steps.tsv").stat().st_mtime_ns
 
     @property
     def short(self) -> str:

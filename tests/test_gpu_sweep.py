@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -370,6 +371,36 @@ def test_a_newer_sweep_that_ran_a_step_replaces_the_older_output(tmp_path: Path)
     assert gzip.decompress(kept.read_bytes()) == gzip.decompress(newer.read_bytes())
     res = json.loads((root / "benchmarks" / "results" / "gpu_h200.json").read_text())
     assert res["steps"]["trace-item_every_step"] == {"rc": 0, "s": 9, "sweep_date": NEW}
+
+
+def test_a_step_that_only_left_out_is_not_called_cut(tmp_path: Path) -> None:
+    """A re-run with --only leaves an empty output for each step it passed over (the shell makes
+    the file of a line's redirection before the step decides not to run): the H200's re-run of
+    2026-11-26 was said to have "started and not finished" eight steps it never ran. Only a step
+    named in started.txt, or (in a sweep without it) made after the last row, was cut."""
+    older = {"scale-lstsq.json": "{}", "scale.txt": "the older lstsq\n",
+             "anchors.json": '{"anchors": {}}', "anchors.txt": "the older anchors\n"}  # fmt: skip
+    old = _sweep(tmp_path / "a", OLD, ["info 0 1", "scale 0 55", "anchors 0 66"], older)
+    empty = {"scale-lstsq.json": "", "anchors.json": ""}
+    new = _sweep(tmp_path / "b", NEW, ["info 0 1"], empty)
+    t = (new / "steps.tsv").stat().st_mtime_ns
+    # scale's file was made before the last row: passed over; the anchors' after it: cut
+    os.utime(new / "scale-lstsq.json", ns=(t - 10**9, t - 10**9))
+    os.utime(new / "anchors.json", ns=(t + 10**9, t + 10**9))
+    started = _sweep(tmp_path / "c", NEW.replace("03:51", "04:51"), ["info 0 1"],
+                     {"started.txt": "info\nanchors\n", **empty})  # fmt: skip
+    for latest in (new, started):
+        root = _checkout(tmp_path / latest.name)
+        p = _import(root, old, latest)
+        assert p.returncode == 0, p.stderr
+        st = json.loads((root / "benchmarks" / "results" / "gpu_h200.json").read_text())["steps"]
+        assert st["scale"] == {"rc": 0, "s": 55, "sweep_date": OLD}  # no "later": never run
+        assert st["anchors"]["sweep_date"] == OLD
+        assert [w.split(" had ")[1] for w in st["anchors"]["later"]] == [
+            "started it and not finished it when the card was given back: its output is empty"
+        ]
+        page = (root / "docs" / "gpu-h200.md").read_text()
+        assert "the older lstsq" in page and "the older anchors" in page
 
 
 def test_sweeps_out_of_order_or_of_two_cards_are_refused_in_one_line(tmp_path: Path) -> None:
