@@ -9,8 +9,9 @@
 #
 # Steps (each one's output in DIR/<step>.*; DIR/steps.tsv has step, exit code, seconds), in order
 # of what a short lease needs most:
-#   suite        the whole test suite but the gpu-marked tests (pytest -n 6), from the start on
-#                the last 6 cores when there are 12 or more, else last
+#   suite        the whole test suite but the gpu-marked tests (pytest -n 4: the tests that start
+#                DataLoader workers need free cores), from the start on the last 6 cores when
+#                there are 12 or more, else last
 #   info         gpuprobe info --json (the snapshot format of tests/data/*.json) and the text view
 #   top          top's one frame at 80 columns and three samples as JSON lines
 #   gpu-tests    pytest -m gpu (the tests skipped on machines without a GPU), JUnit XML
@@ -213,7 +214,7 @@ if [ "$DRY" = 0 ] && [ "$NCPU" -ge 12 ] && wanted suite && command -v taskset >/
     (
         t0=$(date +%s)
         timeout -k 10 600 taskset -c "$(( NCPU - 6 ))-$(( NCPU - 1 ))" nice -n 5 \
-            bash -c "$(declare -f suite_cmd); PY='$PY' OUT='$OUT' LOG='$LOG' suite_cmd 6"
+            bash -c "$(declare -f suite_cmd); PY='$PY' OUT='$OUT' LOG='$LOG' suite_cmd 4"
         rc=$?
         printf '%s\t%s\t%s\n' suite "$rc" "$(( $(date +%s) - t0 ))" >>"$OUT/steps.tsv"
         say "suite (beside the card's steps): exit $rc in $(( $(date +%s) - t0 )) s"

@@ -68,6 +68,16 @@ def _outputs() -> dict[str, tuple[str, ...]]:
         "gpu-tests": ("gpu-tests.xml", "gpu-tests.txt"),
         "anchors": ("anchors.json", "anchors.txt"),
         "doctor": ("doctor.json",),
+        "top": ("top.txt",),
+        "top-json": ("top.jsonl",),
+        # written in this order: the bench's JSON last
+        "fleet": (
+            "fleet-bench.json",
+            "fleet-doctor.json",
+            "fleet-doctor.txt",
+            "fleet-bench.txt",
+            "fleet.txt",
+        ),
         "scale": ("scale-lstsq.json", "scale.txt"),
         "overhead": ("overhead.json", "overhead.txt"),
         "profile-overhead": (

@@ -45,9 +45,9 @@ PROFILE_WHAT = {
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from gpuprobe.ui.console import make_console  # the console every command prints on
 
-    return Console(file=io.StringIO(), width=WIDTH, color_system=None, highlight=False)
+    return make_console(file=io.StringIO(), width=WIDTH, color_system=None, highlight=False)
 
 
 def render(kind: str, data: dict[str, Any]) -> str:
@@ -58,6 +58,12 @@ def render(kind: str, data: dict[str, Any]) -> str:
         from gpuprobe.tools.doctor.show import render_doctor
 
         render_doctor(DoctorReport.from_dict(data), con)
+    elif kind in ("fleet-doctor", "fleet-bench"):
+        from gpuprobe.core import render as views
+        from gpuprobe.tools.fleet.model import FleetBenchReport, FleetDoctorReport
+
+        fleet = FleetDoctorReport if kind == "fleet-doctor" else FleetBenchReport
+        views.terminal(fleet.from_dict(data), con)
     elif kind == "bench":
         from gpuprobe.tools.bench.model import BenchReport
         from gpuprobe.tools.bench.show.table import render_bench
@@ -206,6 +212,27 @@ def _hta_misses(d: Path, rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _fleet(d: Path, m: Merge) -> list[str]:
+    """doctor --cluster and bench --cluster on two Dask workers of this machine (one card)."""
+    out = [
+        "## gpuprobe doctor --cluster and bench --cluster (benchmarks/gpu_fleet.py)",
+        "",
+        "A Dask LocalCluster of two worker processes on this machine, sharing its card (as two "
+        "workers of one GPU box); the commands as a user runs them, their JSON drawn here at 80 "
+        "columns.",
+        "",
+        *m.note("fleet"),
+    ]
+    for kind, line in (
+        ("doctor", "doctor --cluster"),
+        ("bench", "bench --cluster --backend torch --one-at-a-time"),
+    ):
+        rep = read_json(d / f"fleet-{kind}.json")
+        out += [f"### gpuprobe {line}", ""]
+        out += _block(render(f"fleet-{kind}", rep) if rep else None, m.why_missing("fleet"))
+    return out
+
+
 def docs_page(d: Path, m: Merge, figs: dict[str, Any], slug: str, root: Path) -> str:
     img = root / "docs" / "img" / f"gpu-{slug}"
     img.mkdir(parents=True, exist_ok=True)
@@ -216,6 +243,9 @@ def docs_page(d: Path, m: Merge, figs: dict[str, Any], slug: str, root: Path) ->
     out += ["## gpuprobe doctor", "", *note("doctor")]
     doc = read_json(d / "doctor.json")
     out += _block(render("doctor", doc) if doc else None, why("doctor"))
+    out += ["## gpuprobe top (one frame, 80 columns, the card idle)", "", *note("top")]
+    out += _block(read_text(d / "top.txt"), why("top"))
+    out += _fleet(d, m)
     out += ["## gpuprobe bench", ""]
     for fw in BENCH_FRAMEWORKS:
         rep = read_json(d / f"bench-{fw}.json")
