@@ -81,7 +81,8 @@ def render(kind: str, data: dict[str, Any]) -> str:
 
 
 def gpuprobe_here(*argv: str, cwd: Path | None = None) -> str:
-    """``gpuprobe ARGV`` run here (on this checkout) at 80 columns: its output as printed."""
+    """``gpuprobe ARGV`` run here (on this checkout) at 80 columns: its output as printed. A crash
+    (a traceback, exit code 1 like a finding's) stops the import rather than leave an empty block."""
     path = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # the packages this process sees
     env = src_first(SRC, path, COLUMNS=str(WIDTH), PATH="/usr/bin:/bin")
     p = subprocess.run(
@@ -91,6 +92,8 @@ def gpuprobe_here(*argv: str, cwd: Path | None = None) -> str:
         env=env,
         cwd=cwd,
     )
+    if "Traceback (most recent call last)" in p.stderr:
+        raise SystemExit(f"gpuprobe {' '.join(argv)} crashed here:\n{p.stderr.rstrip()}")
     return (p.stdout + (p.stderr if p.returncode not in (0, 1) else "")).rstrip() + "\n"
 
 
