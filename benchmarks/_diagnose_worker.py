@@ -1,7 +1,7 @@
 """Run ``gpuprobe.diagnose`` on one trace file or one folder of rank files, as one process.
 
-Used by ``diagnose_vs_hta_corpus.py`` with ``PYTHONPATH=<checkout>/src``, so it measures whatever
-gpuprobe that checkout has. It reads fields with ``getattr`` so that newer gpuprobe versions
+Used by ``diagnose_vs_hta_corpus.py`` with ``<checkout>/src`` first on ``PYTHONPATH`` (then the
+parent's entries), so it measures whatever gpuprobe that checkout has. It reads fields with ``getattr`` so that newer gpuprobe versions
 (multi-rank reports, kernel breakdowns, comm/comp overlap) are recorded when present.
 
     python benchmarks/_diagnose_worker.py PATH OUT.json

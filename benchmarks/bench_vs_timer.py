@@ -32,6 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _pythonpath import src_first  # benchmarks/, next to this script
+
 RESULTS = Path(__file__).parent / "results"
 CASES = (("float32", 64), ("float32", 256), ("float32", 512), ("float64", 512))
 TOLERANCE = 0.10  # the goal: gpuprobe's figure within 10 % of Timer's
@@ -141,9 +143,7 @@ def child(rounds: int) -> dict[str, Any]:
 
 
 def _run_child(rounds: int, busy: bool, src: str | None) -> dict[str, Any]:
-    env = dict(os.environ)
-    if src:
-        env["PYTHONPATH"] = src
+    env = src_first(src) if src else dict(os.environ)
     burner = subprocess.Popen([sys.executable, "-c", BURNER]) if busy else None
     try:
         p = subprocess.run(

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from _pythonpath import src_first  # benchmarks/, next to this script
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
@@ -56,7 +58,7 @@ print(json.dumps({
 
 
 def _run(path: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = src_first(ROOT / "src")
     t0 = time.perf_counter()
     p = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path)],
@@ -78,7 +80,7 @@ def _run(path: Path) -> dict:
 
 def _peak_each(paths: list[Path]) -> dict[str, float]:
     """Peak RSS of each child, from the kernel's accounting of that child alone (wait4)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = src_first(ROOT / "src")
     peaks = {}
     for path in paths:
         proc = subprocess.Popen(

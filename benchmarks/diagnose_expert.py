@@ -27,10 +27,11 @@ import argparse
 import csv
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from _pythonpath import src_first  # benchmarks/, next to this script
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -108,7 +109,7 @@ def category(out: dict) -> str:
 
 
 def run(path: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = src_first(ROOT / "src")
     p = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path)],
         capture_output=True,

@@ -30,6 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _pythonpath import src_first  # benchmarks/, next to this script
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 TARGET_PP = 0.1  # percentage points; the issue's accuracy goal
@@ -100,7 +102,7 @@ def run(python: str, script: str, args: list[str], env: dict[str, str]) -> dict:
 def compare_folder(folder: str, hta_python: str, repeat: int) -> tuple[dict, list[str]]:
     """Run both tools ``repeat`` times on ``folder``; the result and its markdown section."""
     hta_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    ours_env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    ours_env = src_first(ROOT / "src")
     hta_runs, our_runs = [], []
     for _ in range(repeat):
         our_runs.append(run(sys.executable, OURS_SCRIPT, [folder], ours_env))
@@ -235,7 +237,7 @@ def kernel_diff_vs_hta(hta_python: str) -> tuple[dict, list[str]]:
         sys.executable,
         OURS_DIFF_SCRIPT,
         [str(before), str(after)],
-        dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+        src_first(ROOT / "src"),
     )
     names = set(hta["rows"]) | set(ours["rows"])
     same = sum(
@@ -290,7 +292,7 @@ def scaling(src: str, hta_python: str, copies: tuple[int, ...]) -> tuple[list[di
     import tempfile
 
     hta_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    ours_env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    ours_env = src_first(ROOT / "src")
     rows = []
     for c in copies:
         tmp = Path(tempfile.mkdtemp(prefix="gpuprobe-ranks-"))

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _pythonpath import src_first  # benchmarks/, next to this script
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
@@ -108,7 +110,7 @@ def run_ours(path: str) -> dict:
         "print(json.dumps({'seconds': time.perf_counter()-t, 'read_seconds': s.read_seconds, "
         "'events': s.events}))"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = src_first(ROOT / "src")
     p = subprocess.run(
         ["/usr/bin/time", "-f", "TIME %e %M %U %S", sys.executable, "-c", code, path],
         capture_output=True,

@@ -3,9 +3,10 @@
 For each trace file of the corpus (one rank each; ``MANIFEST.tsv`` says what it is), and for the
 multi-rank DLRM folders, run in separate processes, alternating which goes first:
 
-- gpuprobe: ``gpuprobe.diagnose(path)`` from the checkout given by ``--repo`` (``PYTHONPATH=src``),
-  via ``_diagnose_worker.py``: busy/idle fractions, idle split, findings, and any multi-rank,
-  kernel-breakdown or comm/comp fields a newer gpuprobe has;
+- gpuprobe: ``gpuprobe.diagnose(path)`` from the checkout given by ``--repo`` (its ``src`` first on
+  ``PYTHONPATH``, then the entries this script was given, so the worker sees this script's
+  packages), via ``_diagnose_worker.py``: busy/idle fractions, idle split, findings, and any
+  multi-rank, kernel-breakdown or comm/comp fields a newer gpuprobe has;
 - HTA: ``TraceAnalysis(trace_dir=...)`` (a folder with a symlink to the file) with its defaults,
   then the temporal breakdown, idle-time breakdown, comm/comp overlap, GPU kernel breakdown and
   CUDA kernel launch stats, via ``_hta_worker.py``; every failure is recorded;
@@ -55,6 +56,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _pythonpath import src_first  # benchmarks/, next to this script
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -191,7 +194,7 @@ def run_worker(cmd: list[str], env: dict[str, str], timeout: float, work: Path, 
 
 
 def gpuprobe_cmd(args: argparse.Namespace, path: Path) -> tuple[list[str], dict[str, str]]:
-    env = dict(os.environ, PYTHONPATH=str(Path(args.repo) / "src"), PYTHONWARNINGS="ignore")
+    env = src_first(Path(args.repo) / "src", PYTHONWARNINGS="ignore")  # and the parent's path
     return [sys.executable, str(HERE / "_diagnose_worker.py"), str(path)], env
 
 

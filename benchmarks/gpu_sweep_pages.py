@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -15,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _pythonpath import src_first
 from gpu_sweep_merge import (
     BENCH_FRAMEWORKS,
     PROFILE_STEPS,
@@ -85,8 +87,10 @@ def render(kind: str, data: dict[str, Any]) -> str:
 
 
 def gpuprobe_here(*argv: str, cwd: Path | None = None) -> str:
-    """``gpuprobe ARGV`` run here (on this checkout) at 80 columns: its output as printed."""
-    env = {"PYTHONPATH": str(SRC), "COLUMNS": str(WIDTH), "PATH": "/usr/bin:/bin"}
+    """``gpuprobe ARGV`` run here (on this checkout) at 80 columns: its output as printed. A crash
+    (a traceback, exit code 1 like a finding's) stops the import rather than leave an empty block."""
+    path = {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # the packages this process sees
+    env = src_first(SRC, path, COLUMNS=str(WIDTH), PATH="/usr/bin:/bin")
     p = subprocess.run(
         [sys.executable, "-m", "gpuprobe", *argv],
         capture_output=True,
@@ -94,6 +98,8 @@ def gpuprobe_here(*argv: str, cwd: Path | None = None) -> str:
         env=env,
         cwd=cwd,
     )
+    if "Traceback (most recent call last)" in p.stderr:
+        raise SystemExit(f"gpuprobe {' '.join(argv)} crashed here:\n{p.stderr.rstrip()}")
     return (p.stdout + (p.stderr if p.returncode not in (0, 1) else "")).rstrip() + "\n"
 
 

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _pythonpath import src_first  # benchmarks/, next to this script
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
@@ -203,7 +205,7 @@ def _raw_bytes(p: Path) -> bytes:
 
 
 def measure_memory(millions: list[float]) -> list[dict[str, Any]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = src_first(ROOT / "src")
     out = []
     with tempfile.TemporaryDirectory() as d:
         for m in millions:

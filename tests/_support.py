@@ -1,11 +1,13 @@
-"""Shared test support: the data folder, snapshots, whether a GPU is present, and the command
-line run in an interpreter of its own."""
+"""Shared test support: the data folder, snapshots, whether a GPU is present, a child Python's
+PYTHONPATH, and the command line run in an interpreter of its own."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,18 @@ def _has_gpu() -> bool:
 
 
 HAS_GPU = _has_gpu()
+
+
+def pythonpath_env(*first: str | Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child Python: ``base`` (default: this process's) with ``first`` at
+    the head of ``PYTHONPATH`` and the entries it was given kept after them, so the child sees the
+    packages this process sees (on a lent card msgspec and Dask come from a ``pip --target``
+    folder on ``PYTHONPATH``, not from the venv). Empty entries (the current folder) are dropped."""
+    env = dict(os.environ if base is None else base)
+    heads = [str(p) for p in first]
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in heads]
+    env["PYTHONPATH"] = os.pathsep.join([*heads, *rest])
+    return env
 
 
 def snapshot_dict(name: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@ of a busy difference into HTA's rounding, HTA's last-step drop and the rest. HTA
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import os
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from _support import pythonpath_env
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -68,7 +71,7 @@ def test_trace_facts_of_a_file_that_is_not_json(tmp_path: Path) -> None:
 def _run_worker(path: Path, tmp_path: Path) -> dict:
     """``_diagnose_worker.py`` in its own process, as the benchmark runs it; its JSON."""
     out = tmp_path / "g.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = pythonpath_env(ROOT / "src")  # the packages this process sees, too
     subprocess.run(
         [sys.executable, str(BENCH / "_diagnose_worker.py"), str(path), str(out)],
         env=env,
@@ -76,6 +79,17 @@ def _run_worker(path: Path, tmp_path: Path) -> dict:
         timeout=120,
     )
     return json.loads(out.read_text())
+
+
+def test_the_gpuprobe_worker_sees_its_parents_packages_and_hta_its_own(monkeypatch) -> None:
+    """gpuprobe's worker: the checkout's src first, then the entries the script was given (where
+    a card's msgspec lives); HTA's process, in a venv of its own, gets no PYTHONPATH at all."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/site", "", "/co/src", "/more"]))
+    args = argparse.Namespace(repo="/co", hta_python="/hta/bin/python")
+    _, env = bench.gpuprobe_cmd(args, Path("t.json"))
+    assert env["PYTHONPATH"].split(os.pathsep) == ["/co/src", "/site", "/more"]
+    _, hta = bench.hta_cmd(args, Path("f"), variants=False)
+    assert "PYTHONPATH" not in hta
 
 
 def test_diagnose_worker_matches_diagnose_in_process(trace: Path, tmp_path: Path) -> None:

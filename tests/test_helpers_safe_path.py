@@ -3,10 +3,11 @@ types ``gpuprobe info --frameworks runtime`` must not run (helpers start with ``
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from _support import pythonpath_env
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 BOOT = "import sys; from gpuprobe.cli import main; sys.argv[0] = 'gpuprobe'; sys.exit(main())"
@@ -23,7 +24,7 @@ def _plant(folder: Path) -> Path:
 
 def test_info_frameworks_runtime_ignores_the_current_directory(tmp_path: Path) -> None:
     marker = _plant(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+    env = pythonpath_env(SRC)  # no empty entry: that would be the folder under test
     r = subprocess.run(
         # -P for gpuprobe itself too: the helpers are under test, not how the test starts it
         [sys.executable, "-P", "-c", BOOT, "info", "--frameworks", "runtime", "--json"],

@@ -9,7 +9,6 @@ extra, never a traceback, and everything else is still written.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import gpuprobe
+from _support import pythonpath_env
 
 PACKAGE_ROOT = Path(gpuprobe.__file__).resolve().parents[1]
 EXTRA = "pip install 'gpuprobe[plot]'"
@@ -30,8 +30,7 @@ def no_mpl(tmp_path: Path) -> dict[str, str]:
     blocker = tmp_path / "no_matplotlib"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(blocker), str(PACKAGE_ROOT)])
+    env = pythonpath_env(blocker, PACKAGE_ROOT)  # then the entries this process was given
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # bench's history stays here
     env["COLUMNS"] = "80"
     return env

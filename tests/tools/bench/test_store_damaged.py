@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import gpuprobe.tools.bench.history as store_mod
+from _support import pythonpath_env
 from gpuprobe.platform.measurement import Measurement
 from gpuprobe.tools.bench.history import SCHEMA_VERSION, Store, StoreError
 from gpuprobe.tools.bench.model import BenchReport, BenchResult, Environment
@@ -97,7 +98,7 @@ def test_a_locked_history_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_bench_shows_its_report_then_says_the_history_was_not_saved(tmp_path: Path) -> None:
     (tmp_path / "history.sqlite").write_bytes(os.urandom(5000))
-    env = dict(os.environ, GPUPROBE_DATA_DIR=str(tmp_path), PYTHONPATH=str(SRC))
+    env = pythonpath_env(SRC, base={**os.environ, "GPUPROBE_DATA_DIR": str(tmp_path)})
     r = subprocess.run(
         [
             sys.executable,

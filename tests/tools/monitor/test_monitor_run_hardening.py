@@ -50,6 +50,22 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFIN
 from gpuprobe.cli import main
 sys.exit(main(sys.argv[2:]))
 """
+# The same limit, set just before summary.json is written: the timeline before it is whole, however
+# large a sample is on this machine (a card's header alone can pass 2 kB), and the summary is the
+# only file that meets the limit (the report after it meets it too).
+SUMMARY_FSIZE_BOOT = """
+import resource, signal, sys
+from gpuprobe.tools.monitor.show import files
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+real = files.write_atomic
+def limited(path, *args, **kwargs):
+    if path.name == "summary.json":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
+    return real(path, *args, **kwargs)
+files.write_atomic = limited
+from gpuprobe.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
 
 
 def test_dollar_pairs_in_the_command_are_drawn_as_text(tmp_path: Path) -> None:
@@ -71,9 +87,11 @@ def test_dollar_pairs_in_the_command_are_drawn_as_text(tmp_path: Path) -> None:
 COMMAND = ("--", "sh", "-c", "sleep 1.5; exit 7")
 
 
-def _run_with_file_limit(limit: int, out: Path) -> subprocess.CompletedProcess[str]:
+def _run_with_file_limit(
+    limit: int, out: Path, boot: str = FSIZE_BOOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PY, "-c", FSIZE_BOOT, str(limit), "run", "--hz", "20", "--out", str(out), *COMMAND],
+        [PY, "-c", boot, str(limit), "run", "--hz", "20", "--out", str(out), *COMMAND],
         capture_output=True,
         text=True,
         env=env(),
@@ -108,13 +126,15 @@ def test_a_full_disk_keeps_every_whole_sample_and_the_exit_code(tmp_path: Path) 
 
 def test_a_summary_that_does_not_fit_leaves_no_cut_file(tmp_path: Path) -> None:
     out = tmp_path / "r"
-    r = _run_with_file_limit(2000, out)  # bytes: the header fits, the 2-3 kB summary does not
+    r = _run_with_file_limit(100, out, SUMMARY_FSIZE_BOOT)  # bytes: a summary's first line or two
     assert r.returncode == 7, r.stderr
     assert "Traceback" not in r.stderr
     text = " ".join(r.stderr.split())  # each note is one line (the view wraps at 80 columns)
     assert text.count(f"cannot write {out / 'summary.json'}: File too large") == 1
-    # before: a summary.json cut at 2000 bytes was left, a JSON document no reader could load
+    # before: a summary.json cut at the limit was left, a JSON document no reader could load
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == [TIMELINE_NAME]
+    tl = read_timeline(out)  # the premise: the timeline did not meet the limit, whole
+    assert tl.dropped_lines == 0 and len(tl.samples) >= 3 and "recording stopped" not in r.stderr
 
 
 def test_a_failed_summary_write_leaves_no_empty_file(

@@ -1,8 +1,9 @@
 """``gpuprobe top`` on small screens: the frame fits the terminal's width and height, keeps each
 GPU's bars, power and clocks and the host's CPU and memory, and drops process rows first.
 
-The GPU frame comes from the real pynvml over the fake NVML library (an H200 snapshot with
-processes on it); the no-GPU frame from this machine."""
+Both frames come from the real pynvml over the fake NVML library: an H200 snapshot with
+processes on it, or no GPU (no library, no driver, or a driver with no device), whatever card
+the machine running the tests has; the host's lines from this machine."""
 
 from __future__ import annotations
 
@@ -76,7 +77,18 @@ def test_a_gpu_frame_fits_the_screen_and_keeps_the_essentials(
         assert "30 processes (a taller screen lists them)" in text
 
 
-def test_a_frame_without_a_gpu_fits_60_by_15() -> None:
+@pytest.mark.parametrize(
+    ("init_error", "n_gpus"),
+    [(12, 1), (9, 1), (None, 0)],
+    ids=["no-library", "driver-not-loaded", "no-device"],
+)
+def test_a_frame_without_a_gpu_fits_60_by_15(
+    fake_nvml: Any, init_error: int | None, n_gpus: int
+) -> None:
+    # the premise from the fake NVML, not from this machine: a card here must not change it
+    snap = _h200(0)
+    snap["gpus"] = snap["gpus"][:n_gpus]
+    fake_nvml(snap, init_error=init_error)
     sampler, view = _view()
     try:
         lines = _frame(view, 60, 15)
