@@ -1,6 +1,5 @@
-"""What ``gpuprobe top --json`` printed on a real NVIDIA H200 (tests/data/monitor/
-gpu_h200_top.jsonl, the GPU sweep of 2026-11-26, driver 580.159.04, the card idle) against what
-the same sampler reads through the real pynvml over the fake NVML library: the fake must give
+"""What ``gpuprobe top --json`` printed on a real NVIDIA H200 (tests/data/top/h200.jsonl, the
+GPU sweep of 2026-11-26, driver 580.159.04, the card idle) against what the same sampler reads through the real pynvml over the fake NVML library: the fake must give
 the fields a real card gives, so the tests over it see what users will."""
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from typing import Any
 
 from _support import snapshot_dict
 
-RECORDED = Path(__file__).resolve().parents[2] / "data" / "monitor" / "gpu_h200_top.jsonl"
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "top" / "h200.jsonl"
 
 
 def _gpu_fields(sample: dict[str, Any]) -> tuple[set[str], set[str]]:
