@@ -1,6 +1,7 @@
 """What ``gpuprobe top --json`` printed on a real NVIDIA H200 (tests/data/top/h200.jsonl, the
-GPU sweep of 2026-11-26, driver 580.159.04, the card idle) against what the same sampler reads through the real pynvml over the fake NVML library: the fake must give
-the fields a real card gives, so the tests over it see what users will."""
+GPU sweep of 2026-11-26, driver 580.159.04, the card idle) against what the same sampler reads
+through the real pynvml over the fake NVML library: the fake must give the fields a real card
+gives, so the tests over it see what users will."""
 
 from __future__ import annotations
 
