@@ -6,6 +6,11 @@ parent's entries), so it measures whatever gpuprobe that checkout has. It reads 
 
     python benchmarks/_diagnose_worker.py PATH OUT.json
 
+    python benchmarks/_diagnose_worker.py --hta-event-set TRACE OUT.json
+
+The second diagnoses the events Holistic Trace Analysis keeps (:func:`hta_event_set`), when
+that is fewer, for the comparison of like with like.
+
 A folder is first given to ``diagnose`` whole (a gpuprobe that reads a folder of ranks); when
 that raises, each ``.json``/``.json.gz`` file in it is diagnosed in turn, in this process.
 """
@@ -102,7 +107,79 @@ def describe(d: Any) -> dict[str, Any]:
     return out
 
 
+def hta_event_set(path: str, out_dir: str) -> tuple[str, int] | None:
+    """The trace with the GPU events Holistic Trace Analysis drops dropped, for a comparison of
+    like with like: with two or more ProfilerStep names HTA keeps only the GPU events (a stream
+    and a correlation) joined by correlation to a CPU event that began by the last step's end
+    (traceinsight 0.6, ``Trace._filter_irrelevant_gpu_kernels`` with all steps kept). gpuprobe
+    keeps them all (a kernel queued before the profiler started still ran in its window). The
+    copy's path and how many GPU events it lost; None when HTA would drop nothing."""
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        return None
+
+    def args(e: Any) -> dict:
+        a = e.get("args") if isinstance(e, dict) else None
+        return a if isinstance(a, dict) else {}
+
+    def on_gpu(e: Any) -> bool:
+        a = args(e)
+        return isinstance(a.get("stream"), int) and a["stream"] >= 0 and "correlation" in a
+
+    steps = [e for e in events if isinstance(e, dict) and "ProfilerStep" in str(e.get("name", ""))]
+    if len({e.get("name") for e in steps}) < 2:
+        return None
+    last_end = max(float(e.get("ts", 0)) + float(e.get("dur", 0) or 0) for e in steps)
+    launched = {
+        args(e).get("correlation")
+        for e in events
+        if isinstance(e, dict) and not on_gpu(e) and "correlation" in args(e)
+        and float(e.get("ts", 0)) <= last_end
+    }  # fmt: skip
+    kept = [e for e in events if not on_gpu(e) or args(e)["correlation"] in launched]
+    dropped = len(events) - len(kept)
+    if not dropped:
+        return None
+    doc["traceEvents"] = kept
+    dest = os.path.join(out_dir, "hta_event_set.json")
+    with open(dest, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    return dest, dropped
+
+
+def event_set_main(path: str, out_path: str) -> int:
+    """``--hta-event-set``: gpuprobe's busy % on the events HTA keeps (a run of its own, so that
+    the main run's time and memory are the diagnosis alone)."""
+    import tempfile
+
+    out: dict[str, Any] = {}
+    try:
+        import gpuprobe
+
+        with tempfile.TemporaryDirectory() as tmp:
+            same = hta_event_set(path, tmp)
+            if same is not None:
+                d = gpuprobe.diagnose(same[0])
+                out["hta_event_set"] = {
+                    "dropped_gpu_events": same[1],
+                    "gpu_busy_fraction": _plain(d.summary.gpu_busy_fraction),
+                    "gpu_span_us": _plain(d.summary.gpu_span_us),
+                }
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    with open(out_path, "w") as fh:
+        json.dump(out, fh, indent=1)
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1] == "--hta-event-set":
+        return event_set_main(sys.argv[2], sys.argv[3])
     path, out_path = sys.argv[1], sys.argv[2]
     out: dict[str, Any] = {}
     try:

@@ -348,16 +348,26 @@ def compare_single(case: dict) -> dict:
     if gs and hs and all(hs.get(k) is not None for k in IDLE_KEYS):
         c["delta_split_max_pp"] = round(max(abs(gs[k] - hs[k]) for k in IDLE_KEYS), 4)
     gb = c["gpuprobe_busy_pct"]
+    # like for like: gpuprobe on the events HTA keeps (the GPU events whose launch is in the
+    # trace, when HTA drops the others: _diagnose_worker.hta_event_set), against HTA exact with
+    # every step kept
+    same = ((case.get("gpuprobe_hta_events") or {}).get("result") or {}).get("hta_event_set") or {}
+    c["gpuprobe_hta_events_busy_pct"] = _pct(same.get("gpu_busy_fraction"))
+    c["gpu_events_hta_drops"] = same.get("dropped_gpu_events", 0)
+    gl = c["gpuprobe_hta_events_busy_pct"] if same else gb
     for key in ("hta_busy_pct", "hta_exact_busy_pct", "hta_exact_all_steps_busy_pct"):
         hb = c[key]
-        c[f"delta_{key[:-4]}_pp"] = None if gb is None or hb is None else round(gb - hb, 4)
+        mine = gl if key == "hta_exact_all_steps_busy_pct" else gb
+        c[f"delta_{key[:-4]}_pp"] = None if mine is None or hb is None else round(mine - hb, 4)
     hd, he, ha = c["hta_busy_pct"], c["hta_exact_busy_pct"], c["hta_exact_all_steps_busy_pct"]
     if hd is not None and he is not None:
         c["effect_ns_rounding_pp"] = round(hd - he, 4)
     if he is not None and ha is not None:
         c["effect_last_step_dropped_pp"] = round(he - ha, 4)
-    if gb is not None and ha is not None:
-        c["residual_pp"] = round(gb - ha, 4)
+    if same and gb is not None and gl is not None:
+        c["effect_unlaunched_gpu_events_pp"] = round(gb - gl, 4)
+    if gl is not None and ha is not None:
+        c["residual_pp"] = round(gl - ha, 4)
     trow = _first_rank((variants.get("exact_all_steps") or {}).get("temporal"))[1]
     if isinstance(trow, dict):
         c["hta_exact_all_steps_span_us"] = trow.get("span_us")
@@ -491,10 +501,18 @@ def explain(case: dict) -> list[str]:
         )
     if ls is not None and abs(ls) > DIFF_PP / 2:
         out.append(f"HTA dropping the last profiler step moves it by {ls:+.2f} pp")
+    un = c.get("effect_unlaunched_gpu_events_pp")
+    if un is not None and abs(un) > DIFF_PP / 2:
+        out.append(
+            f"HTA drops the {c['gpu_events_hta_drops']} GPU events whose launch (a CPU event with "
+            "the same correlation) is not in the trace (with ≥ 2 ProfilerSteps it keeps only GPU "
+            "events joined to a CPU event): gpuprobe keeps them, as they ran in the window, which "
+            f"moves its busy % by {un:+.2f} pp; like for like compares gpuprobe on HTA's events"
+        )
     if res is not None and abs(res) > DIFF_PP / 2:
         bits = [f"left like for like: {res:+.2f} pp"]
         n_un, steps = facts.get("gpu_events_without_launch", 0), facts.get("profiler_steps", 0)
-        if n_un and steps >= 2:
+        if n_un and steps >= 2 and un is None:
             bits.append(
                 f"HTA drops the {n_un} of {facts['gpu_events']} GPU events whose launch (CPU "
                 "event with the same correlation) is not in the trace: with ≥ 2 ProfilerSteps it "
@@ -897,6 +915,16 @@ def main() -> int:
             if have_hta and not args.no_variants and gpu:
                 cmd, env = hta_cmd(args, case["folder"], variants=True)
                 case["hta_variants"] = run_worker(cmd, env, args.timeout, work, f"{tag}v")
+            facts = case.get("facts") or {}
+            if (
+                gpu
+                and facts.get("gpu_events_without_launch")
+                and facts.get("profiler_steps", 0) >= 2
+            ):
+                # gpuprobe on the events HTA keeps: a run of its own (like for like)
+                cmd, env = gpuprobe_cmd(args, case["path"])
+                cmd.insert(2, "--hta-event-set")
+                case["gpuprobe_hta_events"] = run_worker(cmd, env, args.timeout, work, f"{tag}e")
             finish(case)
             g, h = case.get("gpuprobe") or {}, case.get("hta") or {}
             print(

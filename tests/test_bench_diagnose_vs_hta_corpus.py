@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
+import _diagnose_worker as worker  # noqa: E402
 import diagnose_vs_hta_corpus as bench  # noqa: E402
 
 import gpuprobe  # noqa: E402
@@ -109,6 +110,29 @@ def test_diagnose_worker_records_a_refused_trace(tmp_path: Path) -> None:
     assert "gpu_busy_fraction" not in got
 
 
+def test_like_for_like_takes_the_gpu_events_hta_keeps(tmp_path: Path) -> None:
+    """The starved loader's trace from the H200 (tests/data/diagnose/gpu_h200): 32 of its 254 GPU
+    events were launched before the profiler started. HTA (traceinsight 0.6, every step kept, no
+    ns rounding) drops them: its GPU span there was 324,429.216 µs and its busy 12.26 %.
+    gpuprobe on the events HTA keeps gives the same span and busy %, so what is left between
+    the tools is which events count, not the arithmetic."""
+    trace = ROOT / "tests" / "data" / "diagnose" / "gpu_h200" / "loader_single_process.json.gz"
+    out = tmp_path / "e.json"
+    subprocess.run(
+        [sys.executable, str(BENCH / "_diagnose_worker.py"), "--hta-event-set", str(trace),
+         str(out)], env=pythonpath_env(ROOT / "src"), check=True, timeout=120,
+    )  # fmt: skip
+    same = json.loads(out.read_text())["hta_event_set"]
+    assert same["dropped_gpu_events"] == 32
+    assert same["gpu_span_us"] == pytest.approx(324_429.216, abs=0.001)
+    assert 100 * same["gpu_busy_fraction"] == pytest.approx(12.26, abs=0.005)
+    everything = gpuprobe.diagnose(trace).summary
+    assert 100 * everything.gpu_busy_fraction == pytest.approx(10.07, abs=0.005)  # all 254 kept
+    # a trace whose GPU events were all launched in it is not rewritten
+    fed = trace.with_name("item_fixed.json.gz")
+    assert worker.hta_event_set(str(fed), str(tmp_path)) is None
+
+
 def _hta_run(busy: float) -> dict:
     return {"temporal": {"0": {"busy_pct": busy, "span_us": 1000.0}},
             "idle": {"0": {"split_pct": {"host_wait": 60.0, "kernel_wait": 40.0, "other": 0.0}}}}  # fmt: skip
@@ -136,6 +160,15 @@ def test_compare_splits_a_difference_into_rounding_last_step_and_rest() -> None:
     why = " ".join(case["why"])
     assert "-1.00 pp" in why and "-1.50 pp" in why and "+0.50 pp" in why
     assert "drops the 2 of 10 GPU events" in why
+    # with gpuprobe run on the events HTA keeps, like for like is that run against HTA's
+    case["gpuprobe_hta_events"] = {"result": {"hta_event_set": {
+        "dropped_gpu_events": 2, "gpu_busy_fraction": 0.5149, "gpu_span_us": 1000.0}}}  # fmt: skip
+    bench.finish(case)
+    c = case["compare"]
+    assert c["delta_hta_exact_all_steps_busy_pp"] == pytest.approx(-0.01)  # 51.49 − 51.5
+    assert c["effect_unlaunched_gpu_events_pp"] == pytest.approx(0.51)  # 52 − 51.49
+    assert c["delta_hta_busy_pp"] == pytest.approx(3.0)  # HTA's default: gpuprobe as it is
+    assert "moves its busy % by +0.51 pp" in " ".join(case["why"])
 
 
 def test_markdown_lists_differences_and_failures() -> None:
