@@ -368,7 +368,7 @@ def fp64_throughput(m: int, n: int) -> dict[str, Any]:
         f"  Gram {ceilings['gram_s'] * 1e3:.1f} ms ({ceilings['gram_executed_tflops']:.1f} "
         f"TFLOP/s executed), DGEMM AᵀA {ceilings['dgemm_tflops']:.1f} TFLOP/s\n"
         f"  GEMV {ceilings['gemv_gbs']:.0f} GB/s, n×n {host_s * 1e3:.1f} ms (factored on "
-        f"the host: {host_only_s * 1e3:.1f}), other {model['other_s'] * 1e3:.1f} ms; error "
+        f"the host: {host_only_s * 1e3:.1f}),\n  other {model['other_s'] * 1e3:.1f} ms; error "
         f"{warm['rel_error_vs_truth']:.1e}"
     )
     model["host_factor_s"] = host_only_s
