@@ -63,7 +63,9 @@ def fleet_doctor(
     scheduler address such as ``"tcp://10.0.0.1:8786"``, or ``{"scheduler_file": path}``), the
     workers of one host that report alike in one row, the nodes grouped by configuration, and
     every node that differs from the majority or fails a check named with the difference and the
-    fix. ``quick`` uses smaller kernel problems; ``run_kernels=False`` judges what NVML and the
+    fix. ``quick`` uses smaller kernel problems; the environment is read on every worker at
+    once, the kernel checks run on one worker per host and set of GPUs, a host's one after the
+    other, so that none measures another; ``run_kernels=False`` judges what NVML and the
     frameworks say without running kernels. A scheduler that does not answer within
     ``connect_timeout`` s is an :class:`~gpuprobe.core.errors.InputError`; a worker that gives no
     answer within ``node_timeout`` s is reported lost, the others kept."""
@@ -93,10 +95,11 @@ def fleet_bench(
     """The same short bench on every worker of a Dask cluster (``cluster`` as for
     :func:`fleet_doctor`): ``workloads`` (default matmul and transfer) on every framework there
     (or ``backends``), one size per workload and kind of device, nothing saved to the nodes'
-    histories; all workers at once, or one after the other with ``one_at_a_time`` (workers that
-    share a host, a network or a PCIe switch). Each figure is compared with those of the same
-    model of CPU or GPU, and an outlier (more than 3 MADs and 10 % from its peers' median) is
-    named with its figures. A worker with no answer within ``node_timeout`` s is reported lost,
+    histories; hosts at once, the workers of one host one after the other (they share its CPU,
+    memory and PCIe links, often its GPUs), or every worker one after the other with
+    ``one_at_a_time`` (hosts that share a network or a PCIe switch). Each figure is compared
+    with those of the same model of CPU or GPU, and an outlier (more than 3 MADs and 10 % from
+    its peers' median) is named with its figures. A worker with no answer within ``node_timeout`` s is reported lost,
     the others kept."""
     from gpuprobe.tools.fleet.bench_engine import fleet_bench as _fleet_bench
 

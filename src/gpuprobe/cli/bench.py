@@ -73,8 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     fleet.add_argument(
         "--one-at-a-time",
         action="store_true",
-        help="on a cluster: one worker after the other, for workers that share a host, a "
-        "network or a PCIe switch (default: all at once)",
+        help="on a cluster: every worker one after the other, for hosts that share a network "
+        "or a PCIe switch (default: hosts at once, a host's workers one after the other)",
     )
     p.set_defaults(handler=run)
 

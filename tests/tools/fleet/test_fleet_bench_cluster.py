@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ pytest.importorskip("distributed")
 from _support import too_wide
 from gpuprobe.core.errors import UsageError
 from gpuprobe.tools.fleet.node import FLEET_SIZES
+
+from . import _spy as spy
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +95,22 @@ def test_options_for_one_machine_are_refused_with_cluster(cluster: Any) -> None:
     assert alone.returncode == 2 and "give --cluster ADDRESS with it" in alone.stderr
     with pytest.raises(UsageError, match="unknown backend 'nompy'"):
         gpuprobe.fleet_bench(cluster, ["matmul"], ["nompy"])
+
+
+def test_the_workers_of_one_host_are_measured_one_after_the_other(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """By default hosts run at once and a host's workers one after the other: three workers of
+    this host sharing its two cores, each bench run recorded in its worker, none overlapping
+    another (at once, each measured the others)."""
+    import gpuprobe
+
+    log = tmp_path / "bench.jsonl"
+    pids = spy.install(cluster, "gpuprobe.tools.bench.runner", "run_bench", log)
+    said: list[str] = []
+    report = gpuprobe.fleet_bench(cluster, ["matmul"], ["numpy"], progress=said.append)
+    assert said == ["bench on 3 worker(s), a host's one at a time"]
+    runs = spy.calls(log)
+    assert sorted(r["pid"] for r in runs) == sorted(pids.values())  # one run in each worker
+    assert spy.overlapping(runs) == []
+    assert not report.one_at_a_time and "a host's workers in turn" in repr(report)

@@ -173,3 +173,35 @@ def test_a_scheduler_file_that_is_not_there(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"type": "Scheduler"}')
     with pytest.raises(InputError, match="no 'address' in it"):
         gpuprobe.fleet_doctor({"scheduler_file": tmp_path / "bad.json"})
+
+
+def test_kernels_run_on_one_worker_of_the_host_and_cover_the_others(
+    cluster: dict[str, Any],
+) -> None:
+    """The kernel checks run once on this host (a and b alike, c with torch hidden: its numpy
+    check is among a's), not on every worker at once measuring each other; c's row says whose
+    kernels cover it, and e (lost in the environment phase, or gone) runs none."""
+    import gpuprobe
+
+    said: list[str] = []
+    report = gpuprobe.fleet_doctor({"scheduler_file": cluster["file"]}, node_timeout=300,
+                                   progress=said.append)  # fmt: skip
+    host = socket.gethostname()
+    rows = {n.name: n for n in report.nodes}
+    assert {host, f"{host}/c", f"{host}/d"} <= set(rows) <= {host, f"{host}/c", f"{host}/d",
+                                                             f"{host}/e"}  # fmt: skip
+    a, b = cluster["names"]["a"], cluster["names"]["b"]
+    assert sorted(rows[host].workers) == sorted([a, b])
+    # one of a and b ran them (the first by address among the workers with the most checks)
+    assert rows[host].kernels_on == (min(a, b),)
+    runner = "a" if min(a, b) == a else "b"
+    assert rows[host].kernels_note == f"ran on worker {runner}"
+    assert {(w.framework, w.device) for w in rows[host].report.workers} == {("numpy", "cpu"),
+                                                                          ("torch", "cpu")}  # fmt: skip
+    c = rows[f"{host}/c"]
+    assert c.kernels_on == () and c.kernels_note == f"covered by worker {runner}"
+    assert c.report is not None and c.report.workers == ()
+    assert rows[f"{host}/d"].status == "no-gpuprobe" and rows[f"{host}/d"].kernels_on == ()
+    assert said[1] == "doctor: kernels on 1 worker(s), a host's one at a time", said
+    assert [g.nodes for g in report.groups] == [(host,), (f"{host}/c",)]
+    assert too_wide(str(report)) == []

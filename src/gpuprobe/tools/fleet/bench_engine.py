@@ -1,11 +1,12 @@
 """``gpuprobe bench --cluster``: the same short bench (:data:`~gpuprobe.tools.fleet.node.
 FLEET_WORKLOADS` at :data:`~gpuprobe.tools.fleet.node.FLEET_SIZES`) on every worker of a Dask
-cluster, through the cluster's own workers as ``doctor --cluster`` does (:mod:`.engine`), all at
-the same time or one worker after the other, each node's figures set beside those of the nodes
-with the same model of device and the outliers named (:mod:`.bench_rules`).
+cluster, through the cluster's own workers as ``doctor --cluster`` does (:mod:`.engine`): hosts
+at once, the workers of one host one after the other (they share its CPU, memory, PCIe links
+and often its GPUs, and would measure each other), or every worker one after the other
+(``one_at_a_time``: hosts that share a network or a PCIe switch); each node's figures set beside
+those of the nodes with the same model of device and the outliers named (:mod:`.bench_rules`).
 
-A row per worker, not per host: workers of one host often own one GPU each (dask-cuda), and a
-CPU shared by several workers measured at once is what ``one_at_a_time`` is for."""
+A row per worker, not per host: workers of one host often own one GPU each (dask-cuda)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def fleet_bench(
     t0 = time.perf_counter()
     address, workers, answers = ask_every_worker(
         cluster, node_bench, (names, asked, quick), "bench", connect_timeout=connect_timeout,
-        node_timeout=node_timeout, at_once=not one_at_a_time, progress=progress,
+        node_timeout=node_timeout, order="one-at-a-time" if one_at_a_time else "per-host",
+        progress=progress,
     )  # fmt: skip
     rows = _rows(workers, answers)
     points = compare(rows)

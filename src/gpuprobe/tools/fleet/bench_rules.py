@@ -146,7 +146,7 @@ def bench_outliers(nodes: Sequence[NodeBench], points: Sequence[BenchPoint]) -> 
                 fix=(
                     f"look at {node} while it runs (gpuprobe top there): another job, clocks "
                     "or power held down, a different BIOS or thread setting; re-run 'gpuprobe "
-                    "bench --cluster ... --one-at-a-time' if its workers share a host"
+                    "bench --cluster ... --one-at-a-time' if the hosts share a network or a switch"
                     if slower
                     else f"{who} runs faster than the rest: check whether its peers are held "
                     "down or share their machine with other jobs"

@@ -4,16 +4,19 @@ dask-jobqueue, dask-kubernetes; only the scheduler's address is needed), the wor
 host that report alike collapsed into one row, the nodes grouped by configuration and judged
 across the fleet.
 
-Each worker is asked on its own (``Client.run`` for that worker, all at once in threads), so a
-worker that dies or hangs is reported lost when its deadline passes and the others' results are
-kept."""
+Two phases, so that no check measures another (:mod:`.plan`): the environment (frameworks,
+versions, the GPUs each worker's frameworks see, its threads) on every worker at once, no
+kernels; then the kernel checks on one worker per host and set of checks, a host's one after
+the other, hosts at once. Each worker is asked on its own (``Client.run`` for that worker, in
+threads), so a worker that dies or hangs is reported lost when its deadline passes and the
+others' results are kept."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuprobe.core.errors import InputError
@@ -21,6 +24,7 @@ from gpuprobe.tools.doctor.model import DoctorReport
 from gpuprobe.tools.fleet.config import node_config
 from gpuprobe.tools.fleet.model import ConfigGroup, FleetDoctorReport, NodeResult
 from gpuprobe.tools.fleet.node import in_thread, node_doctor
+from gpuprobe.tools.fleet.plan import host_of, kernel_checks, kernel_runners, lanes
 from gpuprobe.tools.fleet.rules import judge_fleet
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "fleet_doctor",
     "gather",
     "per_worker",
+    "session",
     "worker_label",
     "workers_of",
 ]
@@ -117,37 +122,35 @@ def _ask(client: Any, address: str, fn: Callable[..., Any], args: tuple[Any, ...
 
 def gather(
     client: Any,
-    workers: dict[str, dict[str, Any]],
+    lanes: list[list[str]],
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     node_timeout: float,
-    *,
-    at_once: bool = True,
 ) -> dict[str, Any]:
-    """``fn(*args)`` on every worker, each asked on its own (``Client.run`` for that worker):
-    all at once in threads, or one after the other (``at_once=False``). Each worker's answer, or
-    the exception that stands for it: a worker that gives none within ``node_timeout`` s (from
-    the start when at once, from its own start when one at a time) is a TimeoutError, the
-    others' answers are kept."""
+    """``fn(*args)`` on the workers of ``lanes`` (:func:`~gpuprobe.tools.fleet.plan.lanes`), each
+    asked on its own (``Client.run`` for that worker): the lanes at once, the workers of a lane
+    one after the other. Each worker's answer, or the exception that stands for it: a worker
+    that gives none within ``node_timeout`` s from its own start is a TimeoutError (its lane goes
+    on with the next worker), the others' answers are kept."""
     answers: dict[str, Any] = {}
-    # one at a time: a worker is asked when the one before has answered or run out of time (a
-    # hung one keeps its thread, so the pool has one per worker)
-    pool = cf.ThreadPoolExecutor(max_workers=min(64, len(workers)))
-    try:
-        deadline = time.monotonic() + node_timeout
-        futures = {a: pool.submit(_ask, client, a, fn, args) for a in workers} if at_once else {}
-        for addr in workers:
-            if not at_once:
-                futures[addr] = pool.submit(_ask, client, addr, fn, args)
-                deadline = time.monotonic() + node_timeout
+    # a hung worker keeps its thread, so there is one per worker
+    asks = cf.ThreadPoolExecutor(max_workers=max(1, sum(len(lane) for lane in lanes)))
+
+    def run(lane: list[str]) -> None:
+        for addr in lane:
+            future = asks.submit(_ask, client, addr, fn, args)
             try:
-                answers[addr] = futures[addr].result(timeout=max(0.0, deadline - time.monotonic()))
+                answers[addr] = future.result(timeout=node_timeout)
             except cf.TimeoutError:
                 answers[addr] = TimeoutError(f"no answer in {node_timeout:g} s")
             except Exception as e:  # a worker's failure is its row's, not the fleet's
                 answers[addr] = e
+
+    try:
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(64, len(lanes)))) as pool:
+            list(pool.map(run, lanes))
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        asks.shutdown(wait=False, cancel_futures=True)
     return answers
 
 
@@ -160,10 +163,10 @@ def per_worker(
     for addr, info in workers.items():
         got = answers.get(addr)
         if isinstance(got, dict) and got.get("host"):
-            names.setdefault(str(info.get("host") or addr), str(got["host"]))
+            names.setdefault(host_of(addr, info), str(got["host"]))
     out = []
     for addr, info in sorted(workers.items()):
-        ip = str(info.get("host") or addr)
+        ip = host_of(addr, info)
         threads: tuple[int, ...] = (int(info.get("nthreads") or 0),)
         out.append((addr, ip, names.get(ip, ip), threads, answers.get(addr)))
     return out
@@ -174,27 +177,70 @@ def failure(got: Any) -> tuple[str, str]:
     return error_status(got if isinstance(got, BaseException) else "no answer")
 
 
-def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeResult]:
-    """One row per host whose workers reported alike, else one per worker."""
-    per_host: list[NodeResult] = []
-    for addr, _ip, host, threads, got in per_worker(workers, answers):
-        row: dict[str, Any] = {"name": host, "host": host, "workers": (addr,), "threads": threads}
-        if isinstance(got, dict) and "report" in got:
-            report = DoctorReport.from_dict(got["report"])
-            row.update(config=node_config(report.inventory, threads), report=report,
-                       elapsed_s=got.get("elapsed_s"))  # fmt: skip
+def _report(got: Any) -> DoctorReport | None:
+    """The doctor report in a worker's answer (None: it gave none)."""
+    return (
+        DoctorReport.from_dict(got["report"]) if isinstance(got, dict) and "report" in got else None
+    )
+
+
+def _findings(report: DoctorReport | None) -> tuple[tuple[str, str], ...]:
+    return () if report is None else tuple(sorted((f.id, f.status.value) for f in report.findings))
+
+
+def _worker_row(
+    fact: tuple[str, str, str, tuple[int, ...], Any],
+    workers: dict[str, dict[str, Any]],
+    kernels: dict[str, Any],
+    runner: str | None,
+) -> tuple[tuple[Any, ...], NodeResult]:
+    """One worker's row (``fact`` as :func:`per_worker` gives it; ``runner``: the worker whose
+    kernel checks stand for it, None when none were asked) and what it must share with another
+    worker of its host to be shown in one row: its environment and the kernel checks' findings
+    that stand for it."""
+    addr, _ip, host, threads, got = fact
+    row: dict[str, Any] = {"name": host, "host": host, "workers": (addr,), "threads": threads}
+    env = _report(got)
+    ran = kernels.get(runner) if runner else None
+    full = _report(ran)
+    if env is None:
+        status, error = failure(got)
+        row.update(status=status, error=error)
+    else:
+        row.update(config=node_config(env.inventory, threads), report=env,
+                   elapsed_s=got.get("elapsed_s"))  # fmt: skip
+        if runner is None:
+            row.update(kernels_note="not run (no kernels asked)")
+        elif runner != addr:
+            failed = "" if full else f", whose run failed: {failure(ran)[1]}"
+            row.update(kernels_note=f"covered by worker {worker_label(runner, workers)}{failed}")
+        elif full is not None:
+            took = (got.get("elapsed_s") or 0.0) + ((ran or {}).get("elapsed_s") or 0.0)
+            row.update(report=full, kernels_on=(addr,), elapsed_s=round(took, 3),
+                       kernels_note=f"ran on worker {worker_label(addr, workers)}")  # fmt: skip
         else:
-            status, error = failure(got)
-            row.update(status=status, error=error)
-        per_host.append(NodeResult(**row))
+            status, error = failure(ran)
+            row.update(status=status, error=f"in the kernel checks: {error}", report=None)
+    r = NodeResult(**row)
+    return (r.status, tuple(sorted(r.config.items())), _findings(env), _findings(full)), r
+
+
+def _rows(
+    workers: dict[str, dict[str, Any]],
+    env: dict[str, Any],
+    kernels: dict[str, Any],
+    runner_of: dict[str, str],
+) -> list[NodeResult]:
+    """One row per host whose workers reported alike (:func:`_worker_row`), else one per
+    worker. ``env``: each worker's environment answer; ``kernels``: each kernel runner's full
+    doctor; ``runner_of``: each worker -> the worker whose kernels stand for it."""
+    per_host = [_worker_row(f, workers, kernels, runner_of.get(f[0]))
+                for f in per_worker(workers, env)]  # fmt: skip
     rows: list[NodeResult] = []
-    by_host: dict[str, list[NodeResult]] = {}
-    for r in per_host:
-        by_host.setdefault(r.host, []).append(r)
-    for host, rs in by_host.items():
-        alike: dict[tuple[Any, ...], list[NodeResult]] = {}
-        for r in rs:
-            alike.setdefault(_same(r), []).append(r)
+    by_host: dict[str, dict[tuple[Any, ...], list[NodeResult]]] = {}
+    for key, r in per_host:
+        by_host.setdefault(r.host, {}).setdefault(key, []).append(r)
+    for host, alike in by_host.items():
         # the host's largest set of alike workers is the host; any other set is named by its
         # worker (or its count), so that the odd worker of a host stands out
         ordered = sorted(alike.values(), key=lambda g: (-len(g), g[0].workers))
@@ -216,8 +262,11 @@ def worker_label(addr: str, workers: dict[str, dict[str, Any]]) -> str:
 
 
 def _collapse(name: str, host: str, rs: list[NodeResult]) -> NodeResult:
-    """Workers that reported alike as one row."""
-    first = rs[0]
+    """Workers that reported alike as one row, with the report of a worker of theirs that ran
+    the kernel checks, if any did."""
+    first = next((r for r in rs if r.kernels_on), rs[0])
+    ran = [(r.kernels_note or "").removeprefix("ran on worker ") for r in rs if r.kernels_on]
+    note = f"ran on worker{'s' * (len(ran) > 1)} {', '.join(ran)}" if ran else first.kernels_note
     threads = tuple(t for r in rs for t in r.threads)
     config = dict(first.config)
     if config:
@@ -232,15 +281,9 @@ def _collapse(name: str, host: str, rs: list[NodeResult]) -> NodeResult:
         config=config,
         report=first.report,
         elapsed_s=max((r.elapsed_s or 0.0 for r in rs), default=None),
+        kernels_on=tuple(a for r in rs for a in r.kernels_on),
+        kernels_note=note,
     )
-
-
-def _same(r: NodeResult) -> tuple[Any, ...]:
-    """What two workers of one host must share to be shown as one row."""
-    findings = (
-        () if r.report is None else tuple(sorted((f.id, f.status.value) for f in r.report.findings))
-    )
-    return (r.status, tuple(sorted(r.config.items())), findings)
 
 
 def _groups(rows: list[NodeResult]) -> tuple[ConfigGroup, ...]:
@@ -252,6 +295,22 @@ def _groups(rows: list[NodeResult]) -> tuple[ConfigGroup, ...]:
     return tuple(ConfigGroup(config=dict(k), nodes=tuple(v)) for k, v in ordered)
 
 
+@contextlib.contextmanager
+def session(cluster: Any, connect_timeout: float) -> Iterator[tuple[Any, str, dict[str, Any]]]:
+    """The client (:func:`connect`), the scheduler's address and its workers
+    (:func:`workers_of`); a client opened here is closed on the way out."""
+    client, owned = connect(cluster, connect_timeout)
+    try:
+        yield client, str(client.scheduler.address), workers_of(client)
+    finally:
+        if owned:
+            with contextlib.suppress(Exception):
+                client.close(timeout=5)
+
+
+_HOW = {"at-once": "", "per-host": ", a host's one at a time", "one-at-a-time": ", one at a time"}
+
+
 def ask_every_worker(
     cluster: Any,
     fn: Callable[..., Any],
@@ -260,25 +319,29 @@ def ask_every_worker(
     *,
     connect_timeout: float,
     node_timeout: float,
-    at_once: bool = True,
+    order: str = "at-once",
     progress: Progress | None = None,
 ) -> tuple[str, dict[str, dict[str, Any]], dict[str, Any]]:
-    """Connect to ``cluster`` (:func:`connect`), run ``fn(*args)`` on every worker
-    (:func:`gather`) and close what was opened: the scheduler's address, its workers and each
-    worker's answer (or the exception that stands for it). ``what`` names the work for
-    ``progress``."""
-    client, owned = connect(cluster, connect_timeout)
-    try:
-        workers = workers_of(client)
+    """Connect to ``cluster`` (:func:`session`), run ``fn(*args)`` on every worker in ``order``
+    (:data:`~gpuprobe.tools.fleet.plan.ORDERS`, :func:`gather`) and close what was opened: the
+    scheduler's address, its workers and each worker's answer (or the exception that stands for
+    it). ``what`` names the work for ``progress``."""
+    with session(cluster, connect_timeout) as (client, address, workers):
         if progress:
-            how = "" if at_once else ", one at a time"
-            progress(f"{what} on {len(workers)} worker(s){how}")
-        answers = gather(client, workers, fn, args, node_timeout, at_once=at_once)
-        return str(client.scheduler.address), workers, answers
-    finally:
-        if owned:
-            with contextlib.suppress(Exception):
-                client.close(timeout=5)
+            progress(f"{what} on {len(workers)} worker(s){_HOW[order]}")
+        return address, workers, gather(client, lanes(workers, order), fn, args, node_timeout)
+
+
+def _runners(workers: dict[str, dict[str, Any]], env: dict[str, Any]) -> dict[str, str]:
+    """Each worker that reported its environment -> the worker whose kernel checks stand for
+    it (:func:`~gpuprobe.tools.fleet.plan.kernel_runners`)."""
+    candidates = {}
+    for addr, got in env.items():
+        report = _report(got)
+        if report is not None:
+            checks = kernel_checks(report.inventory, addr)
+            candidates[addr] = (host_of(addr, workers[addr]), checks)
+    return kernel_runners(candidates)
 
 
 def fleet_doctor(
@@ -291,13 +354,24 @@ def fleet_doctor(
     progress: Progress | None = None,
 ) -> FleetDoctorReport:
     """Doctor on every worker of ``cluster`` (a ``distributed.Client``, a scheduler address, or
-    ``{"scheduler_file": path}``), collapsed per host, grouped and judged across nodes."""
+    ``{"scheduler_file": path}``): the environment on every worker at once, then (unless
+    ``run_kernels`` is False) the kernel checks on one worker per host and set of checks, a
+    host's one after the other (:mod:`.plan`); collapsed per host, grouped and judged across
+    nodes. ``node_timeout``: the seconds each worker has for each answer."""
     t0 = time.perf_counter()
-    address, workers, answers = ask_every_worker(
-        cluster, node_doctor, (quick, run_kernels), "doctor", connect_timeout=connect_timeout,
-        node_timeout=node_timeout, progress=progress,
-    )  # fmt: skip
-    rows = _rows(workers, answers)
+    with session(cluster, connect_timeout) as (client, address, workers):
+        if progress:
+            progress(f"doctor: environment on {len(workers)} worker(s)")
+        env = gather(client, lanes(workers, "at-once"), node_doctor, (quick, False), node_timeout)
+        runner_of = {} if run_kernels is False else _runners(workers, env)
+        kernels: dict[str, Any] = {}
+        if runner_of:
+            todo = {a: workers[a] for a in set(runner_of.values())}
+            if progress:
+                progress(f"doctor: kernels on {len(todo)} worker(s){_HOW['per-host']}")
+            kernels = gather(client, lanes(todo, "per-host"), node_doctor, (quick, True),
+                             node_timeout)  # fmt: skip
+    rows = _rows(workers, env, kernels, runner_of)
     return FleetDoctorReport(
         scheduler=address,
         nodes=tuple(rows),

@@ -40,7 +40,12 @@ class NodeResult(Record):
     error: str | None = None  # why there is no report (status other than "ok")
     config: dict[str, str] = field(default_factory=dict)  # what must match across the fleet
     report: DoctorReport | None = None
-    elapsed_s: float | None = None  # the node's own doctor time
+    elapsed_s: float | None = None  # the node's own doctor time (environment and kernels)
+    # the workers whose kernel checks ``report`` holds (one per host and set of GPUs runs them);
+    # empty when none of this row's workers ran them, and ``kernels_note`` says why ("covered by
+    # worker a": another worker of the host ran them on the same GPUs; "not run": not asked)
+    kernels_on: tuple[str, ...] = ()
+    kernels_note: str | None = None
 
     @property
     def verdict(self) -> Status:

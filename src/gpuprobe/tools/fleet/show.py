@@ -82,7 +82,7 @@ def render_fleet(r: FleetDoctorReport, con: Any) -> None:
                 )
             con.print(f"     {facts}", markup=False)
     table = Table(title=None, box=None, padding=(0, 1), header_style="dim", show_edge=False)
-    for col in ("node", "workers", "threads", "GPUs", "driver", "doctor", "cfg"):
+    for col in ("node", "workers", "threads", "GPUs", "driver", "doctor", "kernels", "cfg"):
         table.add_column(
             col, overflow="fold", justify="right" if col in ("workers", "threads") else "left"
         )
@@ -106,7 +106,7 @@ def _row(n: NodeResult, group: str) -> list[Any]:
     threads = ", ".join(str(t) for t in sorted(set(n.threads))) or "?"
     if n.report is None:
         return [n.name, str(len(n.workers)), threads, "", "",
-                Text(n.status, style=STATUS_STYLE[Status.FAIL]), "-"]  # fmt: skip
+                Text(n.status, style=STATUS_STYLE[Status.FAIL]), "-", "-"]  # fmt: skip
     verdict = n.verdict
     return [
         n.name,
@@ -115,8 +115,20 @@ def _row(n: NodeResult, group: str) -> list[Any]:
         n.config.get("gpus", "?"),
         n.config.get("driver", "?"),
         Text(verdict.value, style=STATUS_STYLE[verdict]),
+        _kernels(n),
         group,
     ]
+
+
+def _kernels(n: NodeResult) -> str:
+    """Where the row's kernel checks ran: "on a" (its worker a), "by a" (worker a of the host,
+    which ran them on the same GPUs), "off" (not asked)."""
+    note = n.kernels_note or ""
+    for says, short in (("ran on workers ", "on "), ("ran on worker ", "on "),
+                        ("covered by worker ", "by ")):  # fmt: skip
+        if note.startswith(says):
+            return short + note.removeprefix(says).split(",", 1)[0] + ("…" if "," in note else "")
+    return "off"
 
 
 def fleet_text(r: FleetDoctorReport) -> str:
@@ -128,7 +140,7 @@ def fleet_html(r: FleetDoctorReport) -> str:
     """The groups and nodes as HTML tables, then the findings (a notebook)."""
     group_of = _group_of(r)
     head = "".join(f"<th>{h}</th>" for h in ("node", "workers", "threads", "GPUs", "driver",
-                                              "doctor", "configuration"))  # fmt: skip
+                                              "doctor", "kernels", "configuration"))  # fmt: skip
     rows = []
     for n in r.nodes:
         cells = _row(n, group_of.get(n.name, "-"))
@@ -177,7 +189,7 @@ _MARK = "!"  # after an outlying figure
 
 
 def _bench_headline(r: FleetBenchReport) -> str:
-    how = "one at a time" if r.one_at_a_time else "at once"
+    how = "one at a time" if r.one_at_a_time else "a host's workers in turn"
     slowest = f" (slowest node {r.slowest_node_s:.1f} s)" if r.slowest_node_s else ""
     return (
         f"{len(r.nodes)} node(s), {', '.join(r.workloads)}{', quick' if r.quick else ''}, "
