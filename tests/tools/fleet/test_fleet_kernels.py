@@ -28,12 +28,15 @@ OTHER = "GPU-00000000-0000-0000-0000-0000000000b2"
 
 
 def _inv(
-    uuids: list[str | None], frameworks: tuple[str, ...] = ("torch", "cupy", "jax")
+    uuids: list[str | None],
+    frameworks: tuple[str, ...] = ("torch", "cupy", "jax"),
+    cores: int | None = None,
 ) -> Inventory:
     """The H200's recorded inventory as a worker sees it whose CUDA_VISIBLE_DEVICES gives
     ``uuids`` in this order (a framework's device i is CUDA's ordinal i), with only
-    ``frameworks`` importable (numba is never planned)."""
+    ``frameworks`` importable (numba is never planned), ``cores`` usable ones if given."""
     d = snapshot_dict("h200.json")
+    d["host"]["usable_cores"] = cores or d["host"]["usable_cores"]
     one = d["cuda"]["devices"][0]
     d["cuda"]["devices"] = [{**one, "ordinal": i, "uuid": u} for i, u in enumerate(uuids)]
     for f in d["frameworks"]:
@@ -48,8 +51,10 @@ def _inv(
 
 def test_a_gpu_is_named_by_its_uuid_whatever_its_ordinal() -> None:
     h200 = Inventory.from_dict(snapshot_dict("h200.json"))
+    # the H200 box: the CPU baseline on its 16 usable cores, each framework on the card
+    assert h200.host.usable_cores == 16
     assert kernel_checks(h200, "w") == {
-        "numpy cpu", "torch cpu", f"torch {H200}", f"cupy {H200}", f"jax {H200}",
+        "numpy cpu ×16", "torch cpu ×16", f"torch {H200}", f"cupy {H200}", f"jax {H200}",
     }  # fmt: skip
     # dask-cuda's rotated order: the same checks on both workers
     assert kernel_checks(_inv([H200, OTHER]), "w1") == kernel_checks(_inv([OTHER, H200]), "w2")
@@ -81,6 +86,11 @@ def test_one_runner_per_host_and_set_of_checks() -> None:
     torch_only = kernel_checks(_inv([H200], ("torch",)), "t")
     assert kernel_runners({"tcp://h1:1": ("h1", torch_only), "tcp://h1:2": ("h1", a)}) == {
         "tcp://h1:1": "tcp://h1:2", "tcp://h1:2": "tcp://h1:2",
+    }  # fmt: skip
+    # a worker pinned to fewer cores (taskset, another job's share) times its own CPU
+    pinned = _inv([H200], cores=4)
+    assert kernel_runners({"1": ("h", a), "2": ("h", kernel_checks(pinned, "p"))}) == {
+        "1": "1", "2": "2",
     }  # fmt: skip
     cupy_only = kernel_checks(_inv([H200], ("cupy",)), "c")
     assert set(kernel_runners({"1": ("h", torch_only), "2": ("h", cupy_only)}).values()) == {

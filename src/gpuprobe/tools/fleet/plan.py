@@ -7,8 +7,8 @@ starts one worker per GPU, each seeing every GPU of the host in a rotated
 (doctor's environment) run on every worker at once; what is timed (doctor's kernels, bench) runs
 on one worker of a host at a time, hosts at once, as doctor on one machine runs its kernel
 checks one after another. Doctor's kernels run once per host and set of checks: a worker whose
-checks (each framework on each GPU, by UUID, and the CPU baseline) are all among those of a
-worker already chosen on its host does not run them again."""
+checks (each framework on each GPU, by UUID, and the CPU baseline on the cores it may use) are
+all among those of a worker already chosen on its host does not run them again."""
 
 from __future__ import annotations
 
@@ -45,17 +45,19 @@ def lanes(workers: Mapping[str, Mapping[str, Any]], order: str) -> list[list[str
 
 
 def kernel_checks(inv: Inventory, worker: str) -> frozenset[str]:
-    """The kernel checks doctor would run on a worker whose inventory is ``inv``: ``"numpy
-    cpu"``, ``"torch GPU-<uuid>"``, ... (a GPU named by its UUID, so that two workers that see
-    one card under different CUDA ordinals name it alike; a GPU whose UUID neither the framework
-    nor CUDA gives is named by ``worker`` and its ordinal, that worker's own)."""
+    """The kernel checks doctor would run on a worker whose inventory is ``inv``: ``"numpy cpu
+    ×16"`` (the CPU with the cores the worker may use), ``"torch GPU-<uuid>"``, ... (a GPU named
+    by its UUID, so that two workers that see one card under different CUDA ordinals name it
+    alike; a GPU whose UUID neither the framework nor CUDA gives is named by ``worker`` and its
+    ordinal, that worker's own)."""
     from gpuprobe.tools.doctor.engine import plan_workers
 
     cuda = {d.ordinal: d.uuid for d in (inv.cuda.devices if inv.cuda else ())}
+    cores = inv.host.usable_cores or inv.host.logical_cores
     out = set()
     for framework, device, _ in plan_workers(inv):
-        if not device.startswith("cuda:"):
-            out.add(f"{framework} {device}")
+        if not device.startswith("cuda:"):  # a worker pinned to fewer cores times its own CPU
+            out.add(f"{framework} {device} ×{cores}")
             continue
         index = int(device.split(":", 1)[1])
         f = inv.framework(framework)
