@@ -202,6 +202,6 @@ def test_kernels_run_on_one_worker_of_the_host_and_cover_the_others(
     assert c.kernels_on == () and c.kernels_note == f"covered by worker {runner}"
     assert c.report is not None and c.report.workers == ()
     assert rows[f"{host}/d"].status == "no-gpuprobe" and rows[f"{host}/d"].kernels_on == ()
-    assert said[1] == "doctor: kernels on 1 worker(s), a host's one at a time", said
+    assert said[1] == "kernels on 1 worker(s), a host's one at a time", said
     assert [g.nodes for g in report.groups] == [(host,), (f"{host}/c",)]
     assert too_wide(str(report)) == []

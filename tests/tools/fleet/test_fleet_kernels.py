@@ -132,8 +132,8 @@ def test_three_workers_of_one_host_run_the_kernels_once(client: Any, tmp_path: P
     assert "off" in str(off)
 
     r = fleet_doctor(client, quick=True, node_timeout=300, progress=said.append)
-    assert said == ["doctor: environment on 3 worker(s)",
-                    "doctor: kernels on 1 worker(s), a host's one at a time"]  # fmt: skip
+    assert said == ["environment on 3 worker(s)",
+                    "kernels on 1 worker(s), a host's one at a time"]  # fmt: skip
     runs = spy.calls(log)
     # exactly one worker process ran the kernel checks: the one the row names
     assert len(runs) == 1, runs

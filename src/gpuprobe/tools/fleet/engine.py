@@ -177,11 +177,13 @@ def failure(got: Any) -> tuple[str, str]:
     return error_status(got if isinstance(got, BaseException) else "no answer")
 
 
+def _answered(got: Any) -> bool:
+    return isinstance(got, dict) and "report" in got
+
+
 def _report(got: Any) -> DoctorReport | None:
     """The doctor report in a worker's answer (None: it gave none)."""
-    return (
-        DoctorReport.from_dict(got["report"]) if isinstance(got, dict) and "report" in got else None
-    )
+    return DoctorReport.from_dict(got["report"]) if _answered(got) else None
 
 
 def _findings(report: DoctorReport | None) -> tuple[tuple[str, str], ...]:
@@ -214,9 +216,8 @@ def _worker_row(
         elif runner != addr:
             failed = "" if full else f", whose run failed: {failure(ran)[1]}"
             row.update(kernels_note=f"covered by worker {worker_label(runner, workers)}{failed}")
-        elif full is not None:
-            took = (got.get("elapsed_s") or 0.0) + ((ran or {}).get("elapsed_s") or 0.0)
-            row.update(report=full, kernels_on=(addr,), elapsed_s=round(took, 3),
+        elif full is not None:  # its time: the environment's here, the kernels' in _collapse
+            row.update(report=full, kernels_on=(addr,),
                        kernels_note=f"ran on worker {worker_label(addr, workers)}")  # fmt: skip
         else:
             status, error = failure(ran)
@@ -234,6 +235,7 @@ def _rows(
     """One row per host whose workers reported alike (:func:`_worker_row`), else one per
     worker. ``env``: each worker's environment answer; ``kernels``: each kernel runner's full
     doctor; ``runner_of``: each worker -> the worker whose kernels stand for it."""
+    kernel_s = {a: float(k.get("elapsed_s") or 0.0) for a, k in kernels.items() if _answered(k)}
     per_host = [_worker_row(f, workers, kernels, runner_of.get(f[0]))
                 for f in per_worker(workers, env)]  # fmt: skip
     rows: list[NodeResult] = []
@@ -251,7 +253,7 @@ def _rows(
                 name = f"{host}/{worker_label(group[0].workers[0], workers)}"
             else:
                 name = f"{host}/{len(group)} workers"
-            rows.append(_collapse(name, host, group))
+            rows.append(_collapse(name, host, group, kernel_s))
     return rows
 
 
@@ -261,9 +263,10 @@ def worker_label(addr: str, workers: dict[str, dict[str, Any]]) -> str:
     return name if name and name != addr and not name.isdigit() else addr.rsplit(":", 1)[-1]
 
 
-def _collapse(name: str, host: str, rs: list[NodeResult]) -> NodeResult:
+def _collapse(name: str, host: str, rs: list[NodeResult], kernel_s: dict[str, float]) -> NodeResult:
     """Workers that reported alike as one row, with the report of a worker of theirs that ran
-    the kernel checks, if any did."""
+    the kernel checks, if any did. Its time: its workers' environment (read at once), then its
+    kernel runs (``kernel_s``: each runner's, one after the other)."""
     first = next((r for r in rs if r.kernels_on), rs[0])
     ran = [(r.kernels_note or "").removeprefix("ran on worker ") for r in rs if r.kernels_on]
     note = f"ran on worker{'s' * (len(ran) > 1)} {', '.join(ran)}" if ran else first.kernels_note
@@ -280,7 +283,11 @@ def _collapse(name: str, host: str, rs: list[NodeResult]) -> NodeResult:
         error=first.error,
         config=config,
         report=first.report,
-        elapsed_s=max((r.elapsed_s or 0.0 for r in rs), default=None),
+        elapsed_s=round(
+            max(r.elapsed_s or 0.0 for r in rs)
+            + sum(kernel_s.get(a, 0.0) for r in rs for a in r.kernels_on),
+            3,
+        ),
         kernels_on=tuple(a for r in rs for a in r.kernels_on),
         kernels_note=note,
     )
@@ -361,14 +368,14 @@ def fleet_doctor(
     t0 = time.perf_counter()
     with session(cluster, connect_timeout) as (client, address, workers):
         if progress:
-            progress(f"doctor: environment on {len(workers)} worker(s)")
+            progress(f"environment on {len(workers)} worker(s)")
         env = gather(client, lanes(workers, "at-once"), node_doctor, (quick, False), node_timeout)
         runner_of = {} if run_kernels is False else _runners(workers, env)
         kernels: dict[str, Any] = {}
         if runner_of:
             todo = {a: workers[a] for a in set(runner_of.values())}
             if progress:
-                progress(f"doctor: kernels on {len(todo)} worker(s){_HOW['per-host']}")
+                progress(f"kernels on {len(todo)} worker(s){_HOW['per-host']}")
             kernels = gather(client, lanes(todo, "per-host"), node_doctor, (quick, True),
                              node_timeout)  # fmt: skip
     rows = _rows(workers, env, kernels, runner_of)
