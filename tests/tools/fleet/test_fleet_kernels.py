@@ -9,6 +9,7 @@ three workers on this host, each worker's kernel runs recorded where they ran.""
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import socket
 from collections.abc import Iterator
@@ -17,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from _support import snapshot_dict, too_wide
+from _support import DATA, snapshot_dict, too_wide
 from gpuprobe.platform.inventory import Inventory
 from gpuprobe.tools.fleet.plan import kernel_checks, kernel_runners, lanes
 
 from . import _spy as spy
 
-H200 = "GPU-5d7d9cff-468f-57ea-3231-f62d9507325f"  # the card in tests/data/h200.json
+H200 = snapshot_dict("h200.json")["cuda"]["devices"][0]["uuid"]  # the card recorded there
 OTHER = "GPU-00000000-0000-0000-0000-0000000000b2"
 
 
@@ -62,6 +63,21 @@ def test_a_gpu_is_named_by_its_uuid_whatever_its_ordinal() -> None:
     # a GPU whose UUID neither the framework nor CUDA gives is that worker's own
     lost = _inv([None])
     assert "jax w cuda:0" in kernel_checks(lost, "w") and "jax v cuda:0" in kernel_checks(lost, "v")
+
+
+def test_the_two_workers_recorded_on_the_h200_get_one_runner() -> None:
+    """The card's own case (tests/data/fleet/ORIGIN.md): two LocalCluster workers sharing one
+    H200, JAX giving no UUID; both ran their kernels at once there. Their recorded inventories
+    name the same checks: one of them runs them."""
+    rec = json.loads(gzip.decompress((DATA / "fleet" / "h200_fleet_doctor.json.gz").read_bytes()))
+    invs = {n["workers"][0]: Inventory.from_dict(n["report"]["inventory"]) for n in rec["nodes"]}
+    assert len(invs) == 2
+    checks = {a: kernel_checks(inv, a) for a, inv in invs.items()}
+    first, second = sorted(checks)
+    assert checks[first] == checks[second] and len(checks[first]) == 5, checks
+    assert kernel_runners({a: ("127.0.0.1", c) for a, c in checks.items()}) == {
+        first: first, second: first,
+    }  # fmt: skip
 
 
 def test_one_runner_per_host_and_set_of_checks() -> None:

@@ -122,7 +122,10 @@ def _row(n: NodeResult, group: str) -> list[Any]:
 
 def _kernels(n: NodeResult) -> str:
     """Where the row's kernel checks ran: "on a" (its worker a), "by a" (worker a of the host,
-    which ran them on the same GPUs), "off" (not asked)."""
+    which ran them on the same GPUs), "off" (not asked); "ran" in a report recorded before rows
+    said where (its own worker's results are in it)."""
+    if n.kernels_note is None and n.report is not None and n.report.workers:
+        return "ran"
     note = n.kernels_note or ""
     for says, short in (("ran on workers ", "on "), ("ran on worker ", "on "),
                         ("covered by worker ", "by ")):  # fmt: skip
