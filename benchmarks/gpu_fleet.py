@@ -56,7 +56,7 @@ def main() -> int:
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as lc:  # fmt: skip
         addr = lc.scheduler_address
-        for kind, extra in (("doctor", []), ("bench", ["--one-at-a-time", "--backend", "torch"])):
+        for kind, extra in (("doctor", []), ("bench", ["--backend", "torch"])):
             t0 = time.monotonic()
             p = subprocess.run(
                 [sys.executable, "-m", "gpuprobe", kind, "--cluster", addr, "--json", *extra],

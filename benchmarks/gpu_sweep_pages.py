@@ -229,9 +229,19 @@ def _fleet(d: Path, m: Merge) -> list[str]:
         "",
         *m.note("fleet"),
     ]
+    doc = read_json(d / "fleet-doctor.json") or {}
+    if doc.get("nodes") and not any("kernels_on" in n for n in doc["nodes"]):
+        out += [
+            "*Recorded before the fleet doctor ran the kernel checks once per host "
+            "(docs/gpu-session.md): both workers ran them at once on the one card and measured "
+            "each other (`pcie-h2d-slow`, `doctor-host-busy`, one host in two rows).*",
+            "",
+        ]
+    bench = read_json(d / "fleet-bench.json") or {}
+    how = " --one-at-a-time" if bench.get("one_at_a_time") else ""
     for kind, line in (
         ("doctor", "doctor --cluster"),
-        ("bench", "bench --cluster --backend torch --one-at-a-time"),
+        ("bench", f"bench --cluster --backend torch{how}"),
     ):
         rep = read_json(d / f"fleet-{kind}.json")
         out += [f"### gpuprobe {line}", ""]
