@@ -619,7 +619,9 @@ def markdown(result: dict) -> str:
         "up and end down to whole µs; last profiler step dropped); **exact** = "
         "`HTA_DISABLE_NS_ROUNDING=1`; **exact, all steps** = also `include_last_profiler_step=True`."
         " Δ = gpuprobe − HTA, in percentage points: against HTA default, and like for like "
-        "(against HTA exact, all steps: same events, same times, same steps). Idle split = host "
+        "(against HTA exact, all steps: same times, same steps, and the same events: where HTA "
+        "drops the GPU events whose launch is not in the trace, gpuprobe is run again without "
+        "them, in a process of its own not counted in its time). Idle split = host "
         "wait / kernel wait / other, % of idle time summed over streams (HTA "
         "`get_idle_time_breakdown`, exact, all steps); Δ split = the largest difference of the "
         "three. Ratios are HTA ÷ gpuprobe.",
