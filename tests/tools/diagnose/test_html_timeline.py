@@ -245,3 +245,28 @@ def test_the_script_parses_with_node():
         [node, "--check"], input=timeline.TIMELINE_JS, capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0, r.stderr
+
+
+def test_a_page_that_cannot_be_written_whole_leaves_the_old_one(tmp_path, monkeypatch, capsys):
+    """A full disk while the page is written (here: the sync before the rename fails with
+    ENOSPC): the page already there is left as it was, no temporary file stays beside it, and the
+    command says so in one line (exit 2). A device such as /dev/stdout is still written to."""
+    import errno
+    import os
+
+    out = tmp_path / "page.html"
+    out.write_text("the page of yesterday")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert cli.main(["diagnose", str(V100), "--html", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write" in err[0] and "No space left" in err[0], err
+    assert out.read_text() == "the page of yesterday"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["page.html"]
+    monkeypatch.undo()
+    from gpuprobe.tools.diagnose.show.html import write_page
+
+    assert write_page(os.devnull, "<p>to a device</p>") == os.devnull

@@ -132,13 +132,13 @@ def write_verdict_page(verdict: Any, ctx: Any, out: Path) -> Path:
     """``out/diagnosis.html``: the one trace's page with its timeline, or the ranks' page."""
     path = out / "diagnosis.html"
     out.mkdir(parents=True, exist_ok=True)
-    if ctx is not None:
-        from gpuprobe.tools.diagnose.show.html import write_html
+    from gpuprobe.tools.diagnose.show.html import write_html, write_page
 
+    if ctx is not None:
         write_html(str(path), verdict, ctx, None)
     else:
         page = f"<!doctype html><meta charset='utf-8'><title>gpuprobe profile</title>{render.html(verdict)}"
-        path.write_text(page, encoding="utf-8")
+        write_page(path, page)  # whole or not at all
     return path
 
 

@@ -138,10 +138,17 @@ def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str
 
 
 def write_page(path: str | os.PathLike[str], text: str) -> str:
-    """Write a page to ``path``; returns the path (one-line error when it cannot be written)."""
+    """Write a page to ``path`` whole or not at all (a full disk leaves the page that was there,
+    never a cut one); a device or a pipe (``/dev/stdout``) is written as it is. Returns the path
+    (one-line error when it cannot be written)."""
+    from gpuprobe.core.files import write_atomic
+
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        if os.path.exists(path) and not os.path.isfile(path):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            write_atomic(path, text)
     except OSError as exc:
         raise InputError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
     return str(path)
