@@ -74,6 +74,9 @@ def test_the_recorded_fleet_bench_compares_and_judges_the_same(bench: FleetBench
     assert all(pct is not None and 80 < pct < 100 for pct in f64), f64
     assert all(f.value > 300 for f in gpu["bfloat16"].figures)  # TFLOP/s of a 989 peak
     assert not any(f.outlier for p in bench.points for f in p.figures)
+    # numpy did not run (--backend torch): the BLAS column is torch's CPU threads, 1 in a Dask
+    # worker (its nanny sets OMP_NUM_THREADS=1), which is why the Xeon's float32 GEMM is 0.15
+    assert [n.blas_threads for n in bench.nodes] == [1, 1]
     text = str(bench)
     assert not too_wide(text), text
     assert "gpu NVIDIA H200: 2 device(s)" in text

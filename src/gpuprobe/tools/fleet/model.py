@@ -117,8 +117,15 @@ class NodeBench(Record):
 
     @property
     def blas_threads(self) -> int | None:
-        """The threads numpy's BLAS used on the node (Dask's nanny sets OMP_NUM_THREADS=1)."""
-        return None if self.report is None else self.report.environment.threads
+        """The threads numpy's BLAS used on the node (Dask's nanny sets OMP_NUM_THREADS=1), or,
+        where numpy did not run (``--backend torch``), the CPU math threads of the framework
+        that ran on the CPU (torch's intra-op threads: 1 in a Dask worker on an H200 host)."""
+        if self.report is None:
+            return None
+        if self.report.environment.threads is not None:
+            return self.report.environment.threads
+        on_cpu = (w.environment.get("threads") for w in self.report.workers if w.device == "cpu")
+        return next((t for t in on_cpu if isinstance(t, int)), None)
 
 
 @dataclass(frozen=True)
