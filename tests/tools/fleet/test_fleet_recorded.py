@@ -38,7 +38,9 @@ def test_the_recorded_fleet_doctor_reads_back_and_is_judged_the_same(
 ) -> None:
     # recorded before a row said where its kernels ran: those fields read back as not given
     recorded = _load("h200_fleet_doctor.json.gz")
-    recorded["nodes"] = [{**n, "kernels_on": [], "kernels_note": None} for n in recorded["nodes"]]
+    recorded["nodes"] = [
+        {**n, "kernels_on": [], "kernels_by": [], "kernels_note": None} for n in recorded["nodes"]
+    ]
     assert doctor.to_dict() == recorded
     assert [n.config["gpus"] for n in doctor.nodes] == ["1 × NVIDIA H200"] * 2
     assert {n.config["driver"] for n in doctor.nodes} == {"580.159.04"}

@@ -181,9 +181,10 @@ def _answered(got: Any) -> bool:
     return isinstance(got, dict) and "report" in got
 
 
-def _report(got: Any) -> DoctorReport | None:
-    """The doctor report in a worker's answer (None: it gave none)."""
-    return DoctorReport.from_dict(got["report"]) if _answered(got) else None
+def _reports(answers: dict[str, Any]) -> dict[str, DoctorReport | None]:
+    """The doctor report in each worker's answer, read once (None: it gave none)."""
+    return {a: DoctorReport.from_dict(g["report"]) if _answered(g) else None
+            for a, g in answers.items()}  # fmt: skip
 
 
 def _findings(report: DoctorReport | None) -> tuple[tuple[str, str], ...]:
@@ -193,18 +194,19 @@ def _findings(report: DoctorReport | None) -> tuple[tuple[str, str], ...]:
 def _worker_row(
     fact: tuple[str, str, str, tuple[int, ...], Any],
     workers: dict[str, dict[str, Any]],
+    reports: tuple[dict[str, DoctorReport | None], dict[str, DoctorReport | None]],
     kernels: dict[str, Any],
     runner: str | None,
 ) -> tuple[tuple[Any, ...], NodeResult]:
-    """One worker's row (``fact`` as :func:`per_worker` gives it; ``runner``: the worker whose
-    kernel checks stand for it, None when none were asked) and what it must share with another
-    worker of its host to be shown in one row: its environment and the kernel checks' findings
-    that stand for it."""
+    """One worker's row (``fact`` as :func:`per_worker` gives it; ``reports``: the environment's
+    and the kernel runs' reports by worker; ``runner``: the worker whose kernel checks stand for
+    it, None when none were asked) and what it must share with another worker of its host to be
+    shown in one row: its environment and the kernel checks' findings that stand for it."""
     addr, _ip, host, threads, got = fact
     row: dict[str, Any] = {"name": host, "host": host, "workers": (addr,), "threads": threads}
-    env = _report(got)
+    env = reports[0].get(addr)
     ran = kernels.get(runner) if runner else None
-    full = _report(ran)
+    full = reports[1].get(runner) if runner else None
     if env is None:
         status, error = failure(got)
         row.update(status=status, error=error)
@@ -215,10 +217,12 @@ def _worker_row(
             row.update(kernels_note="not run (no kernels asked)")
         elif runner != addr:
             failed = "" if full else f", whose run failed: {failure(ran)[1]}"
-            row.update(kernels_note=f"covered by worker {worker_label(runner, workers)}{failed}")
+            by = worker_label(runner, workers)
+            row.update(kernels_by=(by,), kernels_note=f"covered by worker {by}{failed}")
         elif full is not None:  # its time: the environment's here, the kernels' in _collapse
-            row.update(report=full, kernels_on=(addr,),
-                       kernels_note=f"ran on worker {worker_label(addr, workers)}")  # fmt: skip
+            by = worker_label(addr, workers)
+            row.update(report=full, kernels_on=(addr,), kernels_by=(by,),
+                       kernels_note=f"ran on worker {by}")  # fmt: skip
         else:
             status, error = failure(ran)
             row.update(status=status, error=f"in the kernel checks: {error}", report=None)
@@ -231,12 +235,15 @@ def _rows(
     env: dict[str, Any],
     kernels: dict[str, Any],
     runner_of: dict[str, str],
+    env_reports: dict[str, DoctorReport | None],
 ) -> list[NodeResult]:
     """One row per host whose workers reported alike (:func:`_worker_row`), else one per
-    worker. ``env``: each worker's environment answer; ``kernels``: each kernel runner's full
-    doctor; ``runner_of``: each worker -> the worker whose kernels stand for it."""
+    worker. ``env``: each worker's environment answer (``env_reports``: their reports);
+    ``kernels``: each kernel runner's full doctor; ``runner_of``: each worker -> the worker
+    whose kernels stand for it."""
     kernel_s = {a: float(k.get("elapsed_s") or 0.0) for a, k in kernels.items() if _answered(k)}
-    per_host = [_worker_row(f, workers, kernels, runner_of.get(f[0]))
+    reports = (env_reports, _reports(kernels))
+    per_host = [_worker_row(f, workers, reports, kernels, runner_of.get(f[0]))
                 for f in per_worker(workers, env)]  # fmt: skip
     rows: list[NodeResult] = []
     by_host: dict[str, dict[tuple[Any, ...], list[NodeResult]]] = {}
@@ -268,7 +275,7 @@ def _collapse(name: str, host: str, rs: list[NodeResult], kernel_s: dict[str, fl
     the kernel checks, if any did. Its time: its workers' environment (read at once), then its
     kernel runs (``kernel_s``: each runner's, one after the other)."""
     first = next((r for r in rs if r.kernels_on), rs[0])
-    ran = [(r.kernels_note or "").removeprefix("ran on worker ") for r in rs if r.kernels_on]
+    ran = [by for r in rs if r.kernels_on for by in r.kernels_by]
     note = f"ran on worker{'s' * (len(ran) > 1)} {', '.join(ran)}" if ran else first.kernels_note
     threads = tuple(t for r in rs for t in r.threads)
     config = dict(first.config)
@@ -289,6 +296,7 @@ def _collapse(name: str, host: str, rs: list[NodeResult], kernel_s: dict[str, fl
             3,
         ),
         kernels_on=tuple(a for r in rs for a in r.kernels_on),
+        kernels_by=tuple(ran) or first.kernels_by,
         kernels_note=note,
     )
 
@@ -339,16 +347,15 @@ def ask_every_worker(
         return address, workers, gather(client, lanes(workers, order), fn, args, node_timeout)
 
 
-def _runners(workers: dict[str, dict[str, Any]], env: dict[str, Any]) -> dict[str, str]:
+def _runners(
+    workers: dict[str, dict[str, Any]], reports: dict[str, DoctorReport | None]
+) -> dict[str, str]:
     """Each worker that reported its environment -> the worker whose kernel checks stand for
     it (:func:`~gpuprobe.tools.fleet.plan.kernel_runners`)."""
-    candidates = {}
-    for addr, got in env.items():
-        report = _report(got)
-        if report is not None:
-            checks = kernel_checks(report.inventory, addr)
-            candidates[addr] = (host_of(addr, workers[addr]), checks)
-    return kernel_runners(candidates)
+    return kernel_runners({
+        addr: (host_of(addr, workers[addr]), kernel_checks(report.inventory, addr))
+        for addr, report in reports.items() if report is not None
+    })  # fmt: skip
 
 
 def fleet_doctor(
@@ -370,7 +377,8 @@ def fleet_doctor(
         if progress:
             progress(f"environment on {len(workers)} worker(s)")
         env = gather(client, lanes(workers, "at-once"), node_doctor, (quick, False), node_timeout)
-        runner_of = {} if run_kernels is False else _runners(workers, env)
+        env_reports = _reports(env)
+        runner_of = {} if run_kernels is False else _runners(workers, env_reports)
         kernels: dict[str, Any] = {}
         if runner_of:
             todo = {a: workers[a] for a in set(runner_of.values())}
@@ -378,7 +386,7 @@ def fleet_doctor(
                 progress(f"kernels on {len(todo)} worker(s){_HOW['per-host']}")
             kernels = gather(client, lanes(todo, "per-host"), node_doctor, (quick, True),
                              node_timeout)  # fmt: skip
-    rows = _rows(workers, env, kernels, runner_of)
+    rows = _rows(workers, env, kernels, runner_of, env_reports)
     return FleetDoctorReport(
         scheduler=address,
         nodes=tuple(rows),

@@ -45,6 +45,9 @@ class NodeResult(Record):
     # empty when none of this row's workers ran them, and ``kernels_note`` says why ("covered by
     # worker a": another worker of the host ran them on the same GPUs; "not run": not asked)
     kernels_on: tuple[str, ...] = ()
+    # the names of the workers whose kernel checks stand for this row: those of ``kernels_on``,
+    # or the worker of the host that covered it
+    kernels_by: tuple[str, ...] = ()
     kernels_note: str | None = None
 
     @property

@@ -124,13 +124,11 @@ def _kernels(n: NodeResult) -> str:
     """Where the row's kernel checks ran: "on a" (its worker a), "by a" (worker a of the host,
     which ran them on the same GPUs), "off" (not asked); "ran" in a report recorded before rows
     said where (its own worker's results are in it)."""
+    if n.kernels_by:
+        more = "…" if len(n.kernels_by) > 1 else ""
+        return f"{'on' if n.kernels_on else 'by'} {n.kernels_by[0]}{more}"
     if n.kernels_note is None and n.report is not None and n.report.workers:
         return "ran"
-    note = n.kernels_note or ""
-    for says, short in (("ran on workers ", "on "), ("ran on worker ", "on "),
-                        ("covered by worker ", "by ")):  # fmt: skip
-        if note.startswith(says):
-            return short + note.removeprefix(says).split(",", 1)[0] + ("…" if "," in note else "")
     return "off"
 
 
