@@ -1,34 +1,19 @@
 """The fleet commands on a real card (a step of benchmarks/gpu_sweep.sh): a Dask cluster of two
 worker processes on this machine, as two workers of one GPU box, then ``gpuprobe doctor
---cluster`` and ``gpuprobe bench --cluster`` as a user runs them (JSON, and the text view at 80
-columns rendered from that JSON by gpuprobe's own renderer).
+--cluster`` as a user runs them, as JSON (gpu_sweep_import.py draws their text from it).
 
-    python benchmarks/gpu_fleet.py --out DIR     # DIR/fleet-doctor.{json,txt}, fleet-bench.*
+    python benchmarks/gpu_fleet.py --out DIR     # DIR/fleet-doctor.json, DIR/fleet-bench.json
     python benchmarks/gpu_fleet.py --check       # the imports and the round trip, no cluster
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-
-def _text(kind: str, data: dict) -> str:
-    from gpuprobe.core import render
-    from gpuprobe.tools.fleet.model import FleetBenchReport, FleetDoctorReport
-    from gpuprobe.ui.console import make_console
-
-    cls = FleetDoctorReport if kind == "doctor" else FleetBenchReport
-    buf = io.StringIO()
-    con = make_console(file=buf, width=80, color_system=None, highlight=False)
-    render.terminal(cls.from_dict(data), con)
-    return buf.getvalue()
 
 
 def _check() -> int:
@@ -36,8 +21,8 @@ def _check() -> int:
 
     from gpuprobe.tools.fleet.model import FleetDoctorReport
 
-    empty = FleetDoctorReport(scheduler="tcp://127.0.0.1:1").to_dict()
-    _text("doctor", json.loads(json.dumps(empty)))
+    empty = FleetDoctorReport(scheduler="tcp://127.0.0.1:1")
+    assert FleetDoctorReport.from_dict(json.loads(json.dumps(empty.to_dict()))) == empty
     print("gpu_fleet: distributed and the fleet report's round trip are here")
     return 0
 
@@ -61,7 +46,6 @@ def main() -> int:
             p = subprocess.run(
                 [sys.executable, "-m", "gpuprobe", kind, "--cluster", addr, "--json", *extra],
                 capture_output=True, text=True, timeout=300, check=False,
-                env={**os.environ, "COLUMNS": "80"},
             )  # fmt: skip
             took = time.monotonic() - t0
             (args.out / f"fleet-{kind}.json").write_text(p.stdout)
@@ -69,9 +53,9 @@ def main() -> int:
             if p.stderr.strip():
                 print(p.stderr[-2000:], file=sys.stderr)
             try:
-                (args.out / f"fleet-{kind}.txt").write_text(_text(kind, json.loads(p.stdout)))
-            except (ValueError, TypeError, KeyError) as e:
-                print(f"{kind}: no report to render ({e})", file=sys.stderr)
+                json.loads(p.stdout)
+            except ValueError as e:
+                print(f"{kind}: no report ({e})", file=sys.stderr)
                 rc = rc or 1
             rc = rc or (p.returncode if p.returncode not in (0, 1) else 0)
     return rc

@@ -70,14 +70,7 @@ def _outputs() -> dict[str, tuple[str, ...]]:
         "doctor": ("doctor.json",),
         "top": ("top.txt",),
         "top-json": ("top.jsonl",),
-        # written in this order: the bench's JSON last
-        "fleet": (
-            "fleet-bench.json",
-            "fleet-doctor.json",
-            "fleet-doctor.txt",
-            "fleet-bench.txt",
-            "fleet.txt",
-        ),
+        "fleet": ("fleet-bench.json", "fleet-doctor.json", "fleet.txt"),  # the bench's JSON last
         "scale": ("scale-lstsq.json", "scale.txt"),
         "overhead": ("overhead.json", "overhead.txt"),
         "profile-overhead": (

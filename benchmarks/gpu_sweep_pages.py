@@ -239,11 +239,10 @@ def _fleet(d: Path, m: Merge) -> list[str]:
         ]
     bench = read_json(d / "fleet-bench.json") or {}
     how = " --one-at-a-time" if bench.get("one_at_a_time") else ""
-    for kind, line in (
-        ("doctor", "doctor --cluster"),
-        ("bench", f"bench --cluster --backend torch{how}"),
+    for kind, line, rep in (
+        ("doctor", "doctor --cluster", doc),
+        ("bench", f"bench --cluster --backend torch{how}", bench),
     ):
-        rep = read_json(d / f"fleet-{kind}.json")
         out += [f"### gpuprobe {line}", ""]
         out += _block(render(f"fleet-{kind}", rep) if rep else None, m.why_missing("fleet"))
     return out
