@@ -125,10 +125,12 @@ def test_few_long_kernels_are_judged_and_the_cpu_work_is_named(tmp_path):
     host = d.finding("host-work")
     assert host.status is Status.WARN
     assert "aten::randn" in host.title and "device='cuda'" in host.fix
-    # its gain: the idle share of each step, from the breakdown
+    # its gain, from the replay without the randn: the GPU's 2.1 ms of kernels set the pace of
+    # a step instead of the host's 3 ms; the idle share the breakdown gives each step agrees
+    pace = float(np.median([r.duration_us for r in d.steps]))
+    assert host.gain == pytest.approx(1 - 2100.0 / pace, abs=0.002)
     shares = [r.idle_cause_us["host"] / r.duration_us for r in d.steps]
-    assert host.gain == pytest.approx(float(np.median(shares)), rel=1e-6)
-    assert 0.25 < host.gain < 0.35
+    assert host.gain == pytest.approx(float(np.median(shares)), abs=0.002)
     assert d.headline is host
 
 
@@ -185,7 +187,15 @@ def test_a_real_warm_pass_is_launch_bound_with_its_gain():
     lb = d.finding("launch-bound")
     assert lb.status is Status.WARN
     (row,) = d.steps
-    assert lb.gain == pytest.approx(row.idle_cause_us["launch"] / row.duration_us, rel=1e-6)
+    # the replay at the trace's fast-launch floor gives back at least the GPU's idle time in
+    # launch gaps (27 %), and more: a host no longer behind runs its untraced stretch while
+    # the GPU still has work queued; never more than all the GPU's idle time
+    idle = row.idle_cause_us
+    assert idle["launch"] / row.duration_us <= lb.gain
+    assert lb.gain <= sum(idle.values()) / row.duration_us
+    assert lb.gain == pytest.approx(0.319, abs=0.001)
+    (fix,) = [p for p in d.whatif if p.id == "launch-bound"]
+    assert fix.gain == pytest.approx(lb.gain, abs=1e-6)
     # findings of one status come by gain, the largest first
     warns = [f for f in d.findings if f.status is Status.WARN and f.gain is not None]
     assert [f.gain for f in warns] == sorted((f.gain for f in warns), reverse=True)

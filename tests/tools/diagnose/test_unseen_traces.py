@@ -52,9 +52,15 @@ def test_a_sync_while_the_gpu_is_idle_does_not_own_the_idle_time_after_it():
     assert row.idle_cause_us["sync"] < 1_000.0
     assert sum(row.idle_cause_us.values()) == pytest.approx(row.idle_us, rel=1e-6)
     assert d.finding("sync").status is Status.INFO
+    # the idle time is host-work's, priced by its replay; gpu-idle is its symptom
+    host = d.finding("host-work")
+    assert host.status is Status.WARN and d.headline is host
+    assert host.gain == pytest.approx(row.idle_cause_us["host"] / row.duration_us, abs=0.01)
     idle = d.finding("gpu-idle")
-    assert idle.status is Status.WARN
+    assert idle.status is Status.INFO and idle.gain is None
     assert "before the step's first kernel" in idle.title
+    explained = next(e.value for e in idle.evidence if e.name == "explained_by_findings")
+    assert explained == pytest.approx(100 * host.gain, abs=0.1)
     share = next(e.value for e in idle.evidence if e.name == "idle_host")
     assert share > 95.0
 

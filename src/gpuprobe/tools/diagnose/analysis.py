@@ -19,6 +19,7 @@ from gpuprobe.tools.diagnose.columns import TraceColumns, column
 from gpuprobe.tools.diagnose.kineto import RawTrace
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown, TraceSummary
 from gpuprobe.tools.diagnose.steps import Step
+from gpuprobe.tools.diagnose.whatif.price import WhatIf
 
 __all__ = ["TraceContext"]
 
@@ -144,6 +145,15 @@ class TraceContext(TraceColumns):
         for table in self.idle_cause_per_step.values():
             out = np.maximum(out, table[:, j])
         return out
+
+    # -- what each fix would save ------------------------------------------------------------
+
+    @cached_property
+    def whatif(self) -> WhatIf:
+        """The replays of the analysed steps' dependency graph (:mod:`.whatif`), gains as a
+        share of the steps' steady time (their time less one-time start-up idle)."""
+        steady = np.maximum(self.timed_durations - self.idle_of_cause("startup"), 1e-9)
+        return WhatIf(self, float(steady.sum()) if len(self.steps) else 0.0)
 
     # -- nesting and frames -----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 from gpuprobe.tools.diagnose.kineto import ProgressCallback
@@ -88,7 +89,13 @@ def diagnose_with_context(
         steps=tuple(ctx.breakdowns),
         findings=tuple(findings),
         cold=ctx.cold,
+        whatif=ctx.whatif.fixes(),
     )
+    lead = diag.headline
+    if lead is not None and diag.findings and diag.findings[0] is not lead:
+        # the headline first, in text, HTML and JSON alike
+        rest = tuple(f for f in diag.findings if f is not lead)
+        diag = replace(diag, findings=(lead, *rest))
     return diag, ctx
 
 

@@ -14,6 +14,7 @@ from gpuprobe.core import render
 from gpuprobe.core.findings import Finding, Status, worst, worst_first
 from gpuprobe.core.records import Record
 from gpuprobe.tools.diagnose.kernel_diff_model import KernelDiff  # the comparison's kernel rows
+from gpuprobe.tools.diagnose.whatif.model import PricedFix  # a diagnosis's priced fixes
 
 __all__ = [
     "HOST_PHASES",
@@ -165,6 +166,7 @@ class Diagnosis(Record):
     steps: tuple[StepBreakdown, ...]
     findings: tuple[Finding, ...]
     cold: bool = False  # a cold first pass: no steady part (see the one-time-start finding)
+    whatif: tuple[PricedFix, ...] = ()  # each priced fix's replay, largest gain first
 
     @property
     def status(self) -> Status:

@@ -242,6 +242,7 @@ class KinetoBuilder:
         stream: int,
         device: int,
         args: dict[str, Any],
+        blocking: bool = False,
     ) -> tuple[float, float]:
         self._corr += 1
         corr = self._corr
@@ -250,11 +251,13 @@ class KinetoBuilder:
         key = (device, stream)
         start = max(self.now + LAUNCH_TO_START_US, self._stream_free.get(key, 0.0))
         self._stream_free[key] = start + gpu_us
+        if blocking:  # the call returns once its work is done, as CUDA's blocking copies do
+            self.now = max(self.now, start + gpu_us + 1.0)
         self._x(
             "cuda_runtime",
             runtime,
             rt_start,
-            launch_us,
+            self.now - rt_start,
             cbid=211,
             correlation=corr,
             **{"External id": self._ext + 1},
@@ -360,9 +363,8 @@ class KinetoBuilder:
             stream,
             device,
             {"bytes": nbytes, "memory bandwidth (GB/s)": round(bw, 3)},
+            blocking=not pinned,
         )
-        if not pinned:
-            self.now = max(self.now, span[1] + 1.0)
         return span
 
     def memset(self, *, nbytes: int, gpu_us: float, stream: int = 7, device: int = 0) -> None:

@@ -24,6 +24,7 @@ from gpuprobe.tools.diagnose.rules import (
     sync,
 )
 from gpuprobe.tools.diagnose.rules._common import as_information
+from gpuprobe.tools.diagnose.rules.gains import price_findings
 
 __all__ = ["MIN_WARN_GAIN", "RULES", "run_rules"]
 
@@ -51,12 +52,14 @@ STEADY_STATE = ("gpu-idle", "launch-bound", "host-work", "untraced-host", "input
 
 
 def run_rules(ctx: TraceContext) -> list[Finding]:
-    """Every rule's findings, in rule order (sort with ``worst_first`` to show). On a cold
+    """Every rule's findings, in rule order (sort with ``worst_first`` to show), each priced
+    cause's gain from the what-if replay (:mod:`.gains`). On a cold
     first pass the steady-state warnings become information: what remains after the one-time
     start-up is still a first pass (first calls of every op, TorchScript and compiled code)."""
     out = as_information(
-        apply_rules(RULES, ctx),
-        f"fixing it would gain under {100 * MIN_WARN_GAIN:.0f} % of the time",
+        price_findings(ctx, apply_rules(RULES, ctx)),
+        f"fixing it would gain under {100 * MIN_WARN_GAIN:.0f} % of the time (the replay of "
+        "the step's dependency graph with its cause changed: it is not on the critical path)",
         lambda f: f.gain is not None and f.gain < MIN_WARN_GAIN,
     )
     if not ctx.cold:
