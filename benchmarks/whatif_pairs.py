@@ -1,0 +1,120 @@
+"""The what-if engine's predictions against what the fix realised, on before/after pairs.
+
+Each pair is two real traces of one script where exactly one cause is fixed (recorded on an
+NVIDIA H200 by ``benchmarks/gpu_sweep.sh``: ``tests/data/diagnose/gpu_h200/ORIGIN.md``). For the
+BEFORE trace, gpuprobe's gain for the finding the fix is about (the step time its replay saves,
+a share of the steady pace) is the prediction; the realised gain is ``1 - pace_after /
+pace_before``, each pace the median duration of the trace's analysed steps. The issue's goal: the
+realised gain within 5 points of the prediction, or 25 % of it, whichever is larger.
+
+A pair whose BEFORE finding has no price yet (no change the replay can make for it) says so; it
+counts as a miss.
+
+Run:  .venv/bin/python benchmarks/whatif_pairs.py
+Writes benchmarks/results/whatif_pairs.md and .json.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from gpuprobe.tools.diagnose.engine import diagnose
+from gpuprobe.tools.diagnose.model import Diagnosis
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "tests" / "data" / "diagnose" / "gpu_h200"
+OUT = ROOT / "benchmarks" / "results"
+GOAL_POINTS = 0.05  # of the step: the issue's tolerance, or GOAL_SHARE of the prediction
+GOAL_SHARE = 0.25
+
+PAIRS = [  # (before, after, the finding the fix is about)
+    ("loader_single_process", "loader_workers", "input-bound"),
+    ("profile_train", "profile_workers", "input-bound"),
+    ("pageable_copies", "pinned_copies", "pageable-copies"),
+    ("item_every_step", "item_fixed", "sync"),
+    ("python_loop_mask", "vectorized_mask", "python-loop"),
+    ("fp32_matmul", "tf32_matmul", "no-tensor-cores"),
+]
+
+
+def _pace(d: Diagnosis) -> float:
+    return statistics.median(r.duration_us for r in d.steps)
+
+
+def run() -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for before, after, fid in PAIRS:
+        t0 = time.perf_counter()
+        b = diagnose(str(H200 / f"{before}.json.gz"))
+        a = diagnose(str(H200 / f"{after}.json.gz"))
+        f = b.finding(fid)
+        priced = {p.id: p for p in b.whatif}
+        predicted = priced[fid].gain if fid in priced else None
+        realised = 1.0 - _pace(a) / _pace(b)
+        ok = None
+        if predicted is not None:
+            ok = abs(realised - predicted) <= max(GOAL_POINTS, GOAL_SHARE * predicted)
+        rows.append(
+            {
+                "before": before,
+                "after": after,
+                "finding": fid,
+                "status": f.status.value if f is not None else None,
+                "headline": b.headline.id if b.headline is not None else None,
+                "predicted": predicted,
+                "realised": round(realised, 4),
+                "pace_before_us": round(_pace(b), 1),
+                "pace_after_us": round(_pace(a), 1),
+                "note": priced[fid].note if fid in priced else "no replay change for it yet",
+                "within_goal": ok,
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
+    return rows
+
+
+def _pct(x: object) -> str:
+    return f"{100 * x:.1f}" if isinstance(x, float) else "—"
+
+
+def main() -> None:
+    rows = run()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    met = sum(1 for r in rows if r["within_goal"])
+    lines = [
+        "# What-if: predicted against realised gains on before/after pairs",
+        "",
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, gpuprobe @ {commit}, "
+        "`benchmarks/whatif_pairs.py`; traces recorded on an NVIDIA H200 (driver 580.159.04, "
+        "CUDA 13.0, `tests/data/diagnose/gpu_h200/ORIGIN.md`). Predicted: the BEFORE trace's "
+        "gain for the finding (replay of its step graph with the cause changed, share of the "
+        "steady pace). Realised: 1 - median step after / median step before. Goal: within "
+        f"{100 * GOAL_POINTS:.0f} points or {100 * GOAL_SHARE:.0f} % of the prediction.",
+        "",
+        "| before → after | finding (status; headline) | predicted % | realised % | "
+        "steps µs before → after | within goal | how the replay changed it |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        goal = {True: "yes", False: "no", None: "not priced"}[r["within_goal"]]  # type: ignore[index]
+        lines.append(
+            f"| {r['before']} → {r['after']} | {r['finding']} ({r['status']}; {r['headline']}) "
+            f"| {_pct(r['predicted'])} | {_pct(r['realised'])} | {r['pace_before_us']:,} → "
+            f"{r['pace_after_us']:,} | {goal} | {r['note']} |"
+        )
+    lines += ["", f"Within the goal: {met} of {len(rows)} pairs.", ""]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "whatif_pairs.md").write_text("\n".join(lines))
+    (OUT / "whatif_pairs.json").write_text(json.dumps(rows, indent=1) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
