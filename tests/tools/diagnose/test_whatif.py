@@ -80,3 +80,62 @@ def test_the_pageable_pair_on_the_h200_is_predicted_within_the_goal():
     realised = 1 - pace[1] / pace[0]
     assert realised == pytest.approx(0.683, abs=0.01)
     assert abs(realised - f.gain) <= max(0.05, 0.25 * f.gain)
+
+
+def _copy_loop_trace(path: str, pinned: bool) -> str:
+    # each step: 20 queued 60 µs GEMMs, then tensor[i].cpu() for 60 rows (a 512-byte copy
+    # each, into pageable memory unless pinned), then one explicit sync
+    b = KinetoBuilder()
+    for n in range(5):
+        with b.step(n + 1):
+            for _ in range(20):
+                b.launch("void gemm_kernel", kernel_us=60.0, op="aten::mm")
+            for _ in range(60):
+                with b.op("aten::to"), b.op("aten::_to_copy"), b.op("aten::copy_"):
+                    b.memcpy("DtoH", nbytes=512, gpu_us=2.0, pinned=pinned)
+                b.cpu(8.0)
+            b.sync()
+    return b.write(path)
+
+
+def test_copies_to_pageable_host_memory_in_a_loop_are_syncs_and_the_headline(tmp_path):
+    # a copy into pageable memory holds the host until it is done, whatever the API's name:
+    # the first of the 60 waits for the 1.2 ms of queued GEMMs, so the GPU drains and then
+    # idles while the host walks the loop; before, the idle was booked as launch gaps
+    d = diagnose(_copy_loop_trace(str(tmp_path / "t.json"), pinned=False))
+    f = d.finding("sync")
+    ev = {e.name: e.value for e in f.evidence}
+    assert f.status is Status.WARN and d.headline is f
+    assert ev["syncs_per_step_median"] == 61  # 60 copies and the explicit sync
+    assert "cudaMemcpyAsync ×300" in f.title
+    launch = d.finding("launch-bound")
+    assert launch is None or launch.status is not Status.WARN
+    # the replay without the waits: the host no longer waits for the GEMMs before its loop
+    assert f.gain == pytest.approx(d.whatif[0].gain, abs=1e-6) and d.whatif[0].id == "sync"
+    assert 0.25 < f.gain < 0.5
+    # into pinned memory the copies are asynchronous: only the explicit sync is one
+    p = diagnose(_copy_loop_trace(str(tmp_path / "p.json"), pinned=True))
+    ev = {e.name: e.value for e in p.finding("sync").evidence}
+    assert ev["syncs_per_step_median"] == 1
+
+
+def test_a_scalar_read_priced_out_whole_with_its_host_time(tmp_path):
+    # each step: 10 kernels of 20 µs queued, 300 µs of host work, then .item(); the GPU is done
+    # before the read so its wait is µs, but the read's op itself (40 µs here) is host time on
+    # the step's path: reading every N steps takes it out whole
+    b = KinetoBuilder()
+    for n in range(5):
+        with b.step(n + 1):
+            for _ in range(10):
+                b.launch("void add_kernel", kernel_us=20.0)
+            b.cpu(300.0)
+            with b.op("aten::item", self_us=20.0), b.op("aten::_local_scalar_dense", self_us=10):
+                b.memcpy("DtoH", nbytes=4, gpu_us=1.5, pinned=True)
+                b.sync()
+    d = diagnose(b.write(str(tmp_path / "t.json")))
+    ctx = TraceContext(read_trace(str(tmp_path / "t.json")))
+    items = [i for i in range(ctx.op_name.size) if ctx.names[ctx.op_name[i]] == "aten::item"]
+    item_us = float(np.median(ctx.op_dur[items]))
+    pace = float(np.median([r.duration_us for r in d.steps]))
+    p = next(x for x in d.whatif if x.id == "sync")
+    assert p.gain == pytest.approx(item_us / pace, rel=0.15)

@@ -29,13 +29,29 @@ from gpuprobe.tools.diagnose.lag import (
 )
 from gpuprobe.tools.diagnose.steps import Step, select_steps
 
-__all__ = ["KERNEL_WAIT_MAX_GAP_US", "LAUNCH_GAP_MAX_US", "TraceColumns", "column"]
+__all__ = [
+    "COPY_CLOCK_SKEW_US",
+    "KERNEL_WAIT_MAX_GAP_US",
+    "LAUNCH_GAP_MAX_US",
+    "RETURN_MAX_US",
+    "TraceColumns",
+    "column",
+]
 
 KERNEL_WAIT_MAX_GAP_US = 30.0  # µs; HTA get_idle_time_breakdown consecutive_kernel_delay=30
 # (documented there as ns, but compared with µs timestamps, so µs in effect)
 LAUNCH_GAP_MAX_US = 1000.0  # µs; a late launch's gap up to this is the framework's per-op cost
 # (an eager op's launch path is ~5-50 µs: docs/experiments.md#e8, HTA launch stats); a longer
 # one is CPU work of its own between kernels (host), however it ends; ours
+
+
+RETURN_MAX_US = 200.0  # µs; a call that returns this soon after GPU work that ended inside it
+# waited for that work (a synchronize returns ~2-20 µs after its work ends, a pageable copy after
+# its staging; CUDA runtime API docs, "Synchronous" vs "Asynchronous" behaviour of cudaMemcpy);
+# one that went on longer was doing something else; ours
+COPY_CLOCK_SKEW_US = 5.0  # µs; a copy's end on the GPU's clock may read this much after the
+# host call that waited for it returned (CUPTI's GPU timestamps are converted to the host's;
+# the H200 pageable pairs of tests/data/diagnose/gpu_h200 show 0-3 µs); ours
 
 
 def column(a: array, dtype: type) -> np.ndarray:
@@ -258,6 +274,7 @@ class TraceColumns:
         device return before the GPU is done, so they are not counted."""
         sync = P.SYNC_CALL.mask(self.rt_name, self.names)
         copy = P.BLOCKING_COPY.mask(self.rt_name, self.names)
+        sync |= self.waited_copy_mask
         if copy.any():
             to_host_name = P.COPY_TO_HOST.mask(self.rt_name, self.names)
             gpu_to_host = P.COPY_TO_HOST.mask(self.gpu_name, self.names)
@@ -269,6 +286,30 @@ class TraceColumns:
             # with its GPU copy: by the copy's direction; without: by the call's own name
             copy &= np.where(has_gpu, to_host, to_host_name)
         return sync | copy
+
+    @cached_property
+    def waited_copy_mask(self) -> np.ndarray:
+        """Asynchronous copy calls (``cudaMemcpyAsync`` and its twins) that held the host until
+        their copy to host memory was done: a copy into pageable memory is synchronous whatever
+        the API's name (CUDA runtime API docs, "API synchronization behavior"), so ``.cpu()``,
+        ``.tolist()``, ``print(tensor)`` and boolean indexing wait inside it for every queued
+        kernel. A copy whose destination the trace names as pinned never counts; one whose
+        destination it does not name counts when the copy ended inside the call and the call
+        returned within :data:`RETURN_MAX_US` of it."""
+        out = np.zeros(self.rt_ts.size, dtype=bool)
+        m = (self.gpu_rt >= 0) & P.COPY_TO_HOST.mask(self.gpu_name, self.names)
+        if not m.any():
+            return out
+        m &= ~P.PINNED_COPY.mask(self.gpu_name, self.names)
+        rt = self.gpu_rt[m]
+        launch = P.LAUNCH_CALL.mask(self.rt_name, self.names)[rt]
+        blocking = P.BLOCKING_COPY.mask(self.rt_name, self.names)[rt]
+        t0 = self.rt_ts[rt]
+        t1 = t0 + self.rt_dur[rt]
+        end = self.gpu_end[m]
+        held = (end >= t0) & (end <= t1 + COPY_CLOCK_SKEW_US) & (t1 - end <= RETURN_MAX_US)
+        out[rt[launch & ~blocking & held]] = True
+        return out
 
     @cached_property
     def scalar_read_mask(self) -> np.ndarray:

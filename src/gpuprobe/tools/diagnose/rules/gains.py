@@ -126,11 +126,25 @@ def _pageable(ctx: TraceContext) -> np.ndarray:
     )
 
 
+def _top_reads(ctx: TraceContext) -> np.ndarray:
+    """The top-level scalar reads (``.item()``: ``aten::item``, ``_local_scalar_dense``) on the
+    launching threads, as cpu_op indices: a read the fix takes out of the step altogether (read
+    every N steps), with its host time, not only its wait."""
+    reads = P.ITEM.mask(ctx.op_name, ctx.names) | P.SCALAR_READ.mask(ctx.op_name, ctx.names)
+    return np.nonzero(reads & _thread_ops(ctx))[0]
+
+
 @prices("sync")
 def _sync(ctx: TraceContext) -> tuple[Change, str]:
     g = ctx.whatif.graph
     which = ~waits_for(g, _pageable(ctx))  # the pageable copies' waits are theirs
-    return unblock_waits(g, which), f"{int(which.sum())} blocking calls no longer wait"
+    reads = _top_reads(ctx)
+    change = unblock_waits(g, which)
+    if reads.size:  # a read taken out whole: the blocking call inside it goes with it
+        a = ctx.op_ts[reads]
+        change = remove_host(a, a + ctx.op_dur[reads]) + change
+    n = int(which.sum())
+    return change, f"{n} blocking calls no longer wait, {reads.size} scalar reads out of the step"
 
 
 def _link_rate(ctx: TraceContext) -> float:

@@ -1,5 +1,7 @@
 """Synchronisation: host calls that really wait for the GPU (stream/device/event syncs, blocking
-copies to the host, the ``.item()`` reads inside which one ran), how often per step, and the
+copies to the host, asynchronous copies into pageable host memory, which hold the host all the
+same: ``.cpu()``, ``.tolist()``, ``print(tensor)``; the ``.item()`` reads inside which one ran),
+how often per step, and the
 GPU idle time they caused: the wait inside them and the refill after them, nothing else (E5 in
 docs/experiments.md#e5: printing the loss every step forces a copy and a wait).
 """

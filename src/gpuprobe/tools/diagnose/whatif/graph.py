@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.tools.diagnose import patterns as P
-from gpuprobe.tools.diagnose.columns import TraceColumns
+from gpuprobe.tools.diagnose.columns import RETURN_MAX_US, TraceColumns
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
 
 __all__ = [
@@ -41,10 +41,6 @@ __all__ = [
     "read_graph",
 ]
 
-RETURN_MAX_US = 200.0  # µs; a call that returns this soon after GPU work that ended inside it
-# waited for that work (a synchronize returns ~2-20 µs after its work ends, a pageable copy after
-# its staging; CUDA runtime API docs, "Synchronous" vs "Asynchronous" behaviour of cudaMemcpy);
-# one that went on longer was doing something else; ours
 CALL_FLOOR_US = 5.0  # µs; the least a blocking call costs when the GPU is already done
 # (cudaStreamSynchronize on an idle stream ~2-5 µs: docs/experiments.md#e8, HTA launch stats)
 LAUNCH_THREAD_MIN_SHARE = 0.05  # of the analysed steps' GPU activities a thread must launch to
