@@ -23,14 +23,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from gpuprobe.tools.diagnose.engine import diagnose
+from gpuprobe.tools.diagnose.compare import PAYOFF_POINTS, PAYOFF_SHARE, fix_payoffs
+from gpuprobe.tools.diagnose.engine import diagnose_with_context
 from gpuprobe.tools.diagnose.model import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "tests" / "data" / "diagnose" / "gpu_h200"
 OUT = ROOT / "benchmarks" / "results"
-GOAL_POINTS = 0.05  # of the step: the tolerance, or GOAL_SHARE of the prediction
-GOAL_SHARE = 0.25
+GOAL_POINTS = PAYOFF_POINTS  # of the step: the tolerance (diagnose --compare's), or
+GOAL_SHARE = PAYOFF_SHARE  # this share of the prediction
 
 PAIRS = [  # (before, after, the finding the fix is about)
     ("loader_single_process", "loader_workers", "input-bound"),
@@ -50,8 +51,8 @@ def run() -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for before, after, fid in PAIRS:
         t0 = time.perf_counter()
-        b = diagnose(str(H200 / f"{before}.json.gz"))
-        a = diagnose(str(H200 / f"{after}.json.gz"))
+        b, ctx = diagnose_with_context(str(H200 / f"{before}.json.gz"))
+        a, _ = diagnose_with_context(str(H200 / f"{after}.json.gz"))
         f = b.finding(fid)
         priced = {p.id: p for p in b.whatif}
         predicted = priced[fid].gain if fid in priced else None
@@ -59,6 +60,8 @@ def run() -> list[dict[str, object]]:
         ok = None
         if predicted is not None:
             ok = abs(realised - predicted) <= max(GOAL_POINTS, GOAL_SHARE * predicted)
+        # what `diagnose --compare BEFORE AFTER` says of the same fix
+        payoff = next((p for p in fix_payoffs(b, a, ctx)[1] if p.id == fid), None)
         rows.append(
             {
                 "before": before,
@@ -72,6 +75,7 @@ def run() -> list[dict[str, object]]:
                 "pace_after_us": round(_pace(a), 1),
                 "note": priced[fid].note if fid in priced else "no replay change for it yet",
                 "within_goal": ok,
+                "compare_says": payoff.verdict if payoff is not None else "not followed",
                 "seconds": round(time.perf_counter() - t0, 2),
             }
         )
@@ -99,15 +103,15 @@ def main() -> None:
         f"{100 * GOAL_POINTS:.0f} points or {100 * GOAL_SHARE:.0f} % of the prediction.",
         "",
         "| before → after | finding (status; headline) | predicted % | realised % | "
-        "steps µs before → after | within goal | how the replay changed it |",
-        "|---|---|---|---|---|---|---|",
+        "steps µs before → after | within goal | `--compare` says | how the replay changed it |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         goal = {True: "yes", False: "no", None: "not priced"}[r["within_goal"]]  # type: ignore[index]
         lines.append(
             f"| {r['before']} → {r['after']} | {r['finding']} ({r['status']}; {r['headline']}) "
             f"| {_pct(r['predicted'])} | {_pct(r['realised'])} | {r['pace_before_us']:,} → "
-            f"{r['pace_after_us']:,} | {goal} | {r['note']} |"
+            f"{r['pace_after_us']:,} | {goal} | {r['compare_says']} | {r['note']} |"
         )
     lines += ["", f"Within the goal: {met} of {len(rows)} pairs.", ""]
     OUT.mkdir(parents=True, exist_ok=True)

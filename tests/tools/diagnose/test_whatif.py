@@ -139,3 +139,90 @@ def test_a_scalar_read_priced_out_whole_with_its_host_time(tmp_path):
     pace = float(np.median([r.duration_us for r in d.steps]))
     p = next(x for x in d.whatif if x.id == "sync")
     assert p.gain == pytest.approx(item_us / pace, rel=0.15)
+
+
+H200 = DATA / "gpu_h200"
+
+
+def _pair(before: str, after: str):
+    from gpuprobe.tools.diagnose.compare import compare_diagnoses
+
+    return compare_diagnoses(
+        diagnose(str(H200 / f"{before}.json.gz")), diagnose(str(H200 / f"{after}.json.gz"))
+    )
+
+
+def test_compare_says_what_each_fix_predicted_and_what_the_after_trace_realised():
+    from gpuprobe.tools.diagnose.compare import PAYOFF_POINTS, PAYOFF_SHARE
+
+    c = _pair("pageable_copies", "pinned_copies")
+    pace = [float(np.median([r.duration_us for r in d.steps])) for d in (c.before, c.after)]
+    assert c.realised == pytest.approx(1 - pace[1] / pace[0], abs=1e-6)
+    by = {p.id: p for p in c.payoffs}
+    p = by["pageable-copies"]
+    assert p.predicted == pytest.approx(c.before.finding("pageable-copies").gain, abs=1e-6)
+    assert p.fixed and p.left == 0.0 and p.together == ("pageable-copies",)
+    assert abs(p.realised - p.predicted) <= max(PAYOFF_POINTS, PAYOFF_SHARE * p.predicted)
+    assert p.verdict == "paid as predicted"
+    # the FP32 matmuls were not touched: still worth what they were, so not fixed
+    q = by["no-tensor-cores"]
+    assert not q.fixed and q.verdict == "not fixed" and q.left > 0.25 * q.predicted
+    # largest prediction first; gpu-idle (the symptom) is not a fix
+    assert [x.predicted for x in c.payoffs] == sorted((x.predicted for x in c.payoffs))[::-1]
+    assert "gpu-idle" not in by
+    out = json.loads(json.dumps(c.to_dict()))
+    assert out["realised"] == c.realised
+    assert out["payoffs"][0]["id"] == "pageable-copies"
+    assert out["payoffs"][0]["verdict"] == "paid as predicted"
+
+
+def test_a_fix_that_paid_more_than_it_promised_says_so_in_the_text():
+    c = _pair("python_loop_mask", "vectorized_mask")
+    p = next(x for x in c.payoffs if x.id == "python-loop")
+    assert p.fixed and p.realised > p.predicted + 0.25 * p.predicted and p.verdict == "paid more"
+    text = str(c)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    row = next(line for line in text.splitlines() if line.startswith("python-loop "))
+    assert f"{100 * p.predicted:.1f} %" in row and f"+{100 * p.realised:.1f} %" in row
+    assert "paid more" in row
+    assert "<th>realised</th>" in c._repr_html_()
+
+
+def test_fixes_made_together_are_judged_together(tmp_path):
+    # BEFORE: a 3 ms single-process DataLoader wait, 1 ms of GPU work, a sync that waits for
+    # it, then 1.5 ms of CPU work; AFTER: no DataLoader wait and no sync (the CPU work stays,
+    # now beside the GPU's). Neither fix alone explains the step's gain; their changes replayed
+    # at once do
+    from gpuprobe.tools.diagnose.compare import fix_payoffs
+    from gpuprobe.tools.diagnose.engine import diagnose_with_context
+
+    def trace(path: str, fixed: bool) -> str:
+        b = KinetoBuilder()
+        for n in range(5):
+            with b.step(n + 1):
+                if not fixed:
+                    b.dataloader(3000.0)
+                for _ in range(10):
+                    b.launch("void gemm_kernel", kernel_us=100.0, launch_us=5.0)
+                if not fixed:
+                    b.sync()
+                with b.op("aten::cumsum", self_us=1500.0):
+                    pass
+        return b.write(path)
+
+    before, ctx = diagnose_with_context(trace(str(tmp_path / "b.json"), fixed=False))
+    after = diagnose(trace(str(tmp_path / "a.json"), fixed=True))
+    realised, payoffs = fix_payoffs(before, after, ctx)
+    made = {p.id: p for p in payoffs if p.fixed}
+    assert set(made) == {"input-bound", "sync"}
+    joint = made["sync"].predicted_together
+    assert joint == made["input-bound"].predicted_together
+    assert max(p.predicted for p in made.values()) < joint
+    assert made["sync"].together == made["input-bound"].together
+    assert abs(realised - joint) <= 0.05 and made["sync"].verdict == "paid as predicted"
+    # without the trace's context: the sum of the two gains
+    _, alone = fix_payoffs(before, after)
+    total = sum(p.predicted for p in made.values())
+    assert next(p for p in alone if p.id == "sync").predicted_together == pytest.approx(
+        total, abs=1e-5
+    )

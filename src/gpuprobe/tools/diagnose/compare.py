@@ -17,6 +17,7 @@ from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.model import (
     Diagnosis,
     FindingChange,
+    FixPayoff,
     MetricChange,
     ShareChange,
     StepBreakdown,
@@ -29,12 +30,17 @@ if TYPE_CHECKING:
     from gpuprobe.tools.diagnose.mix import Share
 
 __all__ = [
+    "FIXED_LEFT_SHARE",
     "HEADLINE_PARTS",
     "HEADLINE_PART_FRACTION",
     "METRIC_SAME_FRACTION",
     "METRIC_SAME_PP",
+    "PAYOFF_MIN_GAIN",
+    "PAYOFF_POINTS",
+    "PAYOFF_SHARE",
     "SHARE_CHANGE_PP",
     "compare_diagnoses",
+    "fix_payoffs",
 ]
 
 SHARE_CHANGE_PP = 5.0  # percentage points; a share that moves this much is flagged; ours. In
@@ -46,6 +52,15 @@ METRIC_SAME_FRACTION = 0.02  # relative change of a number below which it counts
 METRIC_SAME_PP = 0.5  # percentage points; the same for a number that is itself a percentage; ours
 HEADLINE_PARTS = 2  # kinds of GPU time named in the headline as what explains the change; ours
 HEADLINE_PART_FRACTION = 0.25  # and only those that moved at least this share of the first; ours
+
+PAYOFF_POINTS = 0.05  # of the step: a fix paid what it promised when the realised gain is within
+PAYOFF_SHARE = 0.25  # this many points of the prediction, or this share of it, whichever is
+# larger: issue 39's goal for the what-if engine (about the run-to-run spread of a step, 2 %,
+# plus the replay's error on the H200 pairs of benchmarks/whatif_pairs.py)
+FIXED_LEFT_SHARE = 0.25  # a cause counts as fixed in AFTER when its finding there no longer warns
+# or is worth at most this share of what it was worth in BEFORE; ours
+PAYOFF_MIN_GAIN = 0.01  # of the step: a fix predicted to gain less is not followed; ours, half
+# the run-to-run spread of a step's time (METRIC_SAME_FRACTION)
 
 # What each cause of GPU idle time is, in the headline's words (keys of StepBreakdown's
 # idle_cause_us; a cause not listed here is named by its key).
@@ -293,6 +308,86 @@ def _headline(
     return f"{head} {lead}: {what}, {_t(pb)} → {_t(pa)} per step."
 
 
+def _gains(d: Diagnosis) -> dict[str, tuple[float, str]]:
+    """Each problem's predicted gain (its finding's, the what-if replay's where it priced one)
+    and title; the GPU-idle summary is left out: it is its causes' sum, not a fix."""
+    out: dict[str, tuple[float, str]] = {}
+    for f in d.findings:
+        if f.id == "gpu-idle" or f.gain is None or f.status not in (Status.WARN, Status.FAIL):
+            continue
+        if f.id not in out or f.gain > out[f.id][0]:
+            out[f.id] = (f.gain, f.title)
+    return out
+
+
+def _left(d: Diagnosis, id: str) -> float:
+    """What finding ``id``'s fix is still worth in ``d`` (0 when it does not warn there)."""
+    gains = [
+        f.gain or 0.0 for f in d.findings if f.id == id and f.status in (Status.WARN, Status.FAIL)
+    ]
+    return max(gains, default=0.0)
+
+
+def fix_payoffs(
+    before: Diagnosis, after: Diagnosis, ctx_before: TraceContext | None = None
+) -> tuple[float | None, tuple[FixPayoff, ...]]:
+    """The step's realised gain (1 − median step after / median step before; None without
+    steps in both) and, for each fix BEFORE predicted at least :data:`PAYOFF_MIN_GAIN` for,
+    the gain it promised against the one realised, largest prediction first.
+
+    One realised gain is shared by every fix made between the traces: a fix counts as made when
+    its cause is gone from AFTER (:data:`FIXED_LEFT_SHARE`); the fixes made are judged together
+    against their prediction together: with BEFORE's trace context, the replay of all their
+    changes at once (:func:`~.rules.gains.price_together`); without it, or for a fix the replay
+    does not price, the sum of their gains, at most 1 (causes on one step's path, apart)."""
+    sb = _med(before, lambda r: r.duration_us)
+    sa = _med(after, lambda r: r.duration_us)
+    realised = 1.0 - sa / sb if sb and sa is not None and sb > 0 else None
+    gains = _gains(before)
+    made = {}
+    for id, (g, _) in gains.items():
+        if g < PAYOFF_MIN_GAIN:
+            continue
+        left = _left(after, id)
+        made[id] = (left, left <= FIXED_LEFT_SHARE * g)
+    together = tuple(id for id, (_, fixed) in made.items() if fixed)
+    joint = None
+    if len(together) > 1 and ctx_before is not None:
+        from gpuprobe.tools.diagnose.rules.gains import price_together
+
+        joint = price_together(ctx_before, together)
+    if joint is None and together:
+        joint = min(sum(gains[id][0] for id in together), 1.0)
+    out = []
+    for id, (left, fixed) in made.items():
+        g, title = gains[id]
+        verdict = "not fixed"
+        if fixed and realised is not None and joint is not None:
+            tol = max(PAYOFF_POINTS, PAYOFF_SHARE * joint)
+            verdict = (
+                "paid as predicted"
+                if abs(realised - joint) <= tol
+                else "paid less"
+                if realised < joint
+                else "paid more"
+            )
+        out.append(
+            FixPayoff(
+                id=id,
+                title=title,
+                predicted=round(g, 6),
+                left=round(left, 6),
+                fixed=fixed,
+                realised=None if realised is None else round(realised, 6),
+                together=together if fixed else (),
+                predicted_together=round(joint, 6) if fixed and joint is not None else None,
+                verdict=verdict,
+            )
+        )
+    out.sort(key=lambda p: -p.predicted)
+    return (None if realised is None else round(realised, 6)), tuple(out)
+
+
 def compare_diagnoses(
     before: Diagnosis,
     after: Diagnosis,
@@ -342,11 +437,14 @@ def compare_diagnoses(
         shares = _shares(time_mix(ctx_before), time_mix(ctx_after))
         if before.summary.has_gpu or after.summary.has_gpu:
             kd = compare_kernels(ctx_before, ctx_after)
+    realised, payoffs = fix_payoffs(before, after, ctx_before)
     return TraceComparison(
         before=before,
         after=after,
         metrics=tuple(metrics),
         findings=tuple(changes),
+        payoffs=payoffs,
+        realised=realised,
         shares=shares,
         kernels=kd,
         headline=_headline(before, after, kd, shares),

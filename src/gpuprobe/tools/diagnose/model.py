@@ -23,6 +23,7 @@ __all__ = [
     "DeviceInfo",
     "Diagnosis",
     "FindingChange",
+    "FixPayoff",
     "MetricChange",
     "ShareChange",
     "StepBreakdown",
@@ -315,16 +316,42 @@ class FindingChange(Record):
 
 
 @dataclass(frozen=True)
+class FixPayoff(Record):
+    """What one fix of BEFORE promised and what AFTER paid. ``predicted``: the share of BEFORE's
+    analysed time its finding said fixing would save; ``left``: the share it is still worth in
+    AFTER (0 when AFTER has no such problem); ``fixed``: the cause is gone from AFTER (see
+    :data:`~gpuprobe.tools.diagnose.compare.FIXED_LEFT_SHARE`); ``realised``: the step's gain
+    from BEFORE to AFTER (1 − median step after / before), the same for every fix, so it is
+    judged against the fixes made ``together`` (their ids, this one included) whose combined
+    prediction is ``predicted_together`` (their changes replayed at once); ``verdict``: ``"paid as predicted"``, ``"paid less"``,
+    ``"paid more"`` (within the tolerance of the goal or outside it) or ``"not fixed"``."""
+
+    id: str
+    title: str
+    predicted: float
+    left: float
+    fixed: bool
+    realised: float | None
+    together: tuple[str, ...] = ()
+    predicted_together: float | None = None
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
 class TraceComparison(Record):
     """What changed between two traces, e.g. before and after a fix: the ``headline`` (the step
     time's change and what explains most of it), ``notes`` (traces that differ in kind, such as
     their GPUs), the numbers, the shares of GPU time (``flagged`` those that moved by at least
-    ``share_change_pp`` percentage points), the kernel diff and each finding's status."""
+    ``share_change_pp`` percentage points), the kernel diff, each finding's status, and for
+    each fix BEFORE priced, the gain it predicted against the gain AFTER realised
+    (``payoffs``; ``realised``: 1 − median step after / median step before)."""
 
     before: Diagnosis
     after: Diagnosis
     metrics: tuple[MetricChange, ...]
     findings: tuple[FindingChange, ...]
+    payoffs: tuple[FixPayoff, ...] = ()
+    realised: float | None = None
     shares: tuple[ShareChange, ...] = ()
     kernels: KernelDiff | None = None
     headline: str = ""

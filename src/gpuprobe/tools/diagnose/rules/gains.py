@@ -36,6 +36,7 @@ __all__ = [
     "PINNED_GB_PER_S_BY_MAJOR",
     "PRICES",
     "price_findings",
+    "price_together",
     "prices",
 ]
 
@@ -214,3 +215,15 @@ def price_findings(ctx: TraceContext, findings: Sequence[Finding]) -> list[Findi
     return [
         _explained(f, causes) if f.id == "gpu-idle" and f.status is Status.WARN else f for f in out
     ]
+
+
+def price_together(ctx: TraceContext, ids: Sequence[str]) -> float | None:
+    """The share of the steady pace the fixes of findings ``ids`` save made at once (their
+    changes replayed together: a DataLoader wait and the sync after it overlap, two stretches
+    of host work add up); None when one of them has no price or the trace no GPU work."""
+    if not ctx.has_gpu or not ids or any(i not in PRICES for i in ids):
+        return None
+    change = Change()
+    for i in ids:
+        change = change + PRICES[i](ctx)[0]
+    return ctx.whatif.share_saved(change)

@@ -311,6 +311,26 @@ def comparison_html(c: TraceComparison) -> str:
             "<p>Largest changes of GPU time per step (µs)</p><table><tr><th></th><th>change</th>"
             "<th>before → after</th><th>calls</th><th>kernel</th></tr>" + "".join(rows) + "</table>"
         )
+    if c.payoffs:
+        rows = [
+            f"<tr><td>{e(p.id)}</td><td align=right>{100 * p.predicted:.1f} %</td>"
+            f"<td align=right>"
+            f"{f'{100 * p.realised:+.1f} %' if p.fixed and p.realised is not None else '—'}</td>"
+            f"<td align=right>{100 * p.left:.1f} %</td><td>{e(p.verdict)}"
+            + (
+                f" (with {e(', '.join(x for x in p.together if x != p.id))})"
+                if len(p.together) > 1
+                else ""
+            )
+            + "</td></tr>"
+            for p in c.payoffs
+        ]
+        realised = "" if c.realised is None else f": the step {100 * c.realised:+.1f} %"
+        parts.append(
+            f"<p>Fixes: the gain BEFORE predicted against the one AFTER realised{realised}</p>"
+            "<table><tr><th>fix</th><th>predicted</th><th>realised</th><th>left after</th>"
+            "<th>verdict</th></tr>" + "".join(rows) + "</table>"
+        )
     rows = [
         f"<tr><td>{e(f.id)}</td><td>{e(f.before.value) if f.before else '-'}</td>"
         f"<td>{e(f.after.value) if f.after else '-'}</td><td>{e(f.title)}</td></tr>"

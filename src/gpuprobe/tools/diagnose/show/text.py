@@ -363,6 +363,14 @@ def print_kernel_changes(kd: KernelDiff, console: object | None = None, rows: in
     con.print(kt)
 
 
+_PAYOFF_STYLE = {"paid as predicted": "green", "paid less": "yellow", "paid more": "cyan"}
+
+
+def _pct_signed(x: float) -> str:
+    """A gain as a signed share: ``+20.1 %`` faster, ``−3.0 %`` slower."""
+    return f"{'+' if x >= 0 else '−'}{abs(100 * x):.1f} %"
+
+
 def print_comparison(
     c: TraceComparison, console: object | None = None, *, verbose: bool = False
 ) -> None:
@@ -456,6 +464,30 @@ def print_comparison(
             )
             con.print(ft)
         print_kernel_changes(kd, con, _KERNEL_ROWS_VERBOSE if verbose else _KERNEL_ROWS)
+
+    if c.payoffs:
+        con.print()
+        pt = plain_table(
+            "Fixes: the gain BEFORE predicted against the gain realised (the step's, "
+            "1 − after/before, for the fixes made: their cause gone from AFTER)"
+        )
+        pt.add_column("fix", overflow="fold")
+        for col in ("predicted", "realised", "left after"):
+            pt.add_column(col, justify="right")
+        pt.add_column("verdict", overflow="fold")
+        for p in c.payoffs:
+            together = f" (with {', '.join(x for x in p.together if x != p.id)})"
+            verdict = p.verdict + (together if len(p.together) > 1 else "")
+            if p.fixed and len(p.together) > 1 and p.predicted_together is not None:
+                verdict += f": {_pct_signed(p.predicted_together)} together"
+            pt.add_row(
+                p.id,
+                f"{100 * p.predicted:.1f} %",
+                _pct_signed(p.realised) if p.fixed and p.realised is not None else "—",
+                f"{100 * p.left:.1f} %",
+                Text(verdict, style=_PAYOFF_STYLE.get(p.verdict, "")),
+            )
+        con.print(pt)
 
     con.print()
     f = plain_table("Findings")
