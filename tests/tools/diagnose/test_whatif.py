@@ -168,7 +168,7 @@ def test_compare_says_what_each_fix_predicted_and_what_the_after_trace_realised(
     q = by["no-tensor-cores"]
     assert not q.fixed and q.verdict == "not fixed" and q.left > 0.25 * q.predicted
     # largest prediction first; gpu-idle (the symptom) is not a fix
-    assert [x.predicted for x in c.payoffs] == sorted((x.predicted for x in c.payoffs))[::-1]
+    assert [x.predicted for x in c.payoffs] == sorted(x.predicted for x in c.payoffs)[::-1]
     assert "gpu-idle" not in by
     out = json.loads(json.dumps(c.to_dict()))
     assert out["realised"] == c.realised
