@@ -477,15 +477,15 @@ def print_comparison(
         pt.add_column("verdict", overflow="fold")
         for p in c.payoffs:
             together = f" (with {', '.join(x for x in p.together if x != p.id)})"
-            verdict = p.verdict + (together if len(p.together) > 1 else "")
+            said = p.verdict + (together if len(p.together) > 1 else "")
             if p.fixed and len(p.together) > 1 and p.predicted_together is not None:
-                verdict += f": {_pct_signed(p.predicted_together)} together"
+                said += f": {_pct_signed(p.predicted_together)} together"
             pt.add_row(
                 p.id,
                 f"{100 * p.predicted:.1f} %",
                 _pct_signed(p.realised) if p.fixed and p.realised is not None else "—",
                 f"{100 * p.left:.1f} %",
-                Text(verdict, style=_PAYOFF_STYLE.get(p.verdict, "")),
+                Text(said, style=_PAYOFF_STYLE.get(p.verdict, "")),
             )
         con.print(pt)
 
