@@ -164,9 +164,10 @@ def test_compare_says_what_each_fix_predicted_and_what_the_after_trace_realised(
     assert p.fixed and p.left == 0.0 and p.together == ("pageable-copies",)
     assert abs(p.realised - p.predicted) <= max(PAYOFF_POINTS, PAYOFF_SHARE * p.predicted)
     assert p.verdict == "paid as predicted"
-    # the FP32 matmuls were not touched: still worth what they were, so not fixed
-    q = by["no-tensor-cores"]
-    assert not q.fixed and q.verdict == "not fixed" and q.left > 0.25 * q.predicted
+    # the FP32 matmuls: information in BEFORE (the host sets the pace: the replay with them on
+    # the Tensor Cores saves under 1 %), so not a fix to follow
+    assert c.before.finding("no-tensor-cores").status is Status.INFO
+    assert "no-tensor-cores" not in by
     # largest prediction first; gpu-idle (the symptom) is not a fix
     assert [x.predicted for x in c.payoffs] == sorted(x.predicted for x in c.payoffs)[::-1]
     assert "gpu-idle" not in by
@@ -215,6 +216,11 @@ def test_fixes_made_together_are_judged_together(tmp_path):
     realised, payoffs = fix_payoffs(before, after, ctx)
     made = {p.id: p for p in payoffs if p.fixed}
     assert set(made) == {"input-bound", "sync"}
+    # the FP32 GEMMs are still there in AFTER, off its path (the 1.5 ms of CPU work now sets
+    # the pace): not fixed, though worth nothing there
+    q = next(p for p in payoffs if p.id == "no-tensor-cores")
+    assert not q.fixed and q.verdict == "not fixed" and q.left == 0.0
+    assert after.finding("no-tensor-cores").status is Status.INFO
     joint = made["sync"].predicted_together
     assert joint == made["input-bound"].predicted_together
     assert max(p.predicted for p in made.values()) < joint

@@ -57,8 +57,9 @@ PAYOFF_POINTS = 0.05  # of the step: a fix paid what it promised when the realis
 PAYOFF_SHARE = 0.25  # this many points of the prediction, or this share of it, whichever is
 # larger: issue 39's goal for the what-if engine (about the run-to-run spread of a step, 2 %,
 # plus the replay's error on the H200 pairs of benchmarks/whatif_pairs.py)
-FIXED_LEFT_SHARE = 0.25  # a cause counts as fixed in AFTER when its finding there no longer warns
-# or is worth at most this share of what it was worth in BEFORE; ours
+FIXED_LEFT_SHARE = 0.25  # a cause counts as fixed in AFTER when its finding there is gone (no
+# warning, no priced information) or warns for at most this share of what it was worth in
+# BEFORE (a cause mostly fixed); ours
 PAYOFF_MIN_GAIN = 0.01  # of the step: a fix predicted to gain less is not followed; ours, half
 # the run-to-run spread of a step's time (METRIC_SAME_FRACTION)
 
@@ -320,12 +321,14 @@ def _gains(d: Diagnosis) -> dict[str, tuple[float, str]]:
     return out
 
 
-def _left(d: Diagnosis, id: str) -> float:
-    """What finding ``id``'s fix is still worth in ``d`` (0 when it does not warn there)."""
-    gains = [
-        f.gain or 0.0 for f in d.findings if f.id == id and f.status in (Status.WARN, Status.FAIL)
-    ]
-    return max(gains, default=0.0)
+def _left(d: Diagnosis, id: str) -> tuple[float, bool]:
+    """(What finding ``id``'s fix is still worth in ``d``, 0 when it does not warn there;
+    whether its cause is still there: a warning, or information with a price, a cause the
+    replay still finds but off the step's path)."""
+    mine = [f for f in d.findings if f.id == id]
+    warn = [f.gain or 0.0 for f in mine if f.status in (Status.WARN, Status.FAIL)]
+    priced = any(f.status is Status.INFO and f.gain is not None for f in mine)
+    return max(warn, default=0.0), bool(warn) or priced
 
 
 def fix_payoffs(
@@ -348,8 +351,8 @@ def fix_payoffs(
     for id, (g, _) in gains.items():
         if g < PAYOFF_MIN_GAIN:
             continue
-        left = _left(after, id)
-        made[id] = (left, left <= FIXED_LEFT_SHARE * g)
+        left, there = _left(after, id)
+        made[id] = (left, left <= FIXED_LEFT_SHARE * g and not (there and left == 0.0))
     together = tuple(id for id, (_, fixed) in made.items() if fixed)
     joint = None
     if len(together) > 1 and ctx_before is not None:

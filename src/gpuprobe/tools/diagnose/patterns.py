@@ -191,11 +191,14 @@ CLONE = NamePattern(re.compile(r"^aten::(clone|copy_)$"), "copy")
 # Matrix-multiply and convolution kernels: cuBLAS/cuBLASLt (volta_/ampere_/sm80_/sm90_/sm100_
 # xmma and gemm tiles, nvjet on Hopper and Blackwell), CUTLASS (incl. wgmma tiles), cuDNN, and on
 # AMD rocBLAS/hipBLASLt (Tensile's Cijk_ kernels) and Composable Kernel (ck_, ck::). cuDNN's
-# other kernels (batch norm: cudnn::bn_fw_tr_1C11...) are not matmuls.
+# convolutions by their own names too: volta_scudnn_128x128_relu_small_nn_v1,
+# _5x_cudnn_volta_scudnn_*, turing_fp16_s1688cudnn_fp16_*, fft2d_r2c_*. cuDNN's other kernels
+# (batch norm: cudnn::bn_fw_tr_1C11...) are not matmuls.
 GEMM_KERNEL = NamePattern(
     re.compile(
         r"(?i)gemm|gemv|cutlass|xmma|cublas|matmul|conv(?!ert)|winograd|nvjet|wgmma"
         r"|(^|\W)Cijk_|(^|\W|_)ck_|\bck::|implicit_convolve|fprop|dgrad|wgrad|(^|[^a-z])bmm_"
+        r"|scudnn|\d{3,4}cudnn|fft[123]d_"
     ),
     "GEMM/conv",
 )

@@ -22,6 +22,7 @@ from gpuprobe.tools.diagnose.idle import CPU_WORK_MIN_US, launching_ops
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_MEMCPY
 from gpuprobe.tools.diagnose.rules.copies import PAGEABLE_MIN_BYTES, PINNED_COPY_GB_PER_S
+from gpuprobe.tools.diagnose.rules.precision import slow_gemms
 from gpuprobe.tools.diagnose.whatif import Change
 from gpuprobe.tools.diagnose.whatif.changes import (
     gpu_durations,
@@ -169,6 +170,15 @@ def _copies(ctx: TraceContext) -> tuple[Change, str]:
     g = ctx.whatif.graph
     change = gpu_durations(page, new) + unblock_waits(g, waits_for(g, page))
     return change, f"{int(page.sum())} copies at {rate:.1f} GB/s, asynchronous"
+
+
+@prices("no-tensor-cores")
+def _tensor_cores(ctx: TraceContext) -> tuple[Change, str]:
+    # the FP32 GEMM/conv kernels at the Tensor Core rate: on the step's path only where the
+    # GPU sets the pace (a host-bound step keeps its pace, its kernels just idle longer)
+    slow, speedup = slow_gemms(ctx)
+    change = gpu_durations(slow, ctx.gpu_dur[slow] / speedup)
+    return change, f"{int(slow.sum())} FP32 GEMM/conv kernels {speedup:g}x faster"
 
 
 def _idle_share(f: Finding) -> float:

@@ -130,6 +130,42 @@ def _busiest_device_us(ctx: TraceContext, mask: np.ndarray) -> float:
     return float(np.bincount(inv, weights=ctx.gpu_dur[mask]).max()) if devs.size else 0.0
 
 
+def _gemm_masks(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Masks over the GPU columns: (the analysed steps' kernels, their GEMM/conv kernels on the
+    Tensor Cores, those a compiler generated that do not say their dtype, the rest of the
+    GEMM/conv kernels, judged by name)."""
+    kern = (ctx.gpu_kind == GPU_KIND_KERNEL) & (ctx.gpu_step >= 0)
+    prov = provenance_of_activities(ctx)
+    # Inductor's fused pointwise/reduction kernels name the matmuls fused around, not run
+    fused = P.INDUCTOR_FUSED_KERNEL.mask(ctx.gpu_name, ctx.names)
+    gemm = P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TRITON_GEMM_KERNEL.mask(
+        ctx.gpu_name, ctx.names
+    )
+    gemm &= kern & ~fused
+    tc = gemm & P.TENSOR_CORE_KERNEL.mask(ctx.gpu_name, ctx.names)
+    tc &= ~P.FP32_GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TF32_KERNEL.mask(
+        ctx.gpu_name, ctx.names
+    )
+    # a compiler's GEMM (a Triton template) does not say its dtype: judged apart
+    compiled = gemm & ~tc & (prov == PROVENANCE_COMPILER)
+    return kern, tc, compiled, gemm & ~compiled
+
+
+def slow_gemms(ctx: TraceContext) -> tuple[np.ndarray, float]:
+    """(The GEMM/conv kernels of the analysed steps that are judged and miss the Tensor Cores,
+    as a mask over the GPU columns; the speed-up moving them onto the Tensor Cores gives,
+    :data:`TENSOR_CORE_SPEEDUP`): what the no-tensor-cores fix changes in the replay."""
+    _, tc, _, judged = _gemm_masks(ctx)
+    props = ctx.raw.device_properties
+    majors = [p["computeMajor"] for p in props if isinstance(p.get("computeMajor"), int)]
+    amd = any(P.AMD_DEVICE.matches(str(p.get("name", ""))) for p in props) or bool(
+        P.HIP_CALL.mask(ctx.rt_name, ctx.names).any()
+    )
+    major = max(majors, default=0)
+    speedup = TENSOR_CORE_SPEEDUP_AMD if amd else TENSOR_CORE_SPEEDUP.get(major, 2.0)
+    return judged & ~tc, speedup
+
+
 @rule("no-tensor-cores")
 def tensor_cores(ctx: TraceContext) -> list[Finding]:
     """GEMM/conv kernels dominate, none use Tensor Cores, and the card has them; the advice fits
@@ -156,22 +192,9 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
             )
         ]
     major, minor = max(caps) if caps else (0, 0)
-    kern = (ctx.gpu_kind == GPU_KIND_KERNEL) & (ctx.gpu_step >= 0)
+    kern, tc, compiled, judged = _gemm_masks(ctx)
     total = float(ctx.gpu_dur[kern].sum())
     prov = provenance_of_activities(ctx)
-    # Inductor's fused pointwise/reduction kernels name the matmuls fused around, not run
-    fused = P.INDUCTOR_FUSED_KERNEL.mask(ctx.gpu_name, ctx.names)
-    gemm = P.GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TRITON_GEMM_KERNEL.mask(
-        ctx.gpu_name, ctx.names
-    )
-    gemm &= kern & ~fused
-    tc = gemm & P.TENSOR_CORE_KERNEL.mask(ctx.gpu_name, ctx.names)
-    tc &= ~P.FP32_GEMM_KERNEL.mask(ctx.gpu_name, ctx.names) | P.TF32_KERNEL.mask(
-        ctx.gpu_name, ctx.names
-    )
-    # a compiler's GEMM (a Triton template) does not say its dtype: judged apart
-    compiled = gemm & ~tc & (prov == PROVENANCE_COMPILER)
-    judged = gemm & ~compiled
     gemm_t = float(ctx.gpu_dur[judged].sum())
     tc_t = float(ctx.gpu_dur[tc].sum())
     compiled_t = float(ctx.gpu_dur[compiled].sum())
