@@ -238,6 +238,14 @@ USER_FRAME_EXCLUDE = NamePattern(
     ),
     "library frame",
 )
+# Python that a compiler wrote: Inductor's output modules (/tmp/torchinductor_<user>/xx/cxx….py,
+# TORCHINDUCTOR_CACHE_DIR's inductor_cache/…), FX GraphModules' generated forward
+# (<eval_with_key>.N), AOTAutograd's compiled_fn wrappers. Their ops are the graph's, one call
+# per node, however many there are.
+GENERATED_FRAME = NamePattern(
+    re.compile(r"torchinductor_|inductor_cache|<eval_with_key>|/_inductor/|torch_compile_debug"),
+    "generated code",
+)
 # The frame that calls a module's forward (nn.Module.__call__): each layer of a model is a new
 # call, so ops under it are layers, not the iterations of a loop.
 MODULE_CALL_FRAME = NamePattern(
@@ -353,6 +361,7 @@ __all__ += [
     "CONV_KERNEL",
     "ELEMENTWISE_KERNEL",
     "GEMM_FAMILY_KERNEL",
+    "GENERATED_FRAME",
     "GRAPH_LAUNCH",
     "HOST_INPUT_OP",
     "HTA_COMM_KERNEL",

@@ -18,10 +18,12 @@ import numpy as np
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
+from gpuprobe.tools.diagnose.columns import LAUNCH_GAP_MAX_US
 from gpuprobe.tools.diagnose.idle import CPU_WORK_MIN_US, launching_ops
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_MEMCPY
 from gpuprobe.tools.diagnose.rules.copies import PAGEABLE_MIN_BYTES, PINNED_COPY_GB_PER_S
+from gpuprobe.tools.diagnose.rules.loops import loop_ops
 from gpuprobe.tools.diagnose.rules.precision import slow_gemms
 from gpuprobe.tools.diagnose.whatif import Change
 from gpuprobe.tools.diagnose.whatif.changes import (
@@ -34,6 +36,7 @@ from gpuprobe.tools.diagnose.whatif.changes import (
 
 __all__ = [
     "EXPLAINED_FRACTION",
+    "KERNEL_FIXED_US",
     "PINNED_GB_PER_S_BY_MAJOR",
     "PRICES",
     "price_findings",
@@ -46,6 +49,9 @@ PINNED_GB_PER_S_BY_MAJOR = {7: 12.0, 8: 24.0, 9: 50.0, 10: 50.0, 12: 50.0}  # GB
 # trace has no pinned copy of its own: PCIe 3.0/4.0/5.0 x16 as bandwidthTest and nvbandwidth
 # measure them (~12/~24/~50 GB/s: V100/T4, A100/RTX 30-40, H100/H200/B200); an unknown card
 # takes the slowest (copies.PINNED_COPY_GB_PER_S), so the gain is not overstated
+KERNEL_FIXED_US = 2.5  # µs; what a kernel costs however little it does (its launch latency and
+# ramp on the GPU: the shortest kernels on the H200 of tests/data/diagnose/gpu_h200 run 1.5-3
+# µs; HTA's kernel duration breakdown shows the same floor on A100s); ours
 EXPLAINED_FRACTION = 0.5  # of the GPU's idle time the priced causes must explain for gpu-idle
 # to be their sum (information) rather than a warning of its own; ours
 
@@ -170,6 +176,71 @@ def _copies(ctx: TraceContext) -> tuple[Change, str]:
     g = ctx.whatif.graph
     change = gpu_durations(page, new) + unblock_waits(g, waits_for(g, page))
     return change, f"{int(page.sum())} copies at {rate:.1f} GB/s, asynchronous"
+
+
+def _launched_in(ctx: TraceContext, ops: np.ndarray) -> np.ndarray:
+    """GPU activities (a mask over the GPU columns) whose launch call ran inside one of the
+    cpu_ops ``ops`` on its thread."""
+    out = np.zeros(ctx.gpu_ts.size, dtype=bool)
+    m = ctx.gpu_rt >= 0
+    if not m.any() or ops.size == 0:
+        return out
+    rt = ctx.gpu_rt[m]
+    t, tid = ctx.rt_ts[rt], ctx.rt_tid[rt]
+    hit = np.zeros(rt.size, dtype=bool)
+    for th in np.unique(ctx.op_tid[ops]).tolist():
+        mine = ops[ctx.op_tid[ops] == th]
+        s, e = merge_intervals(ctx.op_ts[mine], ctx.op_ts[mine] + ctx.op_dur[mine])
+        k = np.searchsorted(s, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        hit |= (tid == th) & (k >= 0) & (t <= e[kk])
+    out[np.nonzero(m)[0][hit]] = True
+    return out
+
+
+def _loop_spans(ctx: TraceContext, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The host time of a loop over ops ``ops``: each op, and the Python between one and the
+    next on its thread (the loop's body) when that is shorter than LAUNCH_GAP_MAX_US."""
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    for th in np.unique(ctx.op_tid[ops]).tolist():
+        mine = ops[ctx.op_tid[ops] == th]
+        mine = mine[np.argsort(ctx.op_ts[mine], kind="stable")]
+        a = ctx.op_ts[mine]
+        b = a + ctx.op_dur[mine]
+        nxt = np.append(a[1:], np.inf)
+        starts.append(a)
+        ends.append(np.where(nxt - b < LAUNCH_GAP_MAX_US, np.maximum(nxt, b), b))
+    if not starts:
+        return np.zeros(0), np.zeros(0)
+    return merge_intervals(np.concatenate(starts), np.concatenate(ends))
+
+
+@prices("python-loop")
+def _loop(ctx: TraceContext) -> tuple[Change, str]:
+    # one vectorised op for the loop: the loop's ops' host time out of the step, and in each
+    # step its kernels one kernel that does their work: the longest of them, or their time
+    # less each one's fixed cost (KERNEL_FIXED_US) if that is longer; a loop of large ops,
+    # whose kernels set the pace, saves next to nothing
+    ops = loop_ops(ctx)
+    change = remove_host(*_loop_spans(ctx, ops))
+    gpu = _launched_in(ctx, ops) & (ctx.gpu_step >= 0)
+    if gpu.any():
+        idx = np.nonzero(gpu)[0]
+        first, merged = [], []
+        for st in np.unique(ctx.gpu_step[idx]).tolist():
+            mine = idx[ctx.gpu_step[idx] == st]
+            d = ctx.gpu_dur[mine]
+            first.append(int(mine[np.argmin(ctx.gpu_ts[mine])]))
+            merged.append(max(float(d.max()), float(np.clip(d - KERNEL_FIXED_US, 0, None).sum())))
+        keep = np.zeros(gpu.size, dtype=bool)
+        keep[first] = True
+        change = change + gpu_durations(keep, np.array(merged)[np.argsort(first)])
+        change = change + Change(gone=np.nonzero(gpu & ~keep)[0])
+    return change, (
+        f"the host time of {ops.size} looped ops gone, their {int(gpu.sum())} GPU "
+        "activities one per step"
+    )
 
 
 @prices("no-tensor-cores")

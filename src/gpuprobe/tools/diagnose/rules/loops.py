@@ -18,7 +18,7 @@ from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.rules._common import GROUP, step_range
 from gpuprobe.tools.diagnose.rules._common import per_step as per
 
-__all__ = ["PYTHON_LOOP_MAX_OP_US", "PYTHON_LOOP_MIN_REPEATS", "python_loops"]
+__all__ = ["PYTHON_LOOP_MAX_OP_US", "PYTHON_LOOP_MIN_REPEATS", "loop_ops", "python_loops"]
 
 PYTHON_LOOP_MIN_REPEATS = 100  # calls of one op per step from one frame; ours (gpuprobe issue)
 PYTHON_LOOP_MAX_OP_US = 100.0  # µs, median host time of the repeated op: "small"; ours
@@ -54,19 +54,36 @@ def _skipped(title: str) -> list[Finding]:
     return [Finding(id="python-loop", status=Status.SKIPPED, title=title, group=GROUP)]
 
 
-@rule("python-loop")
-def python_loops(ctx: TraceContext) -> list[Finding]:
-    """Top-level ops grouped by (step, user frame, op name); a group of ≥ 100 small calls in the
-    median step is a Python loop over tensor elements. Without a stack, only back-to-back runs
-    of one op (≥ 100 in a row) are reported, as a likely loop."""
+def _generated(ctx: TraceContext, frames: np.ndarray) -> np.ndarray:
+    """For frame name ids ``frames`` (-1: none): code a compiler wrote (:data:`~.patterns.
+    GENERATED_FRAME`: Inductor's output module, an FX graph), whose ops run once per op of the
+    compiled graph, not once per iteration of the user's loop."""
+    out = np.zeros(frames.size, dtype=bool)
+    ok = frames >= 0
+    if ok.any():
+        ids, inv = np.unique(frames[ok], return_inverse=True)
+        gen = np.array([P.GENERATED_FRAME.matches(ctx.names[int(i)]) for i in ids], dtype=bool)
+        out[ok] = gen[inv]
+    return out
+
+
+def loop_ops(ctx: TraceContext) -> np.ndarray:
+    """The top-level cpu_ops of the loops the rule reports, as indices: what one vectorised op
+    would replace (:mod:`.gains` takes their host time out of the step)."""
+    return np.asarray(_find(ctx)[1], dtype=np.int64)
+
+
+def _find(
+    ctx: TraceContext,
+) -> tuple[list[tuple[float, str, str, float, float, set[str]]], list[int]]:
+    """(The loops: repeats per step, op, frame, median µs, µs per step, inner frames, most
+    repeats first; the indices of their ops)."""
     n = len(ctx.steps)
     base = ctx.op_top & (ctx.op_step >= 0) & ~_in_dataloader(ctx)
-    if not base.any() or n == 0:
-        return _skipped("Python loops: skipped: no CPU ops in the profiled steps")
     inner, user, under = ctx.op_frames
     stack = ctx.has_stack
     if stack:
-        sel = np.nonzero(base & (user >= 0) & ~under)[0]
+        sel = np.nonzero(base & (user >= 0) & ~under & ~_generated(ctx, user))[0]
         key = user[sel]
     else:
         sel = np.nonzero(base)[0]
@@ -75,7 +92,7 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
     # (frame, op) -> [repeats per step, durations, inner frames]; an op in a module's forward
     # is counted per call of that forward (per layer), the others per step
     loops: dict[tuple[int, int], list] = {}
-    if sel.size:
+    if sel.size and n:
         name = ctx.op_name[sel]
         step = ctx.op_step[sel]
         layer = ctx.op_layer_call[sel]
@@ -88,12 +105,14 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
         per_step = np.median(counts, axis=1)
         for p in np.nonzero(per_step >= PYTHON_LOOP_MIN_REPEATS)[0]:
             mine = inverse == p
-            got = loops.setdefault((int(groups[p, 1]), int(groups[p, 2])), [0.0, [], set()])
+            got = loops.setdefault((int(groups[p, 1]), int(groups[p, 2])), [0.0, [], set(), []])
             got[0] = max(got[0], float(per_step[p]))
             got[1].append(ctx.op_dur[sel][mine])
             got[2] |= {int(i) for i in inner[sel][mine].tolist() if i >= 0}
+            got[3].append(sel[mine])
     found = []
-    for (f, op_id), (count, dur_parts, inner_ids) in loops.items():
+    ops: list[int] = []
+    for (f, op_id), (count, dur_parts, inner_ids, idx) in loops.items():
         durs = np.concatenate(dur_parts)
         med_us = float(np.median(durs))
         if med_us > PYTHON_LOOP_MAX_OP_US:
@@ -101,7 +120,23 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
         where = ctx.names[f] if stack and f >= 0 else "(no with_stack: frame unknown)"
         inner_names = {ctx.names[i] for i in inner_ids}
         found.append((count, ctx.names[op_id], where, med_us, float(durs.sum()) / n, inner_names))
+        ops.extend(np.concatenate(idx).tolist())
     found.sort(key=lambda x: -x[0])
+    return found, ops
+
+
+@rule("python-loop")
+def python_loops(ctx: TraceContext) -> list[Finding]:
+    """Top-level ops grouped by (step, user frame, op name); a group of ≥ 100 small calls in the
+    median step is a Python loop over tensor elements. Without a stack, only back-to-back runs
+    of one op (≥ 100 in a row) are reported, as a likely loop. Ops called from code a compiler
+    generated (Inductor's output module, an FX graph) are the compiled graph's, not a loop."""
+    n = len(ctx.steps)
+    base = ctx.op_top & (ctx.op_step >= 0) & ~_in_dataloader(ctx)
+    if not base.any() or n == 0:
+        return _skipped("Python loops: skipped: no CPU ops in the profiled steps")
+    stack = ctx.has_stack
+    found, _ = _find(ctx)
     if not found:
         how = (
             "from one place in your code"

@@ -38,18 +38,22 @@ class Change:
         default_factory=lambda: (_EMPTY, _EMPTY, _EMPTY)
     )
     gpu: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_EMPTY_I, _EMPTY))
+    gone: np.ndarray = field(default_factory=lambda: _EMPTY_I)  # GPU activities (indices into
+    # the trace's GPU columns) that no longer run: no duration, no latency of their own (the
+    # kernels of a loop one vectorised kernel replaces)
 
     @property
     def empty(self) -> bool:
         """True when the change moves nothing."""
-        return self.host[0].size == 0 and self.gpu[0].size == 0
+        return self.host[0].size == 0 and self.gpu[0].size == 0 and self.gone.size == 0
 
     def __add__(self, other: Change) -> Change:
         """Both changes at once (the host stretches of both; on a GPU activity both name,
         ``other``'s duration)."""
         host = tuple(np.concatenate([a, b]) for a, b in zip(self.host, other.host, strict=True))
         gpu = tuple(np.concatenate([a, b]) for a, b in zip(self.gpu, other.gpu, strict=True))
-        return Change(host=host, gpu=gpu)  # type: ignore[arg-type]
+        gone = np.concatenate([self.gone, other.gone])
+        return Change(host=host, gpu=gpu, gone=gone)  # type: ignore[arg-type]
 
 
 class _Clock:
@@ -156,8 +160,18 @@ def replay_steps(graph: ReplayGraph, change: Change | None = None) -> np.ndarray
         p = pos[idx[ok]]
         dur = dur.copy()
         dur[p[p >= 0]] = np.asarray(new_dur, dtype=np.float64)[ok][p >= 0]
+    lag = graph.g_lag
+    if change.gone.size and graph.g_index.size:
+        at = np.full(int(graph.g_index.max()) + 1, -1)
+        at[graph.g_index] = np.arange(graph.g_index.size)
+        g = change.gone[change.gone < at.size]
+        g = at[g][at[g] >= 0]
+        dur = dur.copy() if dur is graph.g_dur else dur
+        lag = lag.copy()
+        dur[g] = 0.0
+        lag[g] = 0.0
     launch = graph.g_launch - clock.shift(graph.g_launch)
-    b = graph.g_lag + dur
+    b = lag + dur
     keep = ~clock.inside(graph.b_start, graph.b_end)
     bs, be = graph.b_start[keep], graph.b_end[keep]
     dep, dep_end = graph.b_dep[keep], graph.b_dep_end[keep]
