@@ -129,8 +129,16 @@ class TraceContext(TraceColumns):
             self.capture_intervals,
             self.one_time_calls,
             self.untraced_intervals,
-            idle.cpu_work_intervals(self, self.op_top),
+            idle.cpu_work_intervals(self, self.op_top & self.on_launch_threads),
         )
+
+    @cached_property
+    def on_launch_threads(self) -> np.ndarray:
+        """cpu_ops on the launching threads (every op when no launch is in the trace): the
+        host work that can hold the GPU up."""
+        if not self.launches_gpu_work:
+            return np.ones(self.op_ts.size, dtype=bool)
+        return np.isin(self.op_tid, self.launch_tids)
 
     @cached_property
     def idle_cause_per_step(self) -> dict[int, np.ndarray]:

@@ -33,6 +33,7 @@ __all__ = [
     "COPY_CLOCK_SKEW_US",
     "KERNEL_WAIT_MAX_GAP_US",
     "LAUNCH_GAP_MAX_US",
+    "LAUNCH_THREAD_MIN_SHARE",
     "RETURN_MAX_US",
     "TraceColumns",
     "column",
@@ -49,6 +50,8 @@ RETURN_MAX_US = 200.0  # µs; a call that returns this soon after GPU work that 
 # waited for that work (a synchronize returns ~2-20 µs after its work ends, a pageable copy after
 # its staging; CUDA runtime API docs, "Synchronous" vs "Asynchronous" behaviour of cudaMemcpy);
 # one that went on longer was doing something else; ours
+LAUNCH_THREAD_MIN_SHARE = 0.05  # of the analysed steps' GPU activities a thread must launch to
+# be a launching thread (the main thread, autograd's device thread); ours
 COPY_CLOCK_SKEW_US = 5.0  # µs; a copy's end on the GPU's clock may read this much after the
 # host call that waited for it returned (CUPTI's GPU timestamps are converted to the host's;
 # the H200 pageable pairs of tests/data/diagnose/gpu_h200 show 0-3 µs); ours
@@ -258,6 +261,30 @@ class TraceColumns:
     def step_windows(self) -> tuple[np.ndarray, np.ndarray]:
         """The selected steps as one sorted disjoint interval set."""
         return merge_intervals(self.step_starts.copy(), self.step_ends.copy())
+
+    @cached_property
+    def launch_tids(self) -> np.ndarray:
+        """Thread ids (as in ``rt_tid``) that launch at least :data:`LAUNCH_THREAD_MIN_SHARE`
+        of the GPU activities of the analysed steps, most launches first; the thread with the
+        most runtime calls when nothing launches; empty without runtime calls. Only their host
+        time, and what they wait on, can hold the GPU up: a DataLoader's pin-memory thread
+        waiting on a lock does not."""
+        m = (self.gpu_rt >= 0) & (self.gpu_step >= 0)
+        if m.any():
+            tids, counts = np.unique(self.rt_tid[self.gpu_rt[m]], return_counts=True)
+            keep = counts >= LAUNCH_THREAD_MIN_SHARE * counts.sum()
+            order = np.argsort(-counts[keep], kind="stable")
+            return tids[keep][order]
+        if self.rt_tid.size:
+            tids, counts = np.unique(self.rt_tid, return_counts=True)
+            return tids[[int(np.argmax(counts))]]
+        return np.zeros(0, dtype=np.int64)
+
+    @cached_property
+    def launches_gpu_work(self) -> bool:
+        """True when the analysed steps' GPU work has its launch calls in the trace (so the
+        launching threads are known)."""
+        return bool(((self.gpu_rt >= 0) & (self.gpu_step >= 0)).any())
 
     # -- masks over names -------------------------------------------------------------------
 

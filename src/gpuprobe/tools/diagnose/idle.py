@@ -95,17 +95,25 @@ def captured_launches(ctx: TraceColumns, capture: tuple[np.ndarray, np.ndarray])
 
 def untraced_intervals(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
     """The holes of at least :data:`UNTRACED_MIN_GAP_US` inside the selected steps where no host
-    event runs on any thread (no cpu_op, runtime call, Python frame or DataLoader span): host
+    event runs on a launching thread (:attr:`~.columns.TraceColumns.launch_tids`; any thread
+    when no launch is in the trace): no cpu_op, runtime call, Python frame or DataLoader span: host
     code the profiler does not record (Python without with_stack, a first TorchScript or
     compiled call, a library's own threads)."""
     dl = P.DATALOADER_NEXT.mask(ctx.ann_name, ctx.names)
+    op = np.ones(ctx.op_ts.size, dtype=bool)
+    rt = np.ones(ctx.rt_ts.size, dtype=bool)
+    py = np.ones(ctx.py_ts.size, dtype=bool)
+    if ctx.launches_gpu_work:  # only the launching threads' events: another thread's busy
+        # (a pin-memory thread waiting on a lock) does not fill a hole in theirs
+        tids = ctx.launch_tids
+        op, rt, py = np.isin(ctx.op_tid, tids), np.isin(ctx.rt_tid, tids), np.isin(ctx.py_tid, tids)
     s, e = merge_intervals(
-        np.concatenate([ctx.op_ts, ctx.rt_ts, ctx.py_ts, ctx.ann_ts[dl]]),
+        np.concatenate([ctx.op_ts[op], ctx.rt_ts[rt], ctx.py_ts[py], ctx.ann_ts[dl]]),
         np.concatenate(
             [
-                ctx.op_ts + ctx.op_dur,
-                ctx.rt_ts + ctx.rt_dur,
-                ctx.py_ts + ctx.py_dur,
+                ctx.op_ts[op] + ctx.op_dur[op],
+                ctx.rt_ts[rt] + ctx.rt_dur[rt],
+                ctx.py_ts[py] + ctx.py_dur[py],
                 ctx.ann_ts[dl] + ctx.ann_dur[dl],
             ]
         ),

@@ -29,7 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.tools.diagnose import patterns as P
-from gpuprobe.tools.diagnose.columns import RETURN_MAX_US, TraceColumns
+from gpuprobe.tools.diagnose.columns import (
+    LAUNCH_THREAD_MIN_SHARE,
+    RETURN_MAX_US,
+    TraceColumns,
+)
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
 
 __all__ = [
@@ -42,25 +46,12 @@ __all__ = [
 ]
 
 CALL_FLOOR_US = 5.0  # µs; the least a blocking call costs when the GPU is already done
+
+
 # (cudaStreamSynchronize on an idle stream ~2-5 µs: docs/experiments.md#e8, HTA launch stats)
-LAUNCH_THREAD_MIN_SHARE = 0.05  # of the analysed steps' GPU activities a thread must launch to
-# be a launching thread (the main thread, autograd's device thread); ours
-
-
 def launch_threads(ctx: TraceColumns) -> np.ndarray:
-    """Thread ids (as in ``rt_tid``) that launch at least :data:`LAUNCH_THREAD_MIN_SHARE` of
-    the GPU activities of the analysed steps, most launches first; the thread with the most
-    runtime calls when nothing launches; empty without runtime calls."""
-    m = (ctx.gpu_rt >= 0) & (ctx.gpu_step >= 0)
-    if m.any():
-        tids, counts = np.unique(ctx.rt_tid[ctx.gpu_rt[m]], return_counts=True)
-        keep = counts >= LAUNCH_THREAD_MIN_SHARE * counts.sum()
-        order = np.argsort(-counts[keep], kind="stable")
-        return tids[keep][order]
-    if ctx.rt_tid.size:
-        tids, counts = np.unique(ctx.rt_tid, return_counts=True)
-        return tids[[int(np.argmax(counts))]]
-    return np.zeros(0, dtype=np.int64)
+    """The launching threads (:attr:`~.columns.TraceColumns.launch_tids`)."""
+    return ctx.launch_tids
 
 
 @dataclass
