@@ -15,7 +15,7 @@ from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.tools.diagnose.kineto import read_trace
 from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
 from gpuprobe.tools.diagnose.whatif import Change, read_graph, replay
-from gpuprobe.tools.diagnose.whatif.changes import remove_host
+from gpuprobe.tools.diagnose.whatif.changes import gpu_durations, remove_host
 from gpuprobe.tools.diagnose.whatif.replay import replay_steps
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "diagnose"
@@ -318,3 +318,60 @@ def test_only_the_launching_thread_explains_the_gpu_idle(tmp_path):
     # that ran under it (the sync after it still waits for them)
     pace = float(np.median([r.duration_us for r in d.steps]))
     assert u.gain == pytest.approx((2000.0 - 1000.0) / pace, rel=0.1)
+
+
+def _two_streams(tmp_path: Path, nccl_us: float = 2000.0) -> str:
+    # each step: a kernel, an all-reduce on NCCL's stream that waits for it, a kernel that
+    # waits for the all-reduce, a sync: the GPU chain (500 + 2000 + 500 us) sets the pace
+    b = KinetoBuilder()
+    for n in range(5):
+        with b.step(n + 1):
+            b.cpu(20.0)
+            b.launch("void gemm_kernel", kernel_us=500.0)
+            b.wait_stream(20, on=7)
+            b.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", kernel_us=nccl_us, stream=20)
+            b.wait_stream(7, on=20)
+            b.launch("void gemm_kernel", kernel_us=500.0)
+            b.sync()
+    return b.write(str(tmp_path / "two_streams.json"))
+
+
+def test_a_wait_on_another_stream_is_an_edge_of_the_replay(tmp_path):
+    ctx = TraceContext(read_trace(_two_streams(tmp_path)))
+    g = read_graph(ctx)
+    assert g is not None
+    # per step: the all-reduce waits for the first kernel, the second kernel for the all-reduce
+    assert int((g.g_xdep >= 0).sum()) == 10
+    np.testing.assert_allclose(replay_steps(g), g.recorded_done, atol=0.01)
+    nccl = np.char.startswith(np.array(ctx.names)[ctx.gpu_name], "nccl")
+    half = gpu_durations(nccl, ctx.gpu_dur[nccl] / 2)
+    saved = np.diff(g.recorded_done) - np.diff(replay_steps(g, half))
+    np.testing.assert_allclose(saved, 1000.0, atol=1.0)  # the second kernel starts 1 ms sooner
+    # and the edge's lag is counted from the all-reduce's end, not from the launch
+    assert float(g.g_lag[g.g_xdep >= 0].max()) == pytest.approx(1.5, abs=0.01)
+
+
+def test_exposed_communication_on_one_rank_is_priced_and_the_headline(tmp_path):
+    d = diagnose(_two_streams(tmp_path))
+    f = d.finding("exposed-communication")
+    assert f is not None and f.status is Status.WARN and d.headline is f
+    ev = {e.name: e.value for e in f.evidence}
+    assert ev["exposed_per_step"] == pytest.approx(2000.0, abs=1.0)
+    assert ev["comm_overlapped"] == 0.0
+    # hiding the all-reduce entirely saves 2 ms of each ~3 ms step
+    assert f.gain == pytest.approx(2000.0 / 3000.0, abs=0.03)
+
+
+def test_one_ranks_exposed_communication_matches_the_folders_figure_for_it():
+    from gpuprobe.tools.diagnose.ranks import diagnose_ranks
+
+    folder = diagnose_ranks(str(DATA / "dlrm8"))
+    for row in folder.ranks:
+        f = diagnose(row.path).finding("exposed-communication")
+        assert f is not None
+        ev = {e.name: e.value for e in f.evidence}
+        assert ev["exposed_per_step"] == pytest.approx(row.per_step(row.exposed_comm_us), abs=1.0)
+    # rank 1's SendRecv calls run 0.13-7.6 ms: the finding says it may be a wait for a peer
+    f = diagnose(str(next((DATA / "dlrm8").glob("worker1_*")))).finding("exposed-communication")
+    assert f is not None and f.status is Status.WARN
+    assert "132-7,635 µs" in f.details[0] and "slower rank" in f.title

@@ -387,6 +387,20 @@ class KinetoBuilder:
         self._corr += 1
         self._x("cuda_runtime", call, start, self.now - start, cbid=131, correlation=self._corr)
 
+    def wait_stream(
+        self, stream: int, on: int, *, device: int = 0, latency_us: float = 1.5
+    ) -> None:
+        """``cudaStreamWaitEvent``: work queued on ``stream`` after this starts once the work
+        queued so far on stream ``on`` is done (``latency_us`` after it)."""
+        key, other = (device, stream), (device, on)
+        ready = self._stream_free.get(other, 0.0) + latency_us
+        self._stream_free[key] = max(self._stream_free.get(key, 0.0), ready)
+        self._corr += 1
+        self._x(
+            "cuda_runtime", "cudaStreamWaitEvent", self.now, 2.0, cbid=147, correlation=self._corr
+        )
+        self.now += 2.0
+
     def item(self, *, device: int = 0) -> None:
         """``tensor.item()`` on a CUDA tensor: a tiny DtoH copy and a stream sync."""
         with self.op("aten::item"), self.op("aten::_local_scalar_dense"):

@@ -12,6 +12,7 @@ from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import Rule, apply_rules
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.rules import (
+    comm,
     compiled,
     copies,
     gpu_time,
@@ -40,6 +41,7 @@ RULES: tuple[Rule, ...] = (
     copies.contiguous_copies,
     loops.python_loops,
     precision.tensor_cores,
+    comm.single_rank_communication,
     compiled.compiled_regions,
     memory.peak_memory,
 )

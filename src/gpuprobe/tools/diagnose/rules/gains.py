@@ -22,6 +22,7 @@ from gpuprobe.tools.diagnose.columns import LAUNCH_GAP_MAX_US
 from gpuprobe.tools.diagnose.idle import CPU_WORK_MIN_US, launching_ops
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_MEMCPY
+from gpuprobe.tools.diagnose.rules.comm import comm_masks, exposed_parts
 from gpuprobe.tools.diagnose.rules.copies import PAGEABLE_MIN_BYTES, PINNED_COPY_GB_PER_S
 from gpuprobe.tools.diagnose.rules.loops import loop_ops
 from gpuprobe.tools.diagnose.rules.precision import slow_gemms
@@ -250,6 +251,15 @@ def _tensor_cores(ctx: TraceContext) -> tuple[Change, str]:
     slow, speedup = slow_gemms(ctx)
     change = gpu_durations(slow, ctx.gpu_dur[slow] / speedup)
     return change, f"{int(slow.sum())} FP32 GEMM/conv kernels {speedup:g}x faster"
+
+
+@prices("exposed-communication")
+def _communication(ctx: TraceContext) -> tuple[Change, str]:
+    # each collective kernel keeps only its time behind compute: the rest hidden (overlapped
+    # with the compute after it), the bound of what overlapping can give on this rank
+    comm, compute = comm_masks(ctx)
+    change = gpu_durations(comm, ctx.gpu_dur[comm] - exposed_parts(ctx, comm, compute))
+    return change, f"{int(comm.sum())} collective kernels' exposed time hidden behind compute"
 
 
 def _idle_share(f: Finding) -> float:

@@ -46,6 +46,11 @@ __all__ = [
 ]
 
 CALL_FLOOR_US = 5.0  # µs; the least a blocking call costs when the GPU is already done
+XSTREAM_WAIT_US = 5.0  # µs; an activity that starts within this of the end of an activity on
+# another stream of its device, later than its launch and its own stream allowed, waited for it
+# (cudaStreamWaitEvent: NCCL's stream for the gradients, the compute stream for a collective's
+# result, a side stream's copy); the hardware resolves an event wait in 1-3 µs (HTA's critical
+# path joins cudaEventRecord to cudaStreamWaitEvent for the same edge); ours
 
 
 # (cudaStreamSynchronize on an idle stream ~2-5 µs: docs/experiments.md#e8, HTA launch stats)
@@ -65,7 +70,9 @@ class ReplayGraph:
     ``g_lag`` (start less the later of launch and the previous end on the stream), ``g_first``
     (the first selected activity of its stream) and ``g_prev_fixed`` (the end of the activity
     before it on the stream when that one is not selected, so does not move; else -inf),
-    ``g_end`` and ``g_step`` (the analysed step it was launched in). ``step_end``: each analysed
+    ``g_end`` and ``g_step`` (the analysed step it was launched in), ``g_xdep`` (position in
+    ``g_*`` of the activity on another stream it waited for, :data:`XSTREAM_WAIT_US`; -1 for
+    none: then ``g_lag`` is counted from that activity's end). ``step_end``: each analysed
     step's end on the host.
 
     Blocking calls (``b_*``, sorted by start): ``b_rt`` into the runtime columns, ``b_start``,
@@ -87,6 +94,7 @@ class ReplayGraph:
     g_prev_fixed: np.ndarray
     g_end: np.ndarray
     g_step: np.ndarray
+    g_xdep: np.ndarray
     b_rt: np.ndarray
     b_start: np.ndarray
     b_end: np.ndarray
@@ -153,6 +161,39 @@ def _blocking_calls(
     return idx[ok], dep[ok], ctx.gpu_end[dep[ok]]
 
 
+def _cross_stream_waits(
+    ctx: TraceColumns,
+    stream: np.ndarray,
+    order: np.ndarray,
+    pos: np.ndarray,
+    ready: np.ndarray,
+    lag: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(``g_xdep``, the lags counted from it) of the selected activities ``order`` (``ready``:
+    the later of each one's launch and the end before it on its stream): the activity of
+    another stream on the same device that ended last before it started, within
+    :data:`XSTREAM_WAIT_US`, after it was ready; and selected, so that it moves in a replay."""
+    xdep = np.full(order.size, -1, dtype=np.int64)
+    if order.size == 0:
+        return xdep, lag
+    by_end = np.argsort(ctx.gpu_end, kind="stable")
+    ends = ctx.gpu_end[by_end]
+    start = ctx.gpu_ts[order]
+    k = np.searchsorted(ends, start, side="right") - 1
+    for back in (0, 1):  # the last to end, or the one before it when that is on this stream
+        kk = k - back
+        ok = (kk >= 0) & (xdep < 0) & (lag > 0)
+        j = by_end[np.maximum(kk, 0)]
+        ok &= (stream[j] != stream[order]) & (ctx.gpu_dev[j] == ctx.gpu_dev[order])
+        ok &= (start - ctx.gpu_end[j] <= XSTREAM_WAIT_US) & (ctx.gpu_end[j] > ready)
+        ok &= pos[j] >= 0
+        xdep[ok] = pos[j[ok]]
+    m = xdep >= 0
+    lag = lag.copy()
+    lag[m] = start[m] - ctx.gpu_end[order[xdep[m]]]
+    return xdep, lag
+
+
 def read_graph(ctx: TraceColumns) -> ReplayGraph | None:
     """The dependency graph of ``ctx``'s analysed steps (None without steps)."""
     if not ctx.steps:
@@ -195,6 +236,7 @@ def read_graph(ctx: TraceColumns) -> ReplayGraph | None:
     lag = ctx.gpu_ts[order] - np.maximum(launch, prev)
     pos = np.full(ctx.gpu_ts.size, -1, dtype=np.int64)
     pos[order] = np.arange(order.size)
+    xdep, lag = _cross_stream_waits(ctx, stream, order, pos, np.maximum(launch, prev), lag)
     b_order = np.argsort(ctx.rt_ts[b_rt], kind="stable")
     b_rt, b_gpu, b_dep_end = b_rt[b_order], b_gpu[b_order], b_dep_end[b_order]
     b_start = ctx.rt_ts[b_rt]
@@ -216,6 +258,7 @@ def read_graph(ctx: TraceColumns) -> ReplayGraph | None:
         ),
         g_end=ctx.gpu_end[order].copy(),
         g_step=ctx.gpu_step[order].astype(np.int64),
+        g_xdep=xdep,
         b_rt=b_rt,
         b_start=b_start,
         b_end=b_end,

@@ -132,6 +132,76 @@ def _scan(stream: np.ndarray, a: np.ndarray, b: np.ndarray, carry: np.ndarray) -
     return e
 
 
+XSTREAM_PASSES = 8  # vector scans of one chunk for its waits across streams, each settling
+# one more hop of a chain of them; a longer chain (a collective waiting for a kernel waiting for
+# the collective before it, one hop per layer) is replayed one activity at a time; ours
+
+
+def _scan_chunk(
+    graph: ReplayGraph,
+    p: np.ndarray,
+    earliest: np.ndarray,
+    b: np.ndarray,
+    carry: np.ndarray,
+    ends: np.ndarray,
+) -> None:
+    """Replay the chunk's activities ``p`` into ``ends``: :func:`_scan`, again while a wait on
+    another stream (``g_xdep``) moves their starts, and activity by activity in the order they
+    started when the chain of such waits is longer than :data:`XSTREAM_PASSES`."""
+    x = graph.g_xdep[p]
+    xm = x >= 0
+    if not xm.any():
+        ends[p] = _scan(graph.g_stream[p], earliest, b, carry)
+        return
+    saved = carry.copy()
+    dep = x[xm]
+    held: np.ndarray | None = None
+    for _ in range(XSTREAM_PASSES):
+        at = ends[dep]
+        new = earliest.copy()
+        new[xm] = np.maximum(earliest[xm], np.where(np.isfinite(at), at, graph.g_end[dep]))
+        if held is not None and np.array_equal(new, held):
+            return
+        held = new
+        carry[:] = saved
+        ends[p] = _scan(graph.g_stream[p], held, b, carry)
+    carry[:] = saved
+    _walk(graph, p, earliest, b, carry, ends)
+
+
+def _walk(
+    graph: ReplayGraph,
+    p: np.ndarray,
+    earliest: np.ndarray,
+    b: np.ndarray,
+    carry: np.ndarray,
+    ends: np.ndarray,
+) -> None:
+    """:func:`_scan_chunk` one activity at a time, in the order they started as recorded (an
+    activity waited for ended, so started, before the one waiting)."""
+    walk = np.argsort(graph.g_end[p] - graph.g_dur[p], kind="stable")
+    pos = p[walk].tolist()
+    first = earliest[walk].tolist()
+    add = b[walk].tolist()
+    stream = graph.g_stream[p][walk].tolist()
+    xdep = graph.g_xdep[p][walk].tolist()
+    last = carry.tolist()
+    done: dict[int, float] = {}
+    for i, a, d, s, x in zip(pos, first, add, stream, xdep, strict=True):
+        if x >= 0:
+            w = done.get(x)
+            if w is None:  # replayed in an earlier chunk, or (not yet) at its recorded end
+                w = float(ends[x]) if np.isfinite(ends[x]) else float(graph.g_end[x])
+            a = max(a, w)
+        e = max(a, last[s]) + d
+        last[s] = e
+        done[i] = e
+    carry[:] = last
+    ends[np.fromiter(done.keys(), dtype=np.int64, count=len(done))] = np.fromiter(
+        done.values(), dtype=np.float64, count=len(done)
+    )
+
+
 def replay(graph: ReplayGraph, change: Change | None = None) -> float:
     """The analysed window's length (µs) with ``change`` made (as recorded, replayed, without)."""
     return float(replay_steps(graph, change)[-1]) - graph.start if graph.step_end.size else 0.0
@@ -198,7 +268,7 @@ def replay_steps(graph: ReplayGraph, change: Change | None = None) -> np.ndarray
         p = order[bounds[k] : bounds[k + 1]]
         if p.size:
             earliest = np.maximum(launch[p] + wait, graph.g_prev_fixed[p])
-            ends[p] = _scan(graph.g_stream[p], earliest, b[p], carry)
+            _scan_chunk(graph, p, earliest, b[p], carry, ends)
         if k == bs.size:
             break
         d = int(dep[k])
