@@ -132,7 +132,7 @@ def _scan(stream: np.ndarray, a: np.ndarray, b: np.ndarray, carry: np.ndarray) -
     return e
 
 
-XSTREAM_PASSES = 8  # vector scans of one chunk for its waits across streams, each settling
+XSTREAM_PASSES = 3  # vector scans of one chunk for its waits across streams, each settling
 # one more hop of a chain of them; a longer chain (a collective waiting for a kernel waiting for
 # the collective before it, one hop per layer) is replayed one activity at a time; ours
 
