@@ -267,3 +267,36 @@ def test_every_warning_on_a_real_trace_states_its_gain(path):
     if h is not None and not d.cold:
         others = [f.gain for f in d.problems() if f.gain is not None and f.id != "gpu-idle"]
         assert h.gain == max(others)
+
+
+def _first_mul(tmp_path, first_us: float, every_step: bool = False) -> str:
+    # 4 steps of 20 kernels, each launched in an aten::mul_ of 20 µs; the first aten::mul_ of
+    # the trace (or, with every_step, the first of each step) takes first_us
+    b = KinetoBuilder()
+    for n in range(4):
+        with b.step(n + 1):
+            for k in range(20):
+                slow = k == 0 and (n == 0 or every_step)
+                with b.op("aten::mul_", self_us=first_us if slow else 20.0):
+                    b.launch("void elementwise_kernel", kernel_us=30.0)
+            b.sync()
+    return b.write(str(tmp_path / "first_mul.json"))
+
+
+def test_a_first_call_far_slower_than_its_later_calls_is_one_time(tmp_path):
+    d = diagnose(_first_mul(tmp_path, 2700.0))
+    one = d.finding("one-time-start")
+    assert one is not None and _ev(one, "one_time_first_calls") == 1
+    assert "the first aten::mul_ 2.7 ms (its later calls 25 µs median)" in one.title
+    # the GPU's wait during it is start-up, not host work of the steady state
+    host = d.finding("host-work")
+    assert host is None or host.status is not Status.WARN
+    assert _ev(one, "gpu_idle_in_one_time_calls") == pytest.approx(2700.0, rel=0.05)
+
+
+def test_a_long_call_every_step_is_not_a_first_call(tmp_path):
+    d = diagnose(_first_mul(tmp_path, 2700.0, every_step=True))
+    one = d.finding("one-time-start")
+    assert one is not None and _ev(one, "one_time_first_calls") == 0
+    host = d.finding("host-work")
+    assert host is not None and host.status is Status.WARN  # 2.7 ms of each ~3.4 ms step

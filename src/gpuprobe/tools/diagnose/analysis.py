@@ -16,6 +16,7 @@ import numpy as np
 from gpuprobe.core import render
 from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime, phases
 from gpuprobe.tools.diagnose.columns import TraceColumns, column
+from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import RawTrace
 from gpuprobe.tools.diagnose.model import IDLE_CAUSES, StepBreakdown, TraceSummary
 from gpuprobe.tools.diagnose.steps import Step
@@ -92,6 +93,11 @@ class TraceContext(TraceColumns):
         return onetime.one_time_calls(self)
 
     @cached_property
+    def first_calls(self) -> np.ndarray:
+        """Indices of the ops whose first call is a one-time cost (:func:`.onetime.first_calls`)."""
+        return onetime.first_calls(self)
+
+    @cached_property
     def one_time_share(self) -> tuple[float, float]:
         """(µs lost to one-time start-up: the GPU's idle time in one-time calls inside the
         analysed steps, or the calls' own time without GPU activity, plus the warm-up steps;
@@ -101,7 +107,15 @@ class TraceContext(TraceColumns):
             lost = float(self.idle_of_cause("startup").sum())
         else:
             calls = self.one_time_calls
-            lost = float(self.rt_dur[calls[self.rt_step[calls] >= 0]].sum())
+            ops = self.first_calls[self.op_step[self.first_calls] >= 0]
+            a, b = merge_intervals(
+                np.concatenate([self.rt_ts[calls], self.op_ts[ops]]),
+                np.concatenate(
+                    [self.rt_ts[calls] + self.rt_dur[calls], self.op_ts[ops] + self.op_dur[ops]]
+                ),
+            )
+            keep = self.step_of(a) >= 0
+            lost = float((b - a)[keep].sum())
         whole = float(self.timed_durations.sum()) + warm
         return lost + warm, ((lost + warm) / whole if whole > 0 else 0.0)
 
@@ -128,6 +142,10 @@ class TraceContext(TraceColumns):
             self.dataloader_intervals,
             self.capture_intervals,
             self.one_time_calls,
+            (
+                self.op_ts[self.first_calls],
+                self.op_ts[self.first_calls] + self.op_dur[self.first_calls],
+            ),
             self.untraced_intervals,
             idle.cpu_work_intervals(self, self.op_top & self.on_launch_threads),
         )

@@ -239,6 +239,7 @@ def idle_by_cause(
     dataloader: tuple[np.ndarray, np.ndarray],
     capture: tuple[np.ndarray, np.ndarray],
     one_time: np.ndarray,
+    first_calls: tuple[np.ndarray, np.ndarray],
     untraced: tuple[np.ndarray, np.ndarray],
     cpu_work: tuple[np.ndarray, np.ndarray],
 ) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
@@ -247,15 +248,21 @@ def idle_by_cause(
     capture is host work that queues nothing to run: its time is ``host``, not ``sync``; so
     is a late launch's gap of :data:`~.columns.LAUNCH_GAP_MAX_US` or more, or one that CPU work
     fills for the most part (the host worked on something else; a launch only ended it).
-    ``dataloader``, ``capture``, ``one_time``, ``untraced`` and ``cpu_work``:
+    ``dataloader``, ``capture``, ``one_time``, ``first_calls``, ``untraced`` and ``cpu_work``:
     :func:`dataloader_intervals`, :func:`capture_intervals`, :func:`.onetime.one_time_calls`,
-    :func:`untraced_intervals`, :func:`cpu_work_intervals`."""
+    the spans of :func:`.onetime.first_calls`, :func:`untraced_intervals`,
+    :func:`cpu_work_intervals`."""
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for d in ctx.devices:
         rest = subtract_intervals(ctx.gpu_step_windows(d), ctx.merged_by_device[d])
         host_gaps, launch_gaps = _late_gaps(ctx, d, cpu_work)
         causes = {
-            "startup": startup_intervals(ctx, one_time, d),
+            "startup": merge_intervals(
+                *(
+                    np.concatenate(p)
+                    for p in zip(startup_intervals(ctx, one_time, d), first_calls, strict=True)
+                )
+            ),
             "input": dataloader,
             # a refill that runs into a graph capture stops there: the kernels launched
             # while capturing are recorded, not run, so that idle time is the capture's

@@ -58,6 +58,36 @@ def _what(ctx: TraceContext, i: int, context: np.ndarray) -> str:
     return next((w for p, w in _WHAT if p.search(name)), "a one-time runtime call")
 
 
+def _outermost(ctx: TraceContext, ops: np.ndarray) -> np.ndarray:
+    """Those of ``ops`` (first calls) not inside another of them, longest first."""
+    ts, end = ctx.op_ts[ops], ctx.op_ts[ops] + ctx.op_dur[ops]
+    inner = np.zeros(ops.size, dtype=bool)
+    for k in range(ops.size):
+        inner[k] = bool(
+            (
+                (ts <= ts[k])
+                & (end >= end[k])
+                & (np.arange(ops.size) != k)
+                & (ctx.op_tid[ops] == ctx.op_tid[ops[k]])
+            ).any()
+        )
+    top = ops[~inner]
+    return top[np.argsort(-ctx.op_dur[top], kind="stable")]
+
+
+def _first_call(ctx: TraceContext, i: int) -> str:
+    """``"the first aten::mul_ 2.7 ms (its later calls 20 µs): a first call's set-up"``."""
+    name = ctx.names[int(ctx.op_name[i])]
+    same = (ctx.op_name == ctx.op_name[i]) & (ctx.op_tid == ctx.op_tid[i])
+    later = float(np.median(ctx.op_dur[same & (ctx.op_ts > ctx.op_ts[i])]))
+    typical = f"{later / 1e3:,.1f} ms" if later >= 1000 else f"{later:,.0f} µs"
+    return (
+        f"the first {name} {ctx.op_dur[i] / 1e3:,.1f} ms (its later calls {typical} median): "
+        "a first call's one-time set-up (lazy initialisation, the allocator's first growth, a "
+        "first kernel load)"
+    )
+
+
 def _kernel(ctx: TraceContext, i: int) -> str:
     k = np.nonzero(ctx.gpu_rt == i)[0]
     return ctx.names[int(ctx.gpu_name[k[0]])] if k.size else ""
@@ -85,6 +115,7 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
     typical = typical_launch_us(ctx)
     evidence = [
         Evidence("one_time_calls", int(calls.size)),
+        Evidence("one_time_first_calls", int((ctx.op_step[ctx.first_calls] >= 0).sum())),
         Evidence("one_time_call_time", round(float(ctx.rt_dur[calls].sum()), 1), "µs"),
         Evidence("gpu_idle_in_one_time_calls", round(idle, 1), "µs"),
         Evidence("warmup_steps", len(warm)),
@@ -116,6 +147,10 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
             + (f" launching {kernel}" if kernel else "")
             + f": {_what(ctx, int(i), first)}"
         )
+    ops = ctx.first_calls[ctx.op_step[ctx.first_calls] >= 0]
+    top_ops = _outermost(ctx, ops)
+    for i in top_ops[:_DETAILS]:
+        details.append(_first_call(ctx, int(i)))
     for s in warm:
         details.append(
             f"step #{s.number}: {(s.end - s.start) / 1e3:,.1f} ms, left out as warm-up "
@@ -130,6 +165,11 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
             + (f" in {op}" if op else "")
             + f", {_what(ctx, i, first)}"
         )
+    if top_ops.size and (
+        not biggest.size or ctx.op_dur[top_ops[0]] > 2 * ctx.rt_dur[biggest[0]]
+    ):  # a first call the one-time runtime call inside it does not explain
+        parts.insert(0, f"the largest: {_first_call(ctx, int(top_ops[0]))}")
+        del parts[1:]
     if warm:
         parts.append(
             f"{'step' if len(warm) == 1 else 'steps'} "
