@@ -49,6 +49,8 @@ SEEN = {  # in an earlier session's expert or unseen set (see the module docstri
     "zoology",
     "solangii_custom4",
     "solangii_default",
+    "parT_tb128",  # one of the expert set's parT_tb_fwd_batch_size_128 folder
+    "parT_cpu_tb",  # one of its parT_cpu_tb_logs folder
 }
 VOCAB = [
     "gpu-idle",

@@ -375,3 +375,26 @@ def test_one_ranks_exposed_communication_matches_the_folders_figure_for_it():
     f = diagnose(str(next((DATA / "dlrm8").glob("worker1_*")))).finding("exposed-communication")
     assert f is not None and f.status is Status.WARN
     assert "132-7,635 µs" in f.details[0] and "slower rank" in f.title
+
+
+def test_a_wait_for_work_the_trace_does_not_show_keeps_its_price(tmp_path):
+    # each step: 20 kernels, then a small copy that something outside the trace holds back 40
+    # ms (the stream busy with work not profiled), and the sync that waits for it: no replay of
+    # the trace can move that wait, and the sync finding prices the stall as it is
+    b = KinetoBuilder()
+    for n in range(4):
+        with b.step(n + 1):
+            for _ in range(20):
+                b.launch("void elementwise_kernel", kernel_us=50.0)
+            b._stream_free[(0, 7)] = b.free_at(0) + 40_000.0  # work the trace does not show
+            b.memcpy("DtoH", nbytes=8192, gpu_us=1.0, pinned=True)
+            b.sync()
+    d = diagnose(b.write(str(tmp_path / "blind.json")))
+    f = d.finding("sync")
+    assert f is not None and f.status is Status.WARN and d.headline is f
+    assert "the host waited for work the trace does not show" in f.title
+    assert "another process on the same GPU" in f.fix
+    ev = {e.name: e.value for e in f.evidence}
+    assert ev["waits_outside_trace"] is True
+    step = float(np.median([s.duration_us for s in d.steps]))
+    assert f.gain == pytest.approx(40_000.0 / step, abs=0.02)

@@ -8,7 +8,7 @@ rather than staying silent.
 
 from __future__ import annotations
 
-from gpuprobe.core.findings import Finding
+from gpuprobe.core.findings import Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.rules import (
@@ -64,6 +64,16 @@ def run_rules(ctx: TraceContext) -> list[Finding]:
         "the step's dependency graph with its cause changed: it is not on the critical path)",
         lambda f: f.gain is not None and f.gain < MIN_WARN_GAIN,
     )
+    if any(f.id == "one-time-start" and f.status is Status.WARN for f in out):
+        # a first pass's collectives set up NCCL's connections and wait for the other ranks'
+        # start-up (the folder rule's cold-ranks says the same of a job)
+        out = as_information(
+            out,
+            "this trace is largely one-time start-up (see one-time-start): its collectives "
+            "wait for the other ranks' start-up and set up NCCL's connections; profile after "
+            "warm-up to judge the communication",
+            lambda f: f.id == "exposed-communication",
+        )
     if not ctx.cold:
         return out
     note = (

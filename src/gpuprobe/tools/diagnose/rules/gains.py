@@ -301,6 +301,10 @@ def price_findings(ctx: TraceContext, findings: Sequence[Finding]) -> list[Findi
             continue
         change, note = pricer(ctx)
         gain = ctx.whatif.price(f.id, change, note)
+        if any(e.name == "waits_outside_trace" for e in f.evidence) and f.gain:
+            # a wait for work the trace does not show: no replay of the trace moves it, and
+            # finding that work (another process, an unprofiled stream) would save the stall
+            gain = max(gain, f.gain)
         out.append(replace(f, gain=gain if f.gain is not None or gain > 0 else f.gain))
     causes = [f for f in out if f.id in PRICES and f.status is Status.WARN and f.gain]
     return [

@@ -177,6 +177,8 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     if median(share) >= SYNC_IDLE_WARN_FRACTION:
         total_wait = float(wait_per.sum())
         outside = total_wait > 0 and blind >= BLIND_WAIT_FRACTION * total_wait
+        if outside:  # the replay cannot move work it does not see: the stall is the price
+            evidence.append(Evidence("waits_outside_trace", True))
         return sync_finding(
             Status.WARN,
             f"{syncs}; the GPU idles {pct(median(share))} % of the step in them and while "
