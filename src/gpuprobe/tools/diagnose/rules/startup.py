@@ -80,8 +80,10 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
     warm = ctx.warmup
     warm_us = sum(s.end - s.start for s in warm)
     lost, share = ctx.one_time_share
-    whole = float(ctx.step_durations.sum()) + warm_us
-    idle = lost - warm_us
+    # the slow leading steps left out are unsteady-window's, less their one-time calls: ours
+    lead_calls = ctx.unsteady_lead_calls_us
+    whole = float(ctx.step_durations.sum()) + warm_us + ctx.unsteady_lead_us + lead_calls
+    idle = lost - warm_us - lead_calls
     typical = typical_launch_us(ctx)
     evidence = [
         Evidence("one_time_calls", int(calls.size)),
@@ -120,6 +122,12 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
         details.append(
             f"step #{s.number}: {(s.end - s.start) / 1e3:,.1f} ms, left out as warm-up "
             f"(steps #{ctx.steps[0].number}..#{ctx.steps[-1].number} analysed)"
+        )
+    if lead_calls > 0:
+        nums = ", ".join(f"#{f.number}" for f in ctx.unsteady_lead)
+        details.append(
+            f"{lead_calls / 1e3:,.1f} ms of one-time calls in {nums}, left out as warm-up not "
+            "over (the rest of their time is unsteady-window's)"
         )
     parts = []
     if biggest.size:
