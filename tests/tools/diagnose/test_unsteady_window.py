@@ -18,6 +18,7 @@ from gpuprobe.tools.diagnose.steadiness import slow_steps
 from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
 
 from .realdata import DATA, MI250
+from .test_compiled import _compiled_step
 from .traces import MINGPT_STEPS_MS, unsteady
 
 H200 = DATA / "gpu_h200"
@@ -180,6 +181,25 @@ def test_a_one_time_call_in_a_slow_leading_step_stays_one_time_starts(tmp_path) 
     one = d.finding("one-time-start")
     assert ctx.one_time_share[0] == pytest.approx(30_000.0)
     assert any("30.0 ms of one-time calls in #1, #2" in x for x in one.details)
+
+
+def test_a_slow_compiled_run_and_compiling_are_compiled_regions_not_unsteady(tmp_path) -> None:
+    # the first run of a region autotunes for 30 ms; later, step 3 compiles a frame for 40 ms
+    b = KinetoBuilder()
+    for n in range(6):
+        with b.step(n):
+            if n == 3:
+                with b.annotation("_compile.compile_inner (dynamo_timed)"):
+                    b.cpu(40_000.0)
+            _compiled_step(b, "Torch-Compiled Region: 0/0", extra_us=30_000.0 if n == 0 else 0.0)
+            b.sync()
+    path = b.write(str(tmp_path / "compiled.json.gz"))
+    d = diagnose(path)
+    assert d.summary.steps == (0, 1, 2, 3, 4, 5)  # a compiled step is not left out
+    assert d.finding("compiled-regions").status is Status.WARN
+    # both slow steps are slow by what compiled-regions counts: nothing left to unsteady-window
+    f = d.finding("unsteady-window")
+    assert f.status is Status.OK and f.gain is None
 
 
 def test_a_real_stall_on_the_dataloader_is_named() -> None:

@@ -109,10 +109,21 @@ def step_facts(ctx: TraceColumns, startup_us: np.ndarray) -> list[StepFacts]:
 def leading_slow_steps(ctx: TraceColumns, calls: np.ndarray, skip: int = 0) -> list[StepFacts]:
     """The slow steps that open the selection after its first ``skip`` (the warm-up steps of
     :func:`.onetime.warmup_steps`), judged against the steps after those, each less its
-    one-time calls (``calls``): warm-up that is not over. Empty without numbered steps; at
-    least one step is always left."""
+    one-time calls (``calls``): warm-up that is not over, up to the first steady step or the
+    first that compiles or runs torch.compile'd code (whose slow runs the compiled-regions
+    rule judges). Empty without numbered steps; at least one step is always left."""
     facts = step_facts(ctx, one_time_call_us(ctx, calls))[skip:]
     if len(facts) < UNSTEADY_MIN_STEPS or any(f.number is None for f in facts):
         return []
     slow, _ = slow_steps(np.array([f.us for f in facts]))
-    return facts[: int(np.argmin(slow))]  # up to the first steady step (one always is)
+    # a step that compiles or runs compiled code stays: its slow runs are compiled-regions'
+    region = P.COMPILE_WORK.mask(ctx.op_name, ctx.names) | P.COMPILED_REGION.mask(
+        ctx.op_name, ctx.names
+    )
+    compiled = set(ctx.op_step[region & (ctx.op_step >= 0)].tolist())
+    work = P.COMPILE_WORK.mask(ctx.ann_name, ctx.names) & (ctx.ann_step >= 0)
+    compiled |= set(ctx.ann_step[work].tolist())
+    k = 0  # up to the first steady step (one always is)
+    while slow[k] and skip + k not in compiled:
+        k += 1
+    return facts[:k]

@@ -4,7 +4,8 @@
 start, warm-up that is not over (those steps are left out of the analysis, as one-time-start's
 warm-up steps are); in it, the DataLoader, other work (an evaluation, a checkpoint, logging) or
 the same work slower (a busy machine). Each step's time is its time less its one-time start-up,
-which is one-time-start's (:mod:`.startup`): the two never count the same time.
+which is one-time-start's (:mod:`.startup`), and less the compiling and the far slower compiled
+runs in it, which are compiled-regions' (:mod:`.compiled`): no two findings count the same time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.rules._common import GROUP, median, pct
+from gpuprobe.tools.diagnose.rules.compiled import one_off_us
 from gpuprobe.tools.diagnose.steadiness import (
     UNSTEADY_MIN_EXCESS_US,
     UNSTEADY_MIN_STEPS,
@@ -104,10 +106,12 @@ def unsteady_window(ctx: TraceContext) -> list[Finding]:
     """The profiled steps' times (each less its one-time start-up) against their steady
     median: the slow steps named, with what they likely are and their time above the median."""
     lead = list(ctx.unsteady_lead)
+    # one-off time other findings report is theirs: one-time start-up (one-time-start), the
+    # compiling and a far slower run of a compiled region (compiled-regions)
     startup = (
         ctx.idle_of_cause("startup") if ctx.has_gpu else one_time_call_us(ctx, ctx.one_time_calls)
     )
-    facts = step_facts(ctx, startup)
+    facts = step_facts(ctx, startup + one_off_us(ctx))
     if not facts or all(f.number is None for f in facts):
         return [
             Finding(
@@ -206,7 +210,8 @@ def unsteady_window(ctx: TraceContext) -> list[Finding]:
     ]
     details.append(
         f"steady median: {_ms(ref)}, the median of steps {_label(steady)} (the slow ones "
-        "taken out); a step's time is less its one-time start-up (one-time-start's)"
+        "taken out); a step's time is less its one-time start-up (one-time-start's) and "
+        "its compiling (compiled-regions')"
     )
     details.append(
         f"gain: the slow steps' time above the steady median, {_ms(above)} of the "
