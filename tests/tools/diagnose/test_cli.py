@@ -29,7 +29,7 @@ def test_human_output_findings_first_then_table(gpu_trace, capsys):
         first_warn < out.index("OK ") < out.index("GPU time per step") < out.index("Host per step")
     )
     assert "sync" in out and "fix:" in out
-    assert "Whole trace (HTA's definitions)" in out
+    assert "Steps' GPU span (HTA's definitions)" in out
 
 
 def test_json_round_trips(gpu_trace, capsys):

@@ -42,6 +42,6 @@ def test_every_number_shown_is_whole_or_its_column_is_named(width: int) -> None:
             assert r[header.index("ops")] == str(s.cpu_ops)
     left = re.search(r"left out to fit the terminal: ([^(]+)", " ".join(lines))
     if width >= 120:
-        assert "left out" not in text.split("Host per step")[1].split("Whole trace")[0]
+        assert "left out" not in text.split("Host per step")[1].split("Steps' GPU span")[0]
     elif left:
         assert all(name.strip() not in header for name in left.group(1).split(","))

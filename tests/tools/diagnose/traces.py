@@ -178,6 +178,26 @@ def multi_stream(path: str, steps: int = 6, devices: int = 1) -> str:
     return path
 
 
+MINGPT_STEPS_MS = (1684.0, 1557.0, 381.0, 70.0, 88.0)  # an unmodified minGPT run (issue 39)
+
+
+def unsteady(path: str, steps_ms: tuple[float, ...] = MINGPT_STEPS_MS, extra: int = -1) -> str:
+    """Steps of ``steps_ms`` (an unmodified minGPT run under gpuprobe profile by default: 1684,
+    1557, 381, 70 and 88 ms): in each, host work that queues nothing (untraced Python), then 20
+    GEMMs of 2.5 ms and a sync, so the same work in every step, the slow ones slower on the
+    host; step index ``extra`` (0-based, -1 none) launches 100 GEMMs instead (other work)."""
+    b = KinetoBuilder()
+    for i, ms in enumerate(steps_ms):
+        kernels = 100 if i == extra else 20
+        with b.step(i + 1):
+            b.cpu(ms * 1e3 - kernels * 2500.0)
+            for _ in range(kernels):
+                b.launch(GEMM_TF32, kernel_us=2500.0, op="aten::mm")
+            b.sync()
+    b.write(path)
+    return path
+
+
 SCENARIOS: dict[str, Callable[..., str]] = {
     "healthy": healthy,
     "launch_bound": launch_bound,
@@ -189,6 +209,7 @@ SCENARIOS: dict[str, Callable[..., str]] = {
     "input_bound": input_bound,
     "contiguous": contiguous,
     "multi_stream": multi_stream,
+    "unsteady": unsteady,
 }
 
 

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from gpuprobe.core import render
-from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime, phases
+from gpuprobe.tools.diagnose import breakdown, frames, idle, onetime, phases, steadiness
 from gpuprobe.tools.diagnose.columns import TraceColumns, column
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import RawTrace
@@ -31,18 +31,25 @@ class TraceContext(TraceColumns):
 
     def __init__(self, raw: RawTrace, steps: tuple[int, int] | None = None) -> None:
         super().__init__(raw, steps)
-        # leading steps made long by one-time calls are warm-up: unless the steps were chosen,
-        # the analysis runs over the steady steps after them
+        # leading steps made long by one-time calls are warm-up (one-time-start's), and the
+        # slow steps after them are warm-up not over (unsteady-window's): unless the steps were
+        # chosen, the analysis runs over the steady steps after both
         self.warmup: list[Step] = []
+        self.unsteady_lead: list[steadiness.StepFacts] = []
+        self.unsteady_lead_calls_us = 0.0  # one-time calls' time in them (one-time-start's)
         if steps is None:
-            warm = onetime.warmup_steps(self, self.one_time_calls)
-            rest = [s for s in self.steps if s not in warm]
-            if warm and rest[0].number is not None and rest[-1].number is not None:
-                calls = self.one_time_calls
+            calls = self.one_time_calls
+            warm = onetime.warmup_steps(self, calls)
+            lead = steadiness.leading_slow_steps(self, calls, skip=len(warm))
+            lead_calls = steadiness.one_time_call_us(self, calls)[len(warm) : len(warm) + len(lead)]
+            rest = self.steps[len(warm) + len(lead) :]
+            if (warm or lead) and rest[0].number is not None and rest[-1].number is not None:
                 self.__dict__.clear()  # the cached columns of the first selection
                 super().__init__(raw, (rest[0].number, rest[-1].number))
                 self.__dict__["one_time_calls"] = calls
                 self.warmup = warm
+                self.unsteady_lead = lead
+                self.unsteady_lead_calls_us = float(lead_calls.sum())
         causes = self.idle_cause_per_step if self.has_gpu else {}
         self.breakdowns: list[StepBreakdown] = breakdown.step_breakdowns(
             self, causes, phases.phase_dicts(*self.host_phases)
@@ -100,9 +107,10 @@ class TraceContext(TraceColumns):
     @cached_property
     def one_time_share(self) -> tuple[float, float]:
         """(µs lost to one-time start-up: the GPU's idle time in one-time calls inside the
-        analysed steps, or the calls' own time without GPU activity, plus the warm-up steps;
-        that as a share of the analysed and warm-up time)."""
-        warm = sum(s.end - s.start for s in self.warmup)
+        analysed steps, or the calls' own time without GPU activity, plus the warm-up steps
+        and the one-time calls in the slow leading steps left out (:attr:`unsteady_lead`); that
+        as a share of the analysed, warm-up and left-out time)."""
+        warm = sum(s.end - s.start for s in self.warmup) + self.unsteady_lead_calls_us
         if self.has_gpu:
             lost = float(self.idle_of_cause("startup").sum())
         else:
@@ -116,8 +124,13 @@ class TraceContext(TraceColumns):
             )
             keep = self.step_of(a) >= 0
             lost = float((b - a)[keep].sum())
-        whole = float(self.timed_durations.sum()) + warm
+        whole = float(self.timed_durations.sum()) + warm + self.unsteady_lead_us
         return lost + warm, ((lost + warm) / whole if whole > 0 else 0.0)
+
+    @property
+    def unsteady_lead_us(self) -> float:
+        """µs of the slow leading steps left out, less their one-time calls."""
+        return float(sum(f.us for f in self.unsteady_lead))
 
     @property
     def cold(self) -> bool:

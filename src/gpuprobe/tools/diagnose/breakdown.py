@@ -137,8 +137,9 @@ def trace_summary(
     busy_frac = idle_frac = host = kern = other = None
     gpu_span = None
     sel = ctx.gpu_step >= 0
+    busy = 0.0
     if ctx.has_gpu and sel.any():
-        span = busy = 0.0
+        span = 0.0
         for d in ctx.devices:
             m = sel & (ctx.gpu_dev == d)
             if not m.any():
@@ -155,6 +156,8 @@ def trace_summary(
         total = float(waits.sum())
         if total > 0:
             host, kern, other = (float(w / total) for w in waits)
+    trace_span, trace_busy = _trace_gpu_span(ctx)
+    trace_frac = trace_busy / trace_span if trace_span else None
     props = {p.get("id", i): p for i, p in enumerate(raw.device_properties)}
     devices = []
     for d in ctx.devices or sorted(props):
@@ -188,6 +191,11 @@ def trace_summary(
         span_us=float(ctx.step_durations.sum()),
         gpu_span_us=gpu_span,
         gpu_busy_fraction=busy_frac,
+        steps_busy_fraction=busy_frac,
+        trace_gpu_span_us=trace_span,
+        trace_gpu_busy_fraction=trace_frac,
+        gpu_activities_outside_steps=int((~sel).sum()) if ctx.has_gpu else 0,
+        gpu_busy_outside_steps_us=round(max(trace_busy - busy, 0.0), 3),
         gpu_idle_fraction=idle_frac,
         host_wait_fraction=host,
         kernel_wait_fraction=kern,
@@ -197,6 +205,20 @@ def trace_summary(
         read_seconds=read_seconds,
         analyse_seconds=analyse_seconds,
     )
+
+
+def _trace_gpu_span(ctx: TraceColumns) -> tuple[float | None, float]:
+    """(the whole GPU span: from each device's first GPU activity to its last, summed over
+    devices, None without GPU activity; the length of the union of every GPU activity in it,
+    launched in the analysed steps or not), µs."""
+    if not ctx.has_gpu:
+        return None, 0.0
+    span = busy = 0.0
+    for s, e in ctx.merged_by_device.values():
+        if s.size:
+            span += float(e[-1] - s[0])
+            busy += float(np.sum(e - s))
+    return span, busy
 
 
 def _opt_int(x: object) -> int | None:

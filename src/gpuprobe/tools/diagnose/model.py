@@ -120,10 +120,17 @@ class StepBreakdown(Record):
 class TraceSummary(Record):
     """What was read and the whole-trace GPU time split.
 
-    The whole-trace fractions follow HTA's ``get_temporal_breakdown`` and
-    ``get_idle_time_breakdown``: busy = union of kernels, memcpy and memset over the span from the
-    first to the last GPU activity of the analysed steps; idle categories are shares of the idle
-    time summed over streams. With several devices, the numbers are the sum over devices.
+    The GPU fractions follow HTA's ``get_temporal_breakdown`` and ``get_idle_time_breakdown``:
+    ``gpu_busy_fraction`` (also ``steps_busy_fraction``) is the union of kernels, memcpy and
+    memset launched in the analysed steps over their span (``gpu_span_us``: from the first to
+    the last of those activities); idle categories are shares of the idle time summed over
+    streams. The same union over every GPU activity of the trace, launched in the steps or not,
+    is ``trace_gpu_busy_fraction`` of ``trace_gpu_span_us`` (the first GPU activity's start to
+    the last one's end); ``gpu_activities_outside_steps`` activities were launched outside the
+    analysed steps (before the first, after the last, between them, or with no launch in the
+    trace), and ``gpu_busy_outside_steps_us`` is the busy time only they account for (the
+    trace's busy time less the steps'). With several devices, the numbers are the sum over
+    devices.
 
     ``host_phase_share`` is each host phase's share of the analysed steps' time
     (:data:`HOST_PHASES`; the shares add up to 1) and ``host_phase_median_us`` its median per
@@ -149,6 +156,11 @@ class TraceSummary(Record):
     gpu_lag_share: float | None = None
     steps_timed_on_gpu: bool = False
     gpu_busy_fraction: float | None = None
+    steps_busy_fraction: float | None = None  # = gpu_busy_fraction, named for its span
+    trace_gpu_span_us: float | None = None
+    trace_gpu_busy_fraction: float | None = None
+    gpu_activities_outside_steps: int = 0
+    gpu_busy_outside_steps_us: float = 0.0
     gpu_idle_fraction: float | None = None
     host_wait_fraction: float | None = None
     kernel_wait_fraction: float | None = None

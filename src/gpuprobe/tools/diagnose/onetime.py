@@ -22,6 +22,7 @@ import numpy as np
 
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.columns import TraceColumns
+from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.steps import Step
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "TYPICAL_LAUNCH_QUANTILE",
     "WARMUP_STEP_FACTOR",
     "context_calls",
+    "first_call_spans",
     "first_calls",
     "one_time_calls",
     "typical_launch_us",
@@ -124,7 +126,13 @@ def first_calls(ctx: TraceColumns) -> np.ndarray:
     first[1:] = k[1:] != k[:-1]
     heads = order[first]
     counts = np.diff(np.append(np.nonzero(first)[0], n))
-    cand = np.nonzero((ctx.op_dur[heads] >= ONE_TIME_MIN_US) & (counts >= 3))[0]
+    # a compiled region's runs and compiling are compiled-regions' to judge
+    compiled = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) | P.COMPILE_WORK.mask(
+        ctx.op_name, ctx.names
+    )
+    cand = np.nonzero(
+        (ctx.op_dur[heads] >= ONE_TIME_MIN_US) & (counts >= 3) & ~compiled[heads]
+    )[0]
     out = []
     starts = np.nonzero(first)[0]
     # a first call spent copying or waiting for the GPU is the copy or sync rules' to judge
@@ -150,6 +158,13 @@ def first_calls(ctx: TraceColumns) -> np.ndarray:
     return idx[np.argsort(ctx.op_ts[idx], kind="stable")]
 
 
+def first_call_spans(ctx: TraceColumns) -> tuple[np.ndarray, np.ndarray]:
+    """The spans of the one-time first calls (:func:`first_calls`), merged (a first call
+    inside another once)."""
+    idx = first_calls(ctx)
+    return merge_intervals(ctx.op_ts[idx], ctx.op_ts[idx] + ctx.op_dur[idx])
+
+
 def context_calls(ctx: TraceColumns, calls: np.ndarray) -> np.ndarray:
     """Those of ``calls`` (indices of long runtime calls) that create the CUDA context: a
     context call among the trace's first :data:`CONTEXT_FIRST_CALLS` runtime calls."""
@@ -160,13 +175,15 @@ def context_calls(ctx: TraceColumns, calls: np.ndarray) -> np.ndarray:
 
 def warmup_steps(ctx: TraceColumns, calls: np.ndarray) -> list[Step]:
     """The leading selected steps that are warm-up: each holds a one-time call (``calls``:
-    :func:`one_time_calls`) and lasts :data:`WARMUP_STEP_FACTOR` times the median of the steps
+    :func:`one_time_calls`) or first call (:func:`first_calls`) and lasts :data:`WARMUP_STEP_FACTOR` times the median of the steps
     after it, which do the same work (launch at least half as many kernels each); at least one
     step stays. Empty without numbered steps."""
     steps = [s for s in ctx.steps if s.number is not None]
-    if len(steps) < 2 or calls.size == 0:
+    if len(steps) < 2:
         return []
-    ts = ctx.rt_ts[calls]
+    ts = np.concatenate([ctx.rt_ts[calls], first_call_spans(ctx)[0]])
+    if ts.size == 0:
+        return []
     launches = ctx.rt_ts[ctx.kernel_launch_mask | P.GRAPH_LAUNCH.mask(ctx.rt_name, ctx.names)]
 
     def launched(st: Step) -> int:

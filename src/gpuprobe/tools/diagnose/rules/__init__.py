@@ -23,6 +23,7 @@ from gpuprobe.tools.diagnose.rules import (
     precision,
     startup,
     sync,
+    window,
 )
 from gpuprobe.tools.diagnose.rules._common import as_information
 from gpuprobe.tools.diagnose.rules.gains import price_findings
@@ -32,6 +33,7 @@ __all__ = ["MIN_WARN_GAIN", "RULES", "run_rules"]
 RULES: tuple[Rule, ...] = (
     gpu_time.gpu_idle,
     startup.one_time_start,
+    window.unsteady_window,
     gpu_time.launch_bound,
     host.host_work,
     host.untraced_host,

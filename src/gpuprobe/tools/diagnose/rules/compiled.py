@@ -27,6 +27,7 @@ __all__ = [
     "REGION_SLOW_MIN_RUNS",
     "REGION_SLOW_MIN_US",
     "compiled_regions",
+    "one_off_us",
 ]
 
 REGION_SLOW_FACTOR = 5.0  # one run of a compiled region this many times its other runs' median
@@ -290,3 +291,18 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
             details=tuple(details),
         )
     ]
+
+
+def one_off_us(ctx: TraceContext) -> np.ndarray:
+    """µs per analysed step that :func:`compiled_regions` counts as one-off (its gain): the
+    compiling inside the step, and a far slower run's time above its region's median less the
+    compiling inside that run (for unsteady-window, which leaves it to this rule)."""
+    out = np.zeros(len(ctx.steps))
+    cs, ce, _ = _compile_spans(ctx)
+    for k in range(len(ctx.steps)):
+        out[k] = overlap(cs, ce, float(ctx.step_starts[k]), float(ctx.step_ends[k]))
+    reg = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) & (ctx.op_step >= 0)
+    for i, rest, _ in _slow_runs(ctx, reg):
+        top, lo = float(ctx.op_dur[i]), float(ctx.op_ts[i])
+        out[ctx.op_step[i]] += max(top - rest - overlap(cs, ce, lo, lo + top), 0.0)
+    return out

@@ -110,12 +110,14 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
     warm = ctx.warmup
     warm_us = sum(s.end - s.start for s in warm)
     lost, share = ctx.one_time_share
-    whole = float(ctx.step_durations.sum()) + warm_us
-    idle = lost - warm_us
+    # the slow leading steps left out are unsteady-window's, less their one-time calls: ours
+    lead_calls = ctx.unsteady_lead_calls_us
+    whole = float(ctx.step_durations.sum()) + warm_us + ctx.unsteady_lead_us + lead_calls
+    idle = lost - warm_us - lead_calls
     typical = typical_launch_us(ctx)
     evidence = [
         Evidence("one_time_calls", int(calls.size)),
-        Evidence("one_time_first_calls", int((ctx.op_step[ctx.first_calls] >= 0).sum())),
+        Evidence("one_time_first_calls", int(ctx.first_calls.size)),
         Evidence("one_time_call_time", round(float(ctx.rt_dur[calls].sum()), 1), "µs"),
         Evidence("gpu_idle_in_one_time_calls", round(idle, 1), "µs"),
         Evidence("warmup_steps", len(warm)),
@@ -147,14 +149,19 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
             + (f" launching {kernel}" if kernel else "")
             + f": {_what(ctx, int(i), first)}"
         )
-    ops = ctx.first_calls[ctx.op_step[ctx.first_calls] >= 0]
-    top_ops = _outermost(ctx, ops)
+    top_ops = _outermost(ctx, ctx.first_calls)  # in the analysed steps or the warm-up ones
     for i in top_ops[:_DETAILS]:
         details.append(_first_call(ctx, int(i)))
     for s in warm:
         details.append(
             f"step #{s.number}: {(s.end - s.start) / 1e3:,.1f} ms, left out as warm-up "
             f"(steps #{ctx.steps[0].number}..#{ctx.steps[-1].number} analysed)"
+        )
+    if lead_calls > 0:
+        nums = ", ".join(f"#{f.number}" for f in ctx.unsteady_lead)
+        details.append(
+            f"{lead_calls / 1e3:,.1f} ms of one-time calls in {nums}, left out as warm-up not "
+            "over (the rest of their time is unsteady-window's)"
         )
     parts = []
     if biggest.size:

@@ -17,7 +17,7 @@ from gpuprobe.core.errors import InputError
 from gpuprobe.core.findings import Finding, worst_first
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.kernels import KernelBreakdown
-from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison
+from gpuprobe.tools.diagnose.model import Diagnosis, TraceComparison, TraceSummary
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.tools.diagnose.show.timeline import (
     TIMELINE_CSS,
@@ -90,10 +90,11 @@ def step_timeline(d: Diagnosis, ctx: TraceContext, step: int | None = None, who:
         step_busy = 100 * rows[0].gpu_busy_fraction  # type: ignore[operator]
         note = (
             f"<p class=note>This step: GPU busy {step_busy:.1f} % of the step, idle "
-            f"{100 - step_busy:.1f} %. Whole trace: busy {100 * s.gpu_busy_fraction:.1f} % of "
-            "the span from the first to the last GPU activity (HTA's temporal breakdown), which "
-            "leaves out the host time before the first kernel and after the last; that is why "
-            "the two can differ.</p>"
+            f"{100 - step_busy:.1f} %. Over the steps' GPU span: busy "
+            f"{100 * s.gpu_busy_fraction:.1f} % of the span from the first to the last GPU "
+            "activity the analysed steps launched (HTA's temporal breakdown), which leaves out "
+            "the host time before the first kernel and after the last; that is why the two can "
+            f"differ.{_whole_span(s)}</p>"
         )
     title = f"{who}Timeline of {label} ({st.end - st.start:,.0f} µs)"
     return f"<h3>{html.escape(title)}</h3>{note}<p>{legend_html(used)}</p>" + timeline_html(
@@ -124,13 +125,27 @@ def page(title: str, body: str, *, timelines: bool = True) -> str:
     )
 
 
+def _whole_span(s: TraceSummary) -> str:
+    """``" Over the whole GPU span: …"`` when GPU work was launched outside the analysed steps
+    (the busy share of every GPU activity from the first to the last), else ""."""
+    if not s.gpu_activities_outside_steps or s.trace_gpu_busy_fraction is None:
+        return ""
+    n = s.gpu_activities_outside_steps
+    return (
+        f" Over the whole GPU span: busy {100 * s.trace_gpu_busy_fraction:.1f} % of "
+        f"{s.trace_gpu_span_us or 0:,.0f} µs, counting {n:,} GPU "
+        f"{'activity' if n == 1 else 'activities'} launched outside the analysed steps."
+    )
+
+
 def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
     """The whole page as a string."""
     s = d.summary
     busy = "n/a" if s.gpu_busy_fraction is None else f"{100 * s.gpu_busy_fraction:.1f} %"
     body = (
         f"<h2>gpuprobe diagnose</h2><p>{html.escape(s.path)}: {s.events:,} events, "
-        f"{len(s.steps)} steps, whole-trace GPU busy {busy}</p>{_headline_html(d)}"
+        f"{len(s.steps)} steps, GPU busy {busy} over the steps' GPU span."
+        f"{_whole_span(s)}</p>{_headline_html(d)}"
         f'<div class="wrap"><div class="side"><h3>Findings</h3>{findings_html(d.findings)}</div>'
         f'<div class="main">{step_timeline(d, ctx, step)}{perfetto_note([s.path])}</div></div>'
     )

@@ -267,14 +267,31 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     legend += "syncs: host calls that waited for the GPU; reads: .item() and other scalar reads; "
     legend += "ops: CPU ops" + ("; k/l med: median kernel and launch" if has_gpu else "")
     con.print(Text(legend, style="dim"))
+    steps = (
+        "the trace"
+        if not s.steps
+        else f"step {s.steps[0]}"
+        if len(s.steps) == 1
+        else f"steps {min(s.steps)}..{max(s.steps)}"
+    )
     if s.gpu_busy_fraction is not None:
         con.print(
-            f"Whole trace (HTA's definitions): GPU busy {100 * s.gpu_busy_fraction:.1f} % of "
-            f"{s.gpu_span_us or 0:,.0f} µs; idle split host wait "
+            f"Steps' GPU span (HTA's definitions): GPU busy {100 * s.gpu_busy_fraction:.1f} % "
+            f"of {s.gpu_span_us or 0:,.0f} µs, from the first to the last GPU activity "
+            f"launched in {steps}; idle split host wait "
             f"{100 * (s.host_wait_fraction or 0):.1f} %, kernel wait "
             f"{100 * (s.kernel_wait_fraction or 0):.1f} %, other "
             f"{100 * (s.other_wait_fraction or 0):.1f} %"
         )
+    if s.gpu_activities_outside_steps and s.trace_gpu_busy_fraction is not None:
+        n = s.gpu_activities_outside_steps
+        con.print(
+            f"Whole GPU span: GPU busy {100 * s.trace_gpu_busy_fraction:.1f} % of "
+            f"{s.trace_gpu_span_us or 0:,.0f} µs, counting {n:,} GPU "
+            f"{'activity' if n == 1 else 'activities'} launched outside {steps} "
+            f"({s.gpu_busy_outside_steps_us:,.0f} µs of busy time only they account for)"
+        )
+    if s.gpu_busy_fraction is not None:
         busy_steps = [r.gpu_busy_fraction for r in d.steps if r.gpu_busy_fraction is not None]
         if busy_steps:
             med = sorted(busy_steps)[len(busy_steps) // 2]
@@ -282,8 +299,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
                 con.print(
                     Text(
                         f"Why {100 * s.gpu_busy_fraction:.1f} % and not "
-                        f"{100 * med:.1f} %: the whole-trace figure counts only the span from "
-                        "the first to the last GPU activity (HTA's temporal breakdown); the "
+                        f"{100 * med:.1f} %: the steps' span figure counts only the span "
+                        "from the first to the last GPU activity (HTA's temporal breakdown); the "
                         "steps' figures count all of each step, including the host time before "
                         "its first kernel and after its last.",
                         style="dim",
