@@ -157,6 +157,9 @@ class TraceSummary(Record):
     host_phase_median_us: dict[str, float] = field(default_factory=dict)
     read_seconds: float = 0.0
     analyse_seconds: float = 0.0
+    # "kineto", or "legacy": the autograd profiler's own export (gpuprobe.tools.diagnose.legacy:
+    # its GPU time is each op's CUDA-event span, not kernels)
+    trace_format: str = "kineto"
 
 
 @dataclass(frozen=True)

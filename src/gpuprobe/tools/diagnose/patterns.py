@@ -173,8 +173,9 @@ CONV_OP = NamePattern(
     "convolution op",
 )
 # A device value read on the host: .item(), int(t), a tensor used as a Python index.
-SCALAR_READ = NamePattern(re.compile(r"^aten::_local_scalar_dense$"), "scalar read")
-ITEM = NamePattern(re.compile(r"^aten::item$"), "item")
+# (the legacy export of PyTorch <= 1.5 names ops without their aten:: namespace)
+SCALAR_READ = NamePattern(re.compile(r"^(aten::)?_local_scalar_dense$"), "scalar read")
+ITEM = NamePattern(re.compile(r"^(aten::)?item$"), "item")
 # Kineto names a copy "Memcpy {kind} ({src} -> {dst})"; Pageable is unpinned host memory.
 PAGEABLE_COPY = NamePattern(re.compile(r"Pageable"), "pageable copy")
 PINNED_COPY = NamePattern(re.compile(r"Pinned"), "pinned copy")

@@ -52,6 +52,18 @@ _PHASE_COLUMNS = {
 }
 
 
+_LEGACY_NOTE = (
+    "A legacy autograd-profiler export (torch.autograd.profiler.profile before PyTorch 1.8, "
+    "use_kineto=False after): no ProfilerStep unless the program marks its steps (judged over "
+    "the whole trace then), no launch calls, no deviceProperties"
+)
+_LEGACY_GPU_NOTE = (
+    "; its GPU time is not kernels but each op's CUDA-event span, named like the op: GPU busy "
+    "here is what the spans prove (the GPU still on earlier work when an op began or ended), a "
+    "lower bound"
+)
+
+
 def plain_table(
     title: str | None = None, padding: tuple[int, int] | tuple[int, int, int, int] = (0, 1)
 ) -> Any:
@@ -116,6 +128,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         )
     facts = f"{s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}"
     print_header(con, "gpuprobe diagnose", str(s.path), facts)
+    if s.trace_format == "legacy":
+        con.print(_LEGACY_NOTE + (_LEGACY_GPU_NOTE if s.has_gpu else ""))
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
     if s.steps_timed_on_gpu:
