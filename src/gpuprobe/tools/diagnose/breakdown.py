@@ -197,6 +197,7 @@ def trace_summary(
         read_seconds=read_seconds,
         analyse_seconds=analyse_seconds,
         trace_format=raw.trace_format,
+        accelerator=ctx.accelerator,
     )
 
 

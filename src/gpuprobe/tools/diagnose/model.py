@@ -160,6 +160,9 @@ class TraceSummary(Record):
     # "kineto", or "legacy": the autograd profiler's own export (gpuprobe.tools.diagnose.legacy:
     # its GPU time is each op's CUDA-event span, not kernels)
     trace_format: str = "kineto"
+    # an accelerator that is not a GPU whose events fill the trace ("MTIA"): its device activity
+    # is not read, so no GPU activity does not make the trace CPU-only; None otherwise
+    accelerator: str | None = None
 
 
 @dataclass(frozen=True)

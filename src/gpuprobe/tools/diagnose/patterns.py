@@ -32,6 +32,7 @@ __all__ = [
     "LAYOUT_VIEW",
     "LIBRARY_FRAME",
     "MODULE_CALL_FRAME",
+    "OTHER_ACCELERATOR_CATEGORY",
     "PAGEABLE_COPY",
     "SCALAR_READ",
     "SINGLE_PROCESS_LOADER",
@@ -225,6 +226,9 @@ TF32_KERNEL = NamePattern(re.compile(r"(?i)tf32"), "TF32")
 AMD_DEVICE = NamePattern(re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}"), "AMD GPU")
 # ROCm's runtime calls: a trace with them ran on an AMD GPU.
 HIP_CALL = NamePattern(re.compile(r"^hip[A-Z]"), "HIP runtime call")
+# Event categories of accelerators that are not GPUs (Meta's MTIA: ``mtia_ccp_events`` on the
+# device, ``mtia_runtime`` calls on the host): their device activity is not read as GPU work.
+OTHER_ACCELERATOR_CATEGORY = NamePattern(re.compile(r"^mtia_"), "MTIA")
 # Python frames that are not source lines (with_stack records C calls as "<built-in ...>").
 BUILTIN_FRAME = NamePattern(re.compile(r"^<built-in|^<frozen"), "built-in frame")
 # Frames inside torch itself (optimizers without foreach, module hooks).

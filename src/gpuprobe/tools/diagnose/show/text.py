@@ -112,11 +112,13 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
 
     con: Console = console if isinstance(console, Console) else make_console()
     s = d.summary
-    gpus = (
-        ", ".join(
-            g.name if g.name == f"GPU {g.id}" else f"{g.name} (GPU {g.id})" for g in s.devices
-        )
-        or "none (CPU-only trace)"
+    kind = s.accelerator or "GPU"  # an MTIA trace's deviceProperties list its MTIA devices
+    gpus = ", ".join(
+        g.name if g.name == f"GPU {g.id}" else f"{g.name} ({kind} {g.id})" for g in s.devices
+    ) or (
+        f"none read ({s.accelerator} trace: its device activity is not read)"
+        if s.accelerator
+        else "none (CPU-only trace)"
     )
     if len(s.steps) == 1:
         steps = f"1 step (#{s.steps[0]})"
@@ -127,6 +129,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             else "no ProfilerStep"
         )
     facts = f"{s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}"
+    if s.accelerator and s.devices:
+        facts += f" ({s.accelerator} trace: its device activity is not read)"
     print_header(con, "gpuprobe diagnose", str(s.path), facts)
     if s.trace_format == "legacy":
         con.print(_LEGACY_NOTE + (_LEGACY_GPU_NOTE if s.has_gpu else ""))
