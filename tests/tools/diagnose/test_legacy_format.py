@@ -15,6 +15,7 @@ import pytest
 
 from gpuprobe import cli
 from gpuprobe.core.errors import InputError
+from gpuprobe.core.findings import Status
 from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.tools.diagnose.kineto import read_trace
 from gpuprobe.tools.diagnose.legacy import own_pieces
@@ -55,6 +56,7 @@ def test_a_real_pytorch_1_0_export_is_diagnosed_over_the_whole_trace(capsys):
     # its ops have no aten:: namespace yet: .item() is "item" / "_local_scalar_dense"
     reads = sum(e["name"] == "_local_scalar_dense" for e in events)
     assert _ev(d, "sync", "scalar_reads_per_step_median") == reads == 35
+    assert d.finding("gpu-unused").status is Status.SKIPPED  # no header, no sign of a GPU
     assert cli.main(["diagnose", str(ENAS)]) == 0
     out = capsys.readouterr().out
     assert "legacy autograd-profiler export" in out and "judged over the whole trace" in out
@@ -105,6 +107,7 @@ def test_legacy_export_of_a_gpu_run_gets_the_kineto_trace_s_headline(capsys):
     assert math.isclose(legacy.headline.gain, kineto.headline.gain, abs_tol=0.01)
     for d in (legacy, kineto):
         assert _ev(d, "input-bound", "dataloader_per_step_median") == 73418.0
+    assert legacy.finding("gpu-unused").status is Status.OK
     assert cli.main(["diagnose", str(LEGACY_V100)]) == 0
     assert "GPU busy here is what the spans prove" in capsys.readouterr().out.replace("\n  ", " ")
 

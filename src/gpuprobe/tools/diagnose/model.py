@@ -192,11 +192,15 @@ class Diagnosis(Record):
     def headline(self) -> Finding | None:
         """The problem whose fix would gain most (by :attr:`Finding.gain`); the GPU-idle
         summary only when no finding of its cause has a gain; on a cold first pass, the
-        one-time start-up, as also when a one-time start-up warns and nothing else has a gain.
-        None without such a problem."""
+        one-time start-up, as also when a one-time start-up warns and nothing else has a gain;
+        a GPU the run never used (``gpu-unused``, whose gain the trace cannot price) before
+        anything else. None without such a problem."""
         start = self.finding("one-time-start")
         if self.cold:
             return start
+        unused = self.finding("gpu-unused")
+        if unused is not None and unused.status is Status.WARN:
+            return unused  # the GPU did none of the work: nothing else on the host comes first
         gains = [f for f in self.problems() if f.gain is not None and f.gain > 0]
         specific = [f for f in gains if f.id != "gpu-idle"] or gains
         best = max(specific, key=lambda f: f.gain or 0.0, default=None)

@@ -23,6 +23,7 @@ __all__ = [
     "DATALOADER_NEXT",
     "FP32_GEMM_KERNEL",
     "GEMM_KERNEL",
+    "GPU_ONLY_OP",
     "GRAPH_CAPTURE_BEGIN",
     "GRAPH_CAPTURE_END",
     "GRAPH_LAUNCH",
@@ -32,6 +33,7 @@ __all__ = [
     "LAYOUT_VIEW",
     "LIBRARY_FRAME",
     "MODULE_CALL_FRAME",
+    "NCCL_BACKEND",
     "OTHER_ACCELERATOR_CATEGORY",
     "PAGEABLE_COPY",
     "SCALAR_READ",
@@ -226,6 +228,13 @@ TF32_KERNEL = NamePattern(re.compile(r"(?i)tf32"), "TF32")
 AMD_DEVICE = NamePattern(re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}"), "AMD GPU")
 # ROCm's runtime calls: a trace with them ran on an AMD GPU.
 HIP_CALL = NamePattern(re.compile(r"^hip[A-Z]"), "HIP runtime call")
+# CPU ops that run only with GPU tensors: NCCL collectives (``nccl:all_to_all``; NCCL takes CUDA
+# tensors only), cuDNN and cuBLAS calls, ``aten::_cuda_*``/``*_cuda`` kernels' ops; a trace
+# with one used a GPU even when it holds no GPU activity (the profiler did not record it).
+GPU_ONLY_OP = NamePattern(re.compile(r"(?i)^nccl:|cudnn|cublas|(^|::|_)cuda(_|$)"), "GPU-only op")
+# A torch.distributed backend that runs on CUDA GPUs only (distributedInfo.backend "nccl", or a
+# device map such as "cuda:nccl"); gloo, mpi and MTIA's hccl do not need a GPU.
+NCCL_BACKEND = NamePattern(re.compile(r"(?i)nccl"), "NCCL backend")
 # Event categories of accelerators that are not GPUs (Meta's MTIA: ``mtia_ccp_events`` on the
 # device, ``mtia_runtime`` calls on the host): their device activity is not read as GPU work.
 OTHER_ACCELERATOR_CATEGORY = NamePattern(re.compile(r"^mtia_"), "MTIA")

@@ -22,6 +22,7 @@ from gpuprobe.tools.diagnose.rules import (
     precision,
     startup,
     sync,
+    unused,
 )
 from gpuprobe.tools.diagnose.rules._common import as_information
 from gpuprobe.tools.diagnose.rules.gains import price_findings
@@ -30,6 +31,7 @@ __all__ = ["MIN_WARN_GAIN", "RULES", "run_rules"]
 
 RULES: tuple[Rule, ...] = (
     gpu_time.gpu_idle,
+    unused.gpu_unused,
     startup.one_time_start,
     gpu_time.launch_bound,
     host.host_work,

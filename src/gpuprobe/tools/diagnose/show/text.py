@@ -145,6 +145,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     head = d.headline
     if head is not None and head.id == "one-time-start":
         con.print(Text.assemble(("Cold start: ", "bold"), head.title))
+    elif head is not None and head.gain is None:
+        con.print(Text.assemble(("First: ", "bold"), f"{head.id}: {head.title}"))
     elif head is not None:
         con.print(
             Text.assemble(
