@@ -204,6 +204,8 @@ def trace_summary(
         host_phase_median_us=host_phase_median_us,
         read_seconds=read_seconds,
         analyse_seconds=analyse_seconds,
+        trace_format=raw.trace_format,
+        accelerator=ctx.accelerator,
     )
 
 

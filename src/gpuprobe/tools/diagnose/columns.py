@@ -366,6 +366,16 @@ class TraceColumns:
         return out
 
     @cached_property
+    def accelerator(self) -> str | None:
+        """The name of an accelerator that is not a GPU whose events fill the trace (``"MTIA"``),
+        None otherwise: its device activity is not read as GPU work, so a trace without GPU
+        activity is not CPU-only then."""
+        for cat, n in self.raw.categories.items():
+            if n and isinstance(cat, str) and P.OTHER_ACCELERATOR_CATEGORY.matches(cat):
+                return P.OTHER_ACCELERATOR_CATEGORY.group_name
+        return None
+
+    @cached_property
     def graph_kernel_mask(self) -> np.ndarray:
         """GPU activities launched by a CUDA/HIP graph replay (one launch for many kernels)."""
         out = np.zeros(self.gpu_ts.size, dtype=bool)

@@ -1,4 +1,5 @@
-"""A streaming reader of PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip.
+"""A streaming reader of PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip, and of the
+legacy autograd profiler's export (:mod:`.legacy`: a JSON list of uncategorised events).
 
 The file is never loaded whole: the top-level object is walked key by key, and the
 ``traceEvents`` array is decoded one event at a time with the C JSON scanner over buffered chunks.
@@ -24,6 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.text import strip_control
 from gpuprobe.tools.diagnose.jsonstream import (
@@ -35,6 +38,13 @@ from gpuprobe.tools.diagnose.jsonstream import (
     Source,
     iter_batches,
     raw_value,
+)
+from gpuprobe.tools.diagnose.legacy import (
+    LEGACY_CPU_PIDS,
+    LEGACY_FLOW_PREFIX,
+    LEGACY_GPU_PIDS,
+    LEGACY_STREAM,
+    busy_pieces,
 )
 
 __all__ = [
@@ -192,6 +202,11 @@ class RawTrace:
     memory_delta_peak: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     # CPU ops that PyTorch <= 1.9 wrote as cpu_op/Operator but are annotations (steps, DataLoader)
     annotations_as_ops: int = 0
+    # "kineto", or "legacy": the autograd profiler's own export (:mod:`.legacy`)
+    trace_format: str = "kineto"
+    legacy_events: int = 0  # its CPU ops and GPU spans read
+    legacy_launches: int = 0  # its launch flows ("ph": "s", "cat": "cpu_to_cuda")
+    legacy_gpu_spans: int = 0  # its GPU spans (read as the busy time they prove: .legacy)
 
     @property
     def device_properties(self) -> list[dict[str, Any]]:
@@ -272,10 +287,11 @@ def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None =
     if tr.events == 0:
         raise InputError(f"{spath}: the trace has no events (empty 'traceEvents')")
     known = sum(n for c, n in tr.categories.items() if c in KINETO_CATEGORIES)
-    if known == 0:
+    if known == 0 and tr.legacy_events == 0:
         raise InputError(
-            f"{spath}: not a PyTorch profiler (Kineto) trace: none of its {tr.events} events has "
-            "a Kineto category (cpu_op, kernel, cuda_runtime, user_annotation, ...)"
+            f"{spath}: not a PyTorch profiler trace: none of its {tr.events} events has "
+            "a Kineto category (cpu_op, kernel, cuda_runtime, user_annotation, ...) or is a "
+            'legacy autograd-profiler event ("pid": "CPU functions")'
         )
     return tr
 
@@ -345,6 +361,11 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
     g_ts, g_dur, g_kind, g_name = tr.gpu_ts, tr.gpu_dur, tr.gpu_kind, tr.gpu_name
     g_dev, g_stream, g_corr, g_bytes = tr.gpu_dev, tr.gpu_stream, tr.gpu_corr, tr.gpu_bytes
     memory_peak = tr.memory_peak
+    # the legacy export's GPU spans with the CPU op each follows, until :func:`_legacy_spans`
+    lg_ts, lg_dur, lg_name, lg_dev = array("d"), array("d"), array("l"), array("l")
+    lg_op_ts, lg_op_end = array("d"), array("d")
+    op_s = op_e = math.nan  # the last legacy CPU op read: its span's op (the exporter writes it
+    # right before the op's GPU spans)
     n = 0
     skipped = 0
     base: float | None = None
@@ -368,7 +389,14 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                     if base is None:
                         base = tr.time_base = float(math.floor(ts))
                     ts -= base
-                    if cat == "cpu_op" or cat == "Operator":
+                    if (
+                        cat == "cpu_op"
+                        or cat == "Operator"
+                        or (cat is None and ev.pid in LEGACY_CPU_PIDS)
+                    ):
+                        if cat is None:
+                            tr.legacy_events += 1
+                            op_s, op_e = ts, ts + dur
                         name = ev.name
                         kind = op_kinds.get(name)
                         if kind is None:
@@ -447,6 +475,19 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                         g_stream.append(stream)
                         g_corr.append(corr)
                         g_bytes.append(nbytes)
+                    elif cat is None and ev.pid in LEGACY_GPU_PIDS:
+                        # the legacy export's GPU time of an op: its device is the "tid"
+                        dev = _int(ev.tid)
+                        if not 0 <= dev < _MAX_DEVICE_ID:
+                            raise ValueError("not a device")
+                        i = nid(ev.name)
+                        lg_ts.append(ts)
+                        lg_dur.append(dur)
+                        lg_name.append(i)
+                        lg_dev.append(dev)
+                        lg_op_ts.append(op_s)
+                        lg_op_end.append(op_e)
+                        tr.legacy_events += 1
                     elif cat == "user_annotation":
                         name = ev.name
                         m = _STEP_RE.match(name) if isinstance(name, str) else None
@@ -477,12 +518,37 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                         memory_peak[key] = (alloc, reserved)
                     elif alloc > old[0] or reserved > old[1]:
                         memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
+                elif ph == "s" and isinstance(cat, str) and cat.startswith(LEGACY_FLOW_PREFIX):
+                    tr.legacy_launches += 1  # the legacy export: an op launched GPU work
                 elif ph == BROKEN:
                     skipped += 1
             except _SKIP:
                 skipped += 1
     tr.events = n
     tr.skipped = skipped
+    if tr.legacy_events:
+        tr.trace_format = "legacy"
+        _legacy_spans(tr, (lg_ts, lg_dur, lg_name, lg_dev, lg_op_ts, lg_op_end))
+
+
+def _legacy_spans(tr: RawTrace, cols: tuple[array, ...]) -> None:
+    """The legacy export's GPU spans as GPU activities: the time each span proves the GPU busy
+    (:func:`.legacy.busy_pieces`), as kernels named like its op on one stream per device, with
+    no launch call. ``cols``: each span's start, duration, name, device, and its op's start and
+    end on the host."""
+    ts, dur, name, dev, op_ts, op_end = (np.frombuffer(c, dtype=c.typecode) for c in cols)
+    tr.legacy_gpu_spans = ts.size
+    if not ts.size:
+        return
+    which, lo, hi = busy_pieces(ts, ts + dur, dev, op_ts, op_end)
+    tr.gpu_ts.extend(lo.tolist())
+    tr.gpu_dur.extend((hi - lo).tolist())
+    tr.gpu_kind.extend([GPU_KIND_KERNEL] * which.size)
+    tr.gpu_name.extend(name[which].tolist())
+    tr.gpu_dev.extend(dev[which].tolist())
+    tr.gpu_stream.extend([LEGACY_STREAM] * which.size)
+    tr.gpu_corr.extend([-1] * which.size)
+    tr.gpu_bytes.extend([0.0] * which.size)
 
 
 def _shapes(tr: RawTrace, index: int, name: str, args: Args) -> None:

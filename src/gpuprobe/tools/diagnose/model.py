@@ -169,6 +169,12 @@ class TraceSummary(Record):
     host_phase_median_us: dict[str, float] = field(default_factory=dict)
     read_seconds: float = 0.0
     analyse_seconds: float = 0.0
+    # "kineto", or "legacy": the autograd profiler's own export (gpuprobe.tools.diagnose.legacy:
+    # its GPU time is each op's CUDA-event span, not kernels)
+    trace_format: str = "kineto"
+    # an accelerator that is not a GPU whose events fill the trace ("MTIA"): its device activity
+    # is not read, so no GPU activity does not make the trace CPU-only; None otherwise
+    accelerator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,11 +204,15 @@ class Diagnosis(Record):
     def headline(self) -> Finding | None:
         """The problem whose fix would gain most (by :attr:`Finding.gain`); the GPU-idle
         summary only when no finding of its cause has a gain; on a cold first pass, the
-        one-time start-up, as also when a one-time start-up warns and nothing else has a gain.
-        None without such a problem."""
+        one-time start-up, as also when a one-time start-up warns and nothing else has a gain;
+        a GPU the run never used (``gpu-unused``, whose gain the trace cannot price) before
+        anything else. None without such a problem."""
         start = self.finding("one-time-start")
         if self.cold:
             return start
+        unused = self.finding("gpu-unused")
+        if unused is not None and unused.status is Status.WARN:
+            return unused  # the GPU did none of the work: nothing else on the host comes first
         gains = [f for f in self.problems() if f.gain is not None and f.gain > 0]
         specific = [f for f in gains if f.id != "gpu-idle"] or gains
         best = max(specific, key=lambda f: f.gain or 0.0, default=None)

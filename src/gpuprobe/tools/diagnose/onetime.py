@@ -130,9 +130,7 @@ def first_calls(ctx: TraceColumns) -> np.ndarray:
     compiled = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) | P.COMPILE_WORK.mask(
         ctx.op_name, ctx.names
     )
-    cand = np.nonzero(
-        (ctx.op_dur[heads] >= ONE_TIME_MIN_US) & (counts >= 3) & ~compiled[heads]
-    )[0]
+    cand = np.nonzero((ctx.op_dur[heads] >= ONE_TIME_MIN_US) & (counts >= 3) & ~compiled[heads])[0]
     out = []
     starts = np.nonzero(first)[0]
     # a first call spent copying or waiting for the GPU is the copy or sync rules' to judge

@@ -23,6 +23,7 @@ __all__ = [
     "DATALOADER_NEXT",
     "FP32_GEMM_KERNEL",
     "GEMM_KERNEL",
+    "GPU_ONLY_OP",
     "GRAPH_CAPTURE_BEGIN",
     "GRAPH_CAPTURE_END",
     "GRAPH_LAUNCH",
@@ -32,6 +33,8 @@ __all__ = [
     "LAYOUT_VIEW",
     "LIBRARY_FRAME",
     "MODULE_CALL_FRAME",
+    "NCCL_BACKEND",
+    "OTHER_ACCELERATOR_CATEGORY",
     "PAGEABLE_COPY",
     "SCALAR_READ",
     "SINGLE_PROCESS_LOADER",
@@ -173,8 +176,9 @@ CONV_OP = NamePattern(
     "convolution op",
 )
 # A device value read on the host: .item(), int(t), a tensor used as a Python index.
-SCALAR_READ = NamePattern(re.compile(r"^aten::_local_scalar_dense$"), "scalar read")
-ITEM = NamePattern(re.compile(r"^aten::item$"), "item")
+# (the legacy export of PyTorch <= 1.5 names ops without their aten:: namespace)
+SCALAR_READ = NamePattern(re.compile(r"^(aten::)?_local_scalar_dense$"), "scalar read")
+ITEM = NamePattern(re.compile(r"^(aten::)?item$"), "item")
 # Kineto names a copy "Memcpy {kind} ({src} -> {dst})"; Pageable is unpinned host memory.
 PAGEABLE_COPY = NamePattern(re.compile(r"Pageable"), "pageable copy")
 PINNED_COPY = NamePattern(re.compile(r"Pinned"), "pinned copy")
@@ -224,6 +228,16 @@ TF32_KERNEL = NamePattern(re.compile(r"(?i)tf32"), "TF32")
 AMD_DEVICE = NamePattern(re.compile(r"AMD|Radeon|Instinct|\bMI\d{3}"), "AMD GPU")
 # ROCm's runtime calls: a trace with them ran on an AMD GPU.
 HIP_CALL = NamePattern(re.compile(r"^hip[A-Z]"), "HIP runtime call")
+# CPU ops that run only with GPU tensors: NCCL collectives (``nccl:all_to_all``; NCCL takes CUDA
+# tensors only), cuDNN and cuBLAS calls, ``aten::_cuda_*``/``*_cuda`` kernels' ops; a trace
+# with one used a GPU even when it holds no GPU activity (the profiler did not record it).
+GPU_ONLY_OP = NamePattern(re.compile(r"(?i)^nccl:|cudnn|cublas|(^|::|_)cuda(_|$)"), "GPU-only op")
+# A torch.distributed backend that runs on CUDA GPUs only (distributedInfo.backend "nccl", or a
+# device map such as "cuda:nccl"); gloo, mpi and MTIA's hccl do not need a GPU.
+NCCL_BACKEND = NamePattern(re.compile(r"(?i)nccl"), "NCCL backend")
+# Event categories of accelerators that are not GPUs (Meta's MTIA: ``mtia_ccp_events`` on the
+# device, ``mtia_runtime`` calls on the host): their device activity is not read as GPU work.
+OTHER_ACCELERATOR_CATEGORY = NamePattern(re.compile(r"^mtia_"), "MTIA")
 # Python frames that are not source lines (with_stack records C calls as "<built-in ...>").
 BUILTIN_FRAME = NamePattern(re.compile(r"^<built-in|^<frozen"), "built-in frame")
 # Frames inside torch itself (optimizers without foreach, module hooks).

@@ -23,6 +23,7 @@ from gpuprobe.tools.diagnose.rules import (
     precision,
     startup,
     sync,
+    unused,
     window,
 )
 from gpuprobe.tools.diagnose.rules._common import as_information
@@ -32,6 +33,7 @@ __all__ = ["MIN_WARN_GAIN", "RULES", "run_rules"]
 
 RULES: tuple[Rule, ...] = (
     gpu_time.gpu_idle,
+    unused.gpu_unused,
     startup.one_time_start,
     window.unsteady_window,
     gpu_time.launch_bound,

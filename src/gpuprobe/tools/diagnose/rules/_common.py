@@ -20,6 +20,7 @@ __all__ = [
     "median",
     "no_activity",
     "no_gpu",
+    "no_gpu_text",
     "pct",
     "per_step",
     "rows_for",
@@ -78,6 +79,15 @@ def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
             "Nsight attached, or a CUPTI/driver mismatch)",
             group=GROUP,
         )
+    if ctx.accelerator:
+        return Finding(
+            id=id,
+            status=Status.SKIPPED,
+            title=f"{what}: skipped: an {ctx.accelerator} trace: its device activity is not "
+            "read (only GPU kernels and copies are)",
+            evidence=(Evidence("gpu_activities", 0), Evidence("accelerator", ctx.accelerator)),
+            group=GROUP,
+        )
     return Finding(
         id=id,
         status=Status.SKIPPED,
@@ -86,6 +96,14 @@ def no_gpu(ctx: TraceContext, id: str, what: str) -> Finding:
         fix="profile with ProfilerActivity.CUDA on a machine with a GPU to judge this",
         group=GROUP,
     )
+
+
+def no_gpu_text(ctx: TraceContext) -> str:
+    """Why a trace without GPU activity has none, in a few words: a CPU-only trace, or an
+    accelerator trace whose device activity is not read."""
+    if ctx.accelerator:
+        return f"an {ctx.accelerator} trace: its device activity is not read"
+    return "CPU-only trace"
 
 
 def capture_skip(ctx: TraceContext, id: str, what: str) -> list[Finding]:

@@ -19,6 +19,7 @@ from gpuprobe.tools.diagnose.rules._common import (
     cause_share,
     no_activity,
     no_gpu,
+    no_gpu_text,
     pct,
     per_step,
     steady_us,
@@ -302,6 +303,8 @@ def _host_only(ctx: TraceContext) -> list[Finding]:
     where = (
         f"the host launched {launches} kernels but the trace has no GPU activity"
         if launches
+        else no_gpu_text(ctx)
+        if ctx.accelerator
         else "no GPU in the trace"
     )
     if launches and feeds and share >= HOST_IDLE_WARN_BUSY_FRACTION:

@@ -21,6 +21,7 @@ from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
     median,
+    no_gpu_text,
     pct,
     steady_steps,
     step_range,
@@ -148,7 +149,7 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
             return sync_finding(
                 Status.INFO,
                 f"{median(reads_per):.0f} .item()/scalar reads per step: on a GPU each "
-                "one waits for all queued work (CPU-only trace, so no wait measured)",
+                f"one waits for all queued work ({no_gpu_text(ctx)}, so no wait measured)",
                 _FIX,
             )
         return sync_finding(

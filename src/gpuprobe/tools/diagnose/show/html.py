@@ -181,6 +181,8 @@ def _headline_html(d: Diagnosis) -> str:
         return ""
     if h.id == "one-time-start":
         return f"<p><b>Cold start:</b> {html.escape(h.title)}</p>"
+    if h.gain is None:
+        return f"<p><b>First:</b> <code>{html.escape(h.id)}</code>: {html.escape(h.title)}</p>"
     return (
         f"<p><b>Biggest gain:</b> <code>{html.escape(h.id)}</code>, ≈ "
         f"{100 * (h.gain or 0.0):.0f} % of the analysed time: {html.escape(h.title)}</p>"

@@ -52,6 +52,18 @@ _PHASE_COLUMNS = {
 }
 
 
+_LEGACY_NOTE = (
+    "A legacy autograd-profiler export (torch.autograd.profiler.profile before PyTorch 1.8, "
+    "use_kineto=False after): no ProfilerStep unless the program marks its steps (judged over "
+    "the whole trace then), no launch calls, no deviceProperties"
+)
+_LEGACY_GPU_NOTE = (
+    "; its GPU time is not kernels but each op's CUDA-event span, named like the op: GPU busy "
+    "here is what the spans prove (the GPU still on earlier work when an op began or ended), a "
+    "lower bound"
+)
+
+
 def plain_table(
     title: str | None = None, padding: tuple[int, int] | tuple[int, int, int, int] = (0, 1)
 ) -> Any:
@@ -100,11 +112,13 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
 
     con: Console = console if isinstance(console, Console) else make_console()
     s = d.summary
-    gpus = (
-        ", ".join(
-            g.name if g.name == f"GPU {g.id}" else f"{g.name} (GPU {g.id})" for g in s.devices
-        )
-        or "none (CPU-only trace)"
+    kind = s.accelerator or "GPU"  # an MTIA trace's deviceProperties list its MTIA devices
+    gpus = ", ".join(
+        g.name if g.name == f"GPU {g.id}" else f"{g.name} ({kind} {g.id})" for g in s.devices
+    ) or (
+        f"none read ({s.accelerator} trace: its device activity is not read)"
+        if s.accelerator
+        else "none (CPU-only trace)"
     )
     if len(s.steps) == 1:
         steps = f"1 step (#{s.steps[0]})"
@@ -115,7 +129,11 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
             else "no ProfilerStep"
         )
     facts = f"{s.size_bytes / 1e6:.1f} MB, {s.events:,} events, {steps}, GPUs: {gpus}"
+    if s.accelerator and s.devices:
+        facts += f" ({s.accelerator} trace: its device activity is not read)"
     print_header(con, "gpuprobe diagnose", str(s.path), facts)
+    if s.trace_format == "legacy":
+        con.print(_LEGACY_NOTE + (_LEGACY_GPU_NOTE if s.has_gpu else ""))
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
     if s.steps_timed_on_gpu:
@@ -127,6 +145,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
     head = d.headline
     if head is not None and head.id == "one-time-start":
         con.print(Text.assemble(("Cold start: ", "bold"), head.title))
+    elif head is not None and head.gain is None:
+        con.print(Text.assemble(("First: ", "bold"), f"{head.id}: {head.title}"))
     elif head is not None:
         con.print(
             Text.assemble(
