@@ -1,9 +1,14 @@
 """torch.compile and CUDA graphs: which of the step's work runs compiled (TorchDynamo's
-regions, Triton kernels, graph replays), and what a Kineto trace shows going wrong with it:
-compiling inside the profiled steps (a recompile, or the first compile), one run of a region far
-slower than its others (autotuning, graph recording, lazy loading on a first run), and graph
-breaks (a region opening inside another: TorchDynamo runs the rest of a frame after a break as
-a frame of its own, with the eager code between them).
+regions, Triton kernels, graph replays), and what a Kineto trace shows going wrong with it.
+
+What goes wrong, as a trace shows it: compiling inside the profiled steps (a recompile, or the
+first compile), one run of a region far slower than its others (autotuning, graph recording,
+lazy loading on a first run), and graph breaks (a region opening inside another: TorchDynamo
+runs the rest of a frame after a break as a frame of its own, with the eager code between
+them). A first pass's compiling and slow first runs are one-time costs
+(:func:`.onetime.one_time_spans`): reported as such and set apart from the steady-state
+verdicts, like one-time-start's calls; compiling that recurs in most steps is a steady cost
+and warns.
 
 What a trace cannot show: why a guard failed (``TORCH_LOGS=recompiles`` says), where a break is
 in the source (``torch._dynamo.explain``), or a compile that happened before profiling started
@@ -20,6 +25,14 @@ from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.intervals import merge_intervals, overlap
 from gpuprobe.tools.diagnose.kernels import PROVENANCE_COMPILER, provenance_of_activities
+from gpuprobe.tools.diagnose.onetime import (
+    REGION_SLOW_FACTOR,
+    REGION_SLOW_MIN_RUNS,
+    REGION_SLOW_MIN_US,
+    compile_spans,
+    compiling_recurs,
+    slow_compiled_runs,
+)
 from gpuprobe.tools.diagnose.rules._common import GROUP, pct, steady_total
 
 __all__ = [
@@ -28,11 +41,6 @@ __all__ = [
     "REGION_SLOW_MIN_US",
     "compiled_regions",
 ]
-
-REGION_SLOW_FACTOR = 5.0  # one run of a compiled region this many times its other runs' median
-# is a one-time cost (autotuning, CUDA-graph recording, lazy module loading); ours
-REGION_SLOW_MIN_US = 1000.0  # µs; and at least this much longer, so µs-scale jitter is not one
-REGION_SLOW_MIN_RUNS = 3  # runs of one region needed to call one of them slow; ours
 
 _RECOMPILE_FIX = (
     "profile after warm-up (torch.profiler.schedule(wait=1, warmup=2, active=3) with the "
@@ -46,24 +54,6 @@ _BREAK_FIX = (
     "and remove them (no .item()/.tolist()/print/numpy in forward, no data-dependent Python "
     "branches); torch.compile(model, fullgraph=True) turns a break into an error"
 )
-
-
-def _compile_spans(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray, int]:
-    """The union of the compile work inside the selected steps (dynamo_timed spans, compiler
-    ops and Python frames), and how many such events there are."""
-    starts, ends = [], []
-    n = 0
-    for ts, dur, name, step in (
-        (ctx.ann_ts, ctx.ann_dur, ctx.ann_name, ctx.ann_step),
-        (ctx.op_ts, ctx.op_dur, ctx.op_name, ctx.op_step),
-        (ctx.py_ts, ctx.py_dur, ctx.py_name, ctx.step_of(ctx.py_ts)),
-    ):
-        m = P.COMPILE_WORK.mask(name, ctx.names) & (step >= 0)
-        n += int(m.sum())
-        starts.append(ts[m])
-        ends.append(ts[m] + dur[m])
-    s, e = merge_intervals(np.concatenate(starts), np.concatenate(ends))
-    return s, e, n
 
 
 def _breaks(
@@ -132,23 +122,6 @@ def _breaks(
     return pairs, eager_n, eager_us
 
 
-def _slow_runs(ctx: TraceContext, reg: np.ndarray) -> list[tuple[int, float, int]]:
-    """Regions with one run far slower than the others: (that run's op index, the median of
-    the other runs in µs, runs), the largest excess first."""
-    out = []
-    idx = np.nonzero(reg)[0]
-    for nid in np.unique(ctx.op_name[idx]).tolist():
-        runs = idx[ctx.op_name[idx] == nid]
-        if runs.size < REGION_SLOW_MIN_RUNS:
-            continue
-        order = runs[np.argsort(ctx.op_dur[runs], kind="stable")]
-        rest = float(np.median(ctx.op_dur[order[:-1]]))
-        top = float(ctx.op_dur[order[-1]])
-        if top >= REGION_SLOW_FACTOR * rest and top - rest >= REGION_SLOW_MIN_US:
-            out.append((int(order[-1]), rest, int(runs.size)))
-    return sorted(out, key=lambda r: r[1] - float(ctx.op_dur[r[0]]))
-
-
 def _share(x: float | None) -> str:
     """A share as "12.3 %" ("< 0.1 %" when small but not zero)."""
     if x is None:
@@ -170,10 +143,30 @@ def _ids(ctx: TraceContext, reg: np.ndarray) -> dict[int, set[int]]:
     return out
 
 
+def _compile_spans(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray, int]:
+    """The union of the compile work inside the selected steps (dynamo_timed spans, compiler
+    ops and Python frames), and how many such events there are."""
+    starts, ends = [], []
+    n = 0
+    for ts, dur, name, step in (
+        (ctx.ann_ts, ctx.ann_dur, ctx.ann_name, ctx.ann_step),
+        (ctx.op_ts, ctx.op_dur, ctx.op_name, ctx.op_step),
+        (ctx.py_ts, ctx.py_dur, ctx.py_name, ctx.step_of(ctx.py_ts)),
+    ):
+        m = P.COMPILE_WORK.mask(name, ctx.names) & (step >= 0)
+        n += int(m.sum())
+        starts.append(ts[m])
+        ends.append(ts[m] + dur[m])
+    s, e = merge_intervals(np.concatenate(starts), np.concatenate(ends))
+    return s, e, n
+
+
 @rule("compiled-regions")
 def compiled_regions(ctx: TraceContext) -> list[Finding]:
     """torch.compile regions, Triton kernels and CUDA-graph replays in the step; a warning when
-    the trace shows compiling, a slow first run of a region, or a graph break."""
+    the trace shows compiling in most steps (recompiles) or a graph break; a first pass's
+    compiling and slow first runs are one-time costs (information, set apart from the steady
+    state: :func:`.onetime.one_time_spans`)."""
     in_op = ctx.op_step >= 0
     reg = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) & in_op
     calls = P.COMPILED_CALL.mask(ctx.op_name, ctx.names) & in_op
@@ -197,13 +190,15 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
                 group=GROUP,
             )
         ]
-    # compiling and a region's slow first run are one-time (set apart from the steady time the
-    # other gains are shares of): a share of the whole analysed time, as one-time-start's
-    analysed = float(ctx.step_durations.sum()) if len(ctx.steps) else steady_total(ctx)
+    # a gain is a share of the steady time, as every other; compiling that recurs (the only
+    # compiling with a gain) is steady, a first pass's compiling and slow runs are start-up
+    analysed = steady_total(ctx)
+    timed = float(ctx.timed_durations.sum())
     frames = _ids(ctx, reg)
     recompiled = sorted(f for f, c in frames.items() if max(c) > 0)
     pairs, eager_n, eager_us = _breaks(ctx, reg, calls, fx)
-    slow = _slow_runs(ctx, reg)
+    slow = slow_compiled_runs(ctx, reg | calls)
+    recurs = compile_events > 0 and compiling_recurs(ctx, compile_spans(ctx)[0])
     triton_share = float(ctx.gpu_dur[triton].sum()) / gpu_total if gpu_total > 0 else None
     graph_share = float(ctx.gpu_dur[replayed].sum()) / gpu_total if gpu_total > 0 else None
     evidence = (
@@ -214,6 +209,7 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
         Evidence("graph_replays", graph_calls),
         Evidence("graph_replayed_share", pct(graph_share), "%"),
         Evidence("compiling", round(compile_us, 1), "µs"),
+        Evidence("compiling_recurs", recurs),
         Evidence("graph_breaks", len(pairs)),
     )
     details: list[str] = []
@@ -221,28 +217,36 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
         ids = ", ".join(f"{f}/{c}" for c in sorted(frames[f]))
         again = " (compiled more than once: a recompile, before or during the profile)"
         details.append(f"frame {f}: regions {ids}" + (again if max(frames[f]) > 0 else ""))
-    problems: list[str] = []
+    problems: list[str] = []  # steady costs: warnings
+    once: list[str] = []  # a first pass's one-time costs: information
     fixes: list[str] = []
     gain_us = 0.0
     if compile_events:
-        share = compile_us / analysed if analysed > 0 else 0.0
-        problems.append(
+        share = compile_us / timed if timed > 0 else 0.0
+        what = (
             f"TorchDynamo/Inductor compiled for {compile_us / 1000:,.1f} ms inside the profiled "
             f"steps ({pct(share)} % of them)"
         )
+        if recurs:
+            problems.append(what + ", in most of the steps: recompiles, a steady cost")
+            gain_us += compile_us
+        else:
+            once.append(
+                what + ": a first pass's one-time cost, set apart from the steady-state verdicts"
+            )
         fixes.append(_RECOMPILE_FIX)
-        gain_us += compile_us
     for i, rest, runs in slow:
         top, lo = float(ctx.op_dur[i]), float(ctx.op_ts[i])
         name = ctx.op_name[i]
-        first = not bool((reg & (ctx.op_name == name) & (ctx.op_ts < lo)).any())
-        problems.append(
+        first = not bool(((reg | calls) & (ctx.op_name == name) & (ctx.op_ts < lo)).any())
+        inside = overlap(cs, ce, lo, lo + top)
+        once.append(
             f"{'the first' if first else 'one'} run of {ctx.names[int(name)]} took "
             f"{top / 1000:,.1f} ms, its other {runs - 1} {rest / 1000:,.2f} ms (median): a "
-            "one-time cost (autotuning, CUDA-graph recording, module loading)"
+            "one-time cost (autotuning, CUDA-graph recording, module loading"
+            + (f"; {inside / 1000:,.1f} ms of it compiling" if inside > 0 else "")
+            + ")"
         )
-        # compiling inside that run is counted once, above
-        gain_us += max(top - rest - overlap(cs, ce, lo, lo + top), 0.0)
         if not fixes:
             fixes.append(_RECOMPILE_FIX)
     if pairs:
@@ -253,17 +257,17 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
             "the compiled graphs"
         )
         fixes.append(_BREAK_FIX)
-    if problems:
+    said = problems + once
+    if said:
         return [
             Finding(
                 id="compiled-regions",
-                status=Status.WARN,
-                title=problems[0]
-                + (f"; and {len(problems) - 1} more (below)" if len(problems) > 1 else ""),
+                status=Status.WARN if problems else Status.INFO,
+                title=said[0] + (f"; and {len(said) - 1} more (below)" if len(said) > 1 else ""),
                 evidence=evidence,
                 fix="; ".join(dict.fromkeys(fixes)),
                 group=GROUP,
-                details=tuple(problems[1:] + details),
+                details=tuple(said[1:] + details),
                 gain=min(gain_us / analysed, 1.0) if analysed > 0 and gain_us > 0 else None,
             )
         ]
