@@ -41,7 +41,7 @@ def test_real_triton_example_runs_one_compiled_region():
     assert f.status is Status.INFO
     assert f.title == (
         "The step runs compiled code: 1 run of 1 compiled frame; compiler-generated (Triton) "
-        "kernels 100.0 % of GPU time"
+        "kernels 100.0 % of GPU time; 100.0 % of the kernels launched by compiled code"
     )
     assert _ev(f, "compiled_region_runs") == 1 and _ev(f, "frames") == 1
     assert _ev(f, "compiler_kernel_share") == 100.0

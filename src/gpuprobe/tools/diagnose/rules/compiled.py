@@ -1,5 +1,7 @@
 """torch.compile and CUDA graphs: which of the step's work runs compiled (TorchDynamo's
-regions, Triton kernels, graph replays), and what a Kineto trace shows going wrong with it.
+regions, Triton kernels, graph replays), what a Kineto trace shows going wrong with it, and
+what advice fits the run (:func:`compiled_run`, :func:`remedy`: the other rules ask here rather
+than saying "torch.compile(model)" to a run that is compiled already).
 
 What goes wrong, as a trace shows it: compiling inside the profiled steps (a recompile, or the
 first compile), one run of a region far slower than its others (autotuning, graph recording,
@@ -17,6 +19,9 @@ in the source (``torch._dynamo.explain``), or a compile that happened before pro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
 import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
@@ -25,6 +30,7 @@ from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.intervals import merge_intervals, overlap
 from gpuprobe.tools.diagnose.kernels import PROVENANCE_COMPILER, provenance_of_activities
+from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
 from gpuprobe.tools.diagnose.onetime import (
     REGION_SLOW_FACTOR,
     REGION_SLOW_MIN_RUNS,
@@ -36,11 +42,24 @@ from gpuprobe.tools.diagnose.onetime import (
 from gpuprobe.tools.diagnose.rules._common import GROUP, pct, steady_total
 
 __all__ = [
+    "COMPILED_STEP_FRACTION",
+    "EAGER_LEFT_FRACTION",
     "REGION_SLOW_FACTOR",
     "REGION_SLOW_MIN_RUNS",
     "REGION_SLOW_MIN_US",
+    "REMEDIES",
+    "CompiledRun",
     "compiled_regions",
+    "compiled_run",
+    "remedy",
 ]
+
+COMPILED_STEP_FRACTION = 0.5  # of the analysed steps' kernels launched by compiled code (inside
+# a compiled region or graph call, a compiler's kernel, a CUDA-graph replay) from which the
+# step's work is compiled: "torch.compile(model)" is no advice for it any more; ours
+EAGER_LEFT_FRACTION = 0.1  # of those kernels launched outside compiled code, from which a
+# compiled run is told to compile that eager code too (graph breaks, the loss, the optimizer);
+# ours
 
 _RECOMPILE_FIX = (
     "profile after warm-up (torch.profiler.schedule(wait=1, warmup=2, active=3) with the "
@@ -54,6 +73,222 @@ _BREAK_FIX = (
     "and remove them (no .item()/.tolist()/print/numpy in forward, no data-dependent Python "
     "branches); torch.compile(model, fullgraph=True) turns a break into an error"
 )
+
+
+# -- what runs compiled, and the advice that fits ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompiledRun:
+    """How much of the analysed steps' work is compiled: kernels in all, those launched by
+    compiled code (inside a TorchDynamo region or a compiled-graph call, a compiler's (Triton)
+    kernel, or replayed from a CUDA/HIP graph), the graph replays, whether any compiler kernel
+    ran, and the frames compiled more than once."""
+
+    kernels: int
+    compiled_kernels: int
+    graph_launches: int
+    graphs_per_step: float
+    graph_share: float  # of the steps' GPU time replayed from graphs
+    compiler_kernels: bool
+    compiled_calls: int  # region runs and compiled-graph calls
+    recompiled: int  # frames with a compile id above 0
+
+    @property
+    def share(self) -> float:
+        """The share of the steps' kernels launched by compiled code (0 without kernels)."""
+        return self.compiled_kernels / self.kernels if self.kernels else 0.0
+
+    @property
+    def any(self) -> bool:
+        """Any compiled code in the steps."""
+        return self.compiled_kernels > 0 or self.compiled_calls > 0 or self.graph_launches > 0
+
+    @property
+    def compiled(self) -> bool:
+        """The step's work is compiled (:data:`COMPILED_STEP_FRACTION` of its kernels)."""
+        return self.share >= COMPILED_STEP_FRACTION
+
+    @property
+    def graphs(self) -> bool:
+        """The step replays CUDA/HIP graphs."""
+        return self.graph_launches > 0
+
+    @property
+    def eager_share(self) -> float:
+        """The share of the steps' kernels launched outside compiled code."""
+        return 1.0 - self.share if self.kernels else 0.0
+
+
+_RUNS: WeakKeyDictionary[TraceContext, CompiledRun] = WeakKeyDictionary()
+
+
+def _inside(
+    ts: np.ndarray, tid: np.ndarray, spans: dict[int, tuple[np.ndarray, np.ndarray]]
+) -> np.ndarray:
+    """Whether each time ``ts`` on thread ``tid`` falls in that thread's merged ``spans``
+    (key -1: spans of any thread)."""
+    out = np.zeros(ts.size, dtype=bool)
+    for key, (s, e) in spans.items():
+        if s.size == 0:
+            continue
+        m = np.ones(ts.size, dtype=bool) if key == -1 else tid == key
+        k = np.searchsorted(s, ts[m], side="right") - 1
+        out[m] |= (k >= 0) & (ts[m] < e[np.maximum(k, 0)])
+    return out
+
+
+def compiled_run(ctx: TraceContext) -> CompiledRun:
+    """What of the analysed steps runs compiled (cached per trace context)."""
+    got = _RUNS.get(ctx)
+    if got is not None:
+        return got
+    sel = (ctx.gpu_step >= 0) & (ctx.gpu_kind == GPU_KIND_KERNEL)
+    ops = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) | P.COMPILED_CALL.mask(
+        ctx.op_name, ctx.names
+    )
+    fx = P.COMPILED_CALL.mask(ctx.ann_name, ctx.names)
+    compiled = sel & ctx.graph_kernel_mask
+    compiler = sel & (provenance_of_activities(ctx) == PROVENANCE_COMPILER)
+    compiled |= compiler
+    if ops.any() or fx.any():
+        spans = {
+            int(t): merge_intervals(
+                ctx.op_ts[ops & (ctx.op_tid == t)],
+                (ctx.op_ts + ctx.op_dur)[ops & (ctx.op_tid == t)],
+            )
+            for t in np.unique(ctx.op_tid[ops]).tolist()
+        }
+        spans[-1] = merge_intervals(ctx.ann_ts[fx], ctx.ann_ts[fx] + ctx.ann_dur[fx])
+        launched = sel & (ctx.gpu_rt >= 0)
+        rt = ctx.gpu_rt[launched]
+        hit = _inside(ctx.rt_ts[rt], ctx.rt_tid[rt], spans)
+        idx = np.nonzero(launched)[0]
+        compiled[idx[hit]] = True
+    gpu_sel = ctx.gpu_step >= 0
+    total = float(ctx.gpu_dur[gpu_sel].sum())
+    graph_launches = int((P.GRAPH_LAUNCH.mask(ctx.rt_name, ctx.names) & (ctx.rt_step >= 0)).sum())
+    reg = P.COMPILED_REGION.mask(ctx.op_name, ctx.names) & (ctx.op_step >= 0)
+    run = CompiledRun(
+        kernels=int(sel.sum()),
+        compiled_kernels=int(compiled.sum()),
+        graph_launches=graph_launches,
+        graphs_per_step=graph_launches / max(len(ctx.steps), 1),
+        graph_share=float(ctx.gpu_dur[gpu_sel & ctx.graph_kernel_mask].sum()) / total
+        if total > 0
+        else 0.0,
+        compiler_kernels=bool(compiler.any()),
+        compiled_calls=int((ops & (ctx.op_step >= 0)).sum())
+        + int((fx & (ctx.ann_step >= 0)).sum()),
+        recompiled=sum(1 for c in _ids(ctx, reg).values() if max(c) > 0),
+    )
+    _RUNS[ctx] = run
+    return run
+
+
+# The advice each rule needs, by what the run is: eager (no compiled code), compiled (most of
+# its kernels from compiled code, without CUDA graphs), graphs (replaying CUDA/HIP graphs), or
+# partly compiled (compiled code, but most kernels launched eagerly). {share}, {eager},
+# {graphs}, {graph_share} and {extra} are filled in by remedy().
+_FIND_BREAKS = (
+    "look for graph breaks and recompiles, which leave eager code and extra launches between "
+    "the compiled graphs (TORCH_LOGS=recompiles,graph_breaks; torch._dynamo.explain(model)"
+    "(*inputs))"
+)
+_GRAPHS = "replay it as CUDA graphs: torch.compile(model, mode='reduce-overhead') (or "
+_GRAPHS += "mode='max-autotune', which also tunes the kernels)"
+REMEDIES: dict[str, dict[str, str]] = {
+    "launch": {
+        "eager": "give each kernel more work (a larger batch); fuse ops with "
+        "torch.compile(model); capture the step in a CUDA graph "
+        "(torch.compile(mode='reduce-overhead'))",
+        "partly": "only {share} % of the step's kernels come from compiled code: compile the "
+        "code that launches the others too (torch.compile on the functions that run eagerly), "
+        "and " + _FIND_BREAKS + "; give each kernel more work (a larger batch)",
+        "compiled": "the step is compiled already ({share} % of its kernels from compiled "
+        "code): " + _GRAPHS + "; " + _FIND_BREAKS + "{extra}; give each kernel more work "
+        "(a larger batch)",
+        "graphs": "the step already replays CUDA graphs ({graphs} per step, {graph_share} % of "
+        "its GPU time): give each kernel more work (a larger batch), take host syncs out of the "
+        "step (each one drains the queue the replays keep full), and bring into the graphs what "
+        "still launches one kernel at a time ({eager} % of the kernels: graph breaks, or ops "
+        "CUDA graphs cannot hold: TORCH_LOGS=graph_breaks,perf_hints names them)",
+    },
+    "launch-brief": {
+        "eager": "larger batches, torch.compile(model), CUDA graphs",
+        "partly": "compile the code that runs eagerly ({eager} % of the kernels), larger batches",
+        "compiled": "CUDA graphs (mode='reduce-overhead'), fewer graph breaks, larger batches",
+        "graphs": "larger batches, fewer host syncs, more of the step in its CUDA graphs",
+    },
+    "short": {
+        "eager": "fuse small kernels: torch.compile(model), or larger tensors per kernel",
+        "partly": "fuse small kernels: compile the code that runs eagerly ({eager} % of the "
+        "kernels), or larger tensors per kernel",
+        "compiled": "the kernels are short though compiled: larger tensors per kernel (a "
+        "larger batch), or CUDA graphs (mode='reduce-overhead') to launch them back to back",
+        "graphs": "the kernels are short though replayed from CUDA graphs: larger tensors per "
+        "kernel (a larger batch)",
+    },
+    "overhead": {
+        "eager": "Give each op more work (a larger batch), cut the ops per step "
+        "(torch.compile(model)) or replay the step as a CUDA graph",
+        "partly": "Give each op more work (a larger batch), or compile the code that runs "
+        "eagerly ({eager} % of the kernels: torch.compile on the functions that launch them)",
+        "compiled": "The step is compiled already: "
+        + _GRAPHS
+        + "; "
+        + _FIND_BREAKS
+        + "{extra}; give each op more work (a larger batch)",
+        "graphs": "The step replays CUDA graphs already ({graphs} per step): what is left on "
+        "the host runs outside them; give each op more work (a larger batch), take host syncs "
+        "out of the step, and bring the eager part ({eager} % of the kernels) into the graphs",
+    },
+    "first-call": {
+        "eager": "a first TorchScript or torch.compile call does this once: profile after warm-up",
+        "compiled": "a compiled run's first calls compile, autotune, record CUDA graphs and "
+        "load kernels with nothing traced: profile after warm-up (every input shape run once "
+        "first); if it recurs, TORCH_LOGS=recompiles names the guard that fails",
+    },
+}
+
+
+def _state(run: CompiledRun) -> str:
+    if not run.any:
+        return "eager"
+    if run.graphs:
+        return "graphs"
+    return "compiled" if run.compiled else "partly"
+
+
+def remedy(ctx: TraceContext, need: str) -> str:
+    """The advice for ``need`` (a key of :data:`REMEDIES`: ``launch``, ``launch-brief``,
+    ``short``, ``overhead``, ``first-call``) that fits this run: eager, partly compiled,
+    compiled, or replaying CUDA graphs (:func:`compiled_run`). A compiled run is never told to
+    use torch.compile(model)."""
+    run = compiled_run(ctx)
+    state = _state(run)
+    table = REMEDIES[need]
+    text = table.get(state) or table["compiled"]
+    extra = ""
+    if state == "compiled" and run.eager_share >= EAGER_LEFT_FRACTION:
+        extra = (
+            f"; {pct(run.eager_share)} % of the kernels still launch eagerly, between the "
+            "compiled regions: compile that code too"
+        )
+    if state == "compiled" and not run.compiler_kernels and run.compiled_calls:
+        extra += (
+            "; no Triton kernel ran: if the backend is not Inductor (aot_eager, a custom "
+            "backend), the default backend='inductor' fuses the pointwise ops"
+        )
+    if run.recompiled and state in ("compiled", "partly"):
+        extra += f"; {run.recompiled} frame(s) compiled more than once (TORCH_LOGS=recompiles)"
+    return text.format(
+        share=pct(run.share),
+        eager=pct(run.eager_share),
+        graphs=f"{run.graphs_per_step:.0f}",
+        graph_share=pct(run.graph_share),
+        extra=extra,
+    )
 
 
 def _breaks(
@@ -199,6 +434,7 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
     pairs, eager_n, eager_us = _breaks(ctx, reg, calls, fx)
     slow = slow_compiled_runs(ctx, reg | calls)
     recurs = compile_events > 0 and compiling_recurs(ctx, compile_spans(ctx)[0])
+    run = compiled_run(ctx)
     triton_share = float(ctx.gpu_dur[triton].sum()) / gpu_total if gpu_total > 0 else None
     graph_share = float(ctx.gpu_dur[replayed].sum()) / gpu_total if gpu_total > 0 else None
     evidence = (
@@ -206,6 +442,7 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
         Evidence("frames", len(frames)),
         Evidence("compiled_graph_calls", int(calls.sum()) + fx_calls),
         Evidence("compiler_kernel_share", pct(triton_share), "%"),
+        Evidence("compiled_kernel_share", pct(run.share), "%"),
         Evidence("graph_replays", graph_calls),
         Evidence("graph_replayed_share", pct(graph_share), "%"),
         Evidence("compiling", round(compile_us, 1), "µs"),
@@ -282,6 +519,8 @@ def compiled_regions(ctx: TraceContext) -> list[Finding]:
         parts.append(
             f"{_n(graph_calls, 'CUDA-graph replay')} running {_share(graph_share)} of GPU time"
         )
+    if run.kernels:
+        parts.append(f"{_share(run.share)} of the kernels launched by compiled code")
     if recompiled:
         details.insert(0, "no compiling seen inside the profiled steps")
     return [
