@@ -81,9 +81,10 @@ _BREAK_FIX = (
 @dataclass(frozen=True)
 class CompiledRun:
     """How much of the analysed steps' work is compiled: kernels in all, those launched by
-    compiled code (inside a TorchDynamo region or a compiled-graph call, a compiler's (Triton)
-    kernel, or replayed from a CUDA/HIP graph), the graph replays, whether any compiler kernel
-    ran, and the frames compiled more than once."""
+    compiled code (inside a TorchDynamo region or a compiled-graph call, an Inductor (Triton)
+    kernel, or replayed from a CUDA/HIP graph; a library's own Triton kernels, vLLM's say, are
+    not torch.compile's), the graph replays, whether any Inductor kernel ran, and the frames
+    compiled more than once."""
 
     kernels: int
     compiled_kernels: int
@@ -149,7 +150,7 @@ def compiled_run(ctx: TraceContext) -> CompiledRun:
     )
     fx = P.COMPILED_CALL.mask(ctx.ann_name, ctx.names)
     compiled = sel & ctx.graph_kernel_mask
-    compiler = sel & (provenance_of_activities(ctx) == PROVENANCE_COMPILER)
+    compiler = sel & P.INDUCTOR_KERNEL.mask(ctx.gpu_name, ctx.names)
     compiled |= compiler
     if ops.any() or fx.any():
         spans = {
