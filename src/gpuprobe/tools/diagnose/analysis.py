@@ -38,8 +38,8 @@ class TraceContext(TraceColumns):
         self.unsteady_lead: list[steadiness.StepFacts] = []
         self.unsteady_lead_calls_us = 0.0  # one-time calls' time in them (one-time-start's)
         if steps is None:
-            calls = self.one_time_calls
-            warm = onetime.warmup_steps(self, calls)
+            calls, spans = self.one_time_calls, self.one_time_spans
+            warm = onetime.warmup_steps(self, calls, spans)
             lead = steadiness.leading_slow_steps(self, calls, skip=len(warm))
             lead_calls = steadiness.one_time_call_us(self, calls)[len(warm) : len(warm) + len(lead)]
             rest = self.steps[len(warm) + len(lead) :]
@@ -47,6 +47,7 @@ class TraceContext(TraceColumns):
                 self.__dict__.clear()  # the cached columns of the first selection
                 super().__init__(raw, (rest[0].number, rest[-1].number))
                 self.__dict__["one_time_calls"] = calls
+                self.__dict__["one_time_spans"] = spans
                 self.warmup = warm
                 self.unsteady_lead = lead
                 self.unsteady_lead_calls_us = float(lead_calls.sum())
@@ -105,6 +106,13 @@ class TraceContext(TraceColumns):
         return onetime.first_calls(self)
 
     @cached_property
+    def one_time_spans(self) -> onetime.OneTimeSpans:
+        """The one-time host stretches of a compiled run's first pass: compiling, a compiled
+        region's far slower run, the untraced time before a first compiled run or launch
+        (:func:`.onetime.one_time_spans`)."""
+        return onetime.one_time_spans(self, self.one_time_calls)
+
+    @cached_property
     def one_time_share(self) -> tuple[float, float]:
         """(µs lost to one-time start-up: the GPU's idle time in one-time calls inside the
         analysed steps, or the calls' own time without GPU activity, plus the warm-up steps
@@ -116,10 +124,15 @@ class TraceContext(TraceColumns):
         else:
             calls = self.one_time_calls
             ops = self.first_calls[self.op_step[self.first_calls] >= 0]
+            spans = self.one_time_spans
             a, b = merge_intervals(
-                np.concatenate([self.rt_ts[calls], self.op_ts[ops]]),
+                np.concatenate([self.rt_ts[calls], self.op_ts[ops], spans.start]),
                 np.concatenate(
-                    [self.rt_ts[calls] + self.rt_dur[calls], self.op_ts[ops] + self.op_dur[ops]]
+                    [
+                        self.rt_ts[calls] + self.rt_dur[calls],
+                        self.op_ts[ops] + self.op_dur[ops],
+                        spans.end,
+                    ]
                 ),
             )
             keep = self.step_of(a) >= 0
@@ -134,11 +147,16 @@ class TraceContext(TraceColumns):
 
     @property
     def cold(self) -> bool:
-        """True when the profile is a cold first pass with no steady part to judge: no step
-        outside the warm-up, and one-time start-up takes :data:`.onetime.COLD_TRACE_FRACTION` of
-        it or more."""
-        stepless = all(s.number is None for s in self.steps)
-        return stepless and self.one_time_share[1] >= onetime.COLD_TRACE_FRACTION
+        """True when the profile is a cold first pass with no steady part to judge: one-time
+        start-up takes :data:`.onetime.COLD_TRACE_FRACTION` or more of a trace without steps,
+        or of the median analysed step (the warm-up steps, left out, do not count): a first
+        pass profiled whole, such as a single compiled step that compiles."""
+        if all(s.number is None for s in self.steps):
+            return self.one_time_share[1] >= onetime.COLD_TRACE_FRACTION
+        if not self.has_gpu:
+            return False
+        lost = self.idle_of_cause("startup") / np.maximum(self.timed_durations, 1e-9)
+        return float(np.median(lost)) >= onetime.COLD_TRACE_FRACTION
 
     @cached_property
     def untraced_intervals(self) -> tuple[np.ndarray, np.ndarray]:
@@ -161,6 +179,7 @@ class TraceContext(TraceColumns):
             ),
             self.untraced_intervals,
             idle.cpu_work_intervals(self, self.op_top & self.on_launch_threads),
+            self.one_time_spans.merged(),
         )
 
     @cached_property

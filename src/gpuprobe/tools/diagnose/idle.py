@@ -177,8 +177,17 @@ def _waiting_intervals(
     nothing)."""
     if not m.any():
         return np.zeros(0), np.zeros(0)
-    ts = ctx.rt_ts[m]
-    ret = ts + ctx.rt_dur[m]
+    return _refilled(ctx, d, ctx.rt_ts[m], ctx.rt_ts[m] + ctx.rt_dur[m], drained_only)
+
+
+def _refilled(
+    ctx: TraceColumns, d: int, ts: np.ndarray, ret: np.ndarray, drained_only: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Host stretches [ts, ret] each with the refill after it on device ``d`` (the time to the
+    start of the next GPU activity), capped at the stretch's own length (0 with
+    ``drained_only`` for a stretch during which the device did nothing)."""
+    if ts.size == 0:
+        return np.zeros(0), np.zeros(0)
     starts, ends = ctx.merged_by_device[d]
     if starts.size == 0:
         return merge_intervals(ts, ret)
@@ -193,13 +202,19 @@ def _waiting_intervals(
 
 
 def startup_intervals(
-    ctx: TraceColumns, calls: np.ndarray, d: int
+    ctx: TraceColumns,
+    calls: np.ndarray,
+    d: int,
+    spans: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0)),
 ) -> tuple[np.ndarray, np.ndarray]:
-    """For device ``d``: each one-time call (``calls``: :func:`.onetime.one_time_calls`) and the
-    refill after it, up to the call's own length."""
+    """For device ``d``: each one-time call (``calls``: :func:`.onetime.one_time_calls`) and
+    each one-time host stretch (``spans``, merged: :func:`.onetime.one_time_spans`: a compiled
+    run's compiling and first runs), with the refill after it, up to its own length."""
     m = np.zeros(ctx.rt_ts.size, dtype=bool)
     m[calls] = True
-    return _waiting_intervals(ctx, d, m, drained_only=False)
+    a, b = _waiting_intervals(ctx, d, m, drained_only=False)
+    c, e = _refilled(ctx, d, spans[0], spans[1], drained_only=False)
+    return merge_intervals(np.concatenate([a, c]), np.concatenate([b, e]))
 
 
 def _sync_intervals(ctx: TraceColumns, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -242,16 +257,18 @@ def idle_by_cause(
     first_calls: tuple[np.ndarray, np.ndarray],
     untraced: tuple[np.ndarray, np.ndarray],
     cpu_work: tuple[np.ndarray, np.ndarray],
+    one_time_spans: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0)),
 ) -> dict[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Per device, the GPU's idle time inside the selected steps split by cause
     (:data:`IDLE_CAUSES`), each instant given to the first cause that covers it. Graph
     capture is host work that queues nothing to run: its time is ``host``, not ``sync``; so
     is a late launch's gap of :data:`~.columns.LAUNCH_GAP_MAX_US` or more, or one that CPU work
     fills for the most part (the host worked on something else; a launch only ended it).
-    ``dataloader``, ``capture``, ``one_time``, ``first_calls``, ``untraced`` and ``cpu_work``:
-    :func:`dataloader_intervals`, :func:`capture_intervals`, :func:`.onetime.one_time_calls`,
-    the spans of :func:`.onetime.first_calls`, :func:`untraced_intervals`,
-    :func:`cpu_work_intervals`."""
+    ``dataloader``, ``capture``, ``one_time``, ``first_calls``, ``untraced``, ``cpu_work``
+    and ``one_time_spans``: :func:`dataloader_intervals`, :func:`capture_intervals`,
+    :func:`.onetime.one_time_calls`, the spans of :func:`.onetime.first_calls`,
+    :func:`untraced_intervals`, :func:`cpu_work_intervals`, the merged
+    :func:`.onetime.one_time_spans`."""
     out: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for d in ctx.devices:
         rest = subtract_intervals(ctx.gpu_step_windows(d), ctx.merged_by_device[d])
@@ -260,7 +277,11 @@ def idle_by_cause(
             "startup": merge_intervals(
                 *(
                     np.concatenate(p)
-                    for p in zip(startup_intervals(ctx, one_time, d), first_calls, strict=True)
+                    for p in zip(
+                        startup_intervals(ctx, one_time, d, one_time_spans),
+                        first_calls,
+                        strict=True,
+                    )
                 )
             ),
             "input": dataloader,

@@ -407,18 +407,24 @@ _RETURNS = r"^(?:(?:void|std::enable_if<.*?>::type)\s+)?"
 # kernels, triton_tem_ templates such as triton_tem_fused_mm_0; PyTorch 2.0 named them
 # triton__0d1d2d), Triton kernels named so by their authors (create_..._triton), the Triton
 # kernels of OpenAI's triton_kernels library (_matmul_ogs_..., _topk_forward: vLLM's MoE) and of
-# vLLM's unified attention (kernel_unified_attention_2d), XLA fusions (fusion_12,
+# vLLM's unified attention (kernel_unified_attention_2d) and FlashInfer backend
+# (_copy_page_indices_kernel), XLA fusions (fusion_12,
 # loop_add_fusion), nvFuser (nvfuser_pointwise_f0_c1_r0_g0; kernel1 in older versions), TVM
 # (tvmgen_..., fused_..._kernel0) and TensorRT's Myelin (__myl_...).
 COMPILER_KERNEL = NamePattern(
     re.compile(
         _RETURNS + r"(?:triton_|\w*_triton(?:_\w*)?\b|_?p?_matmul_ogs_|_topk_(?:forward|backward)\b"
         r"|_sum_bitmatrix_rows\b|_combined_routing_(?:memset|compute)\b|_finalize_matmul"
-        r"|kernel_unified_attention_[23]d\b|(?:\w+_)?fusion(?:[._]\d+)*$|nvfuser_"
+        r"|kernel_unified_attention_[23]d\b|_copy_page_indices_kernel\b"
+        r"|(?:\w+_)?fusion(?:[._]\d+)*$|nvfuser_"
         r"|(?:CudaCodeGen::)?kernel\d+$|tvmgen_|fused_\w+_kernel\d+$|__myl_)"
     ),
     "compiler",
 )
+# The kernels Inductor (torch.compile) writes: all named triton_... (fused kernels, templates,
+# PyTorch 2.0's triton__0d1d2d), unlike a library's own Triton kernels (vLLM's, triton_kernels'):
+# what rules/compiled.py counts as compiled code.
+INDUCTOR_KERNEL = NamePattern(re.compile(r"^triton_"), "Inductor kernel")
 # Inductor's fused pointwise and reduction kernels: their names list the ATen ops fused into
 # them (triton_poi_fused_addmm_gelu_view_15, ..._convolution_native_layer_norm_...), so a GEMM or
 # convolution named there ran elsewhere (an extern cuBLAS/cuDNN call or a template).
@@ -466,7 +472,8 @@ FRAMEWORK_ANYWHERE = NamePattern(
 # ...), apex (multi_tensor_apply with adamMode_t, cuApplyLayerNorm), FlashAttention (flash::,
 # flash_fwd_kernel), xFormers/CUTLASS fmha, FlashInfer, Transformer Engine, TensorRT-LLM
 # (tensorrt_llm::, trtllm-gen bmm_*/fmhaSm100* and moe::dev:: kernels), vLLM (vllm::), SGLang
-# (sgl_kernel, sgl_hip), AITER (aiter), DeepGEMM, bitsandbytes, Marlin.
+# (sgl_kernel, sgl_hip), AITER (aiter; its group norm, groupnorm_kernel_dispatch_up/down, in an
+# anonymous namespace), DeepGEMM, bitsandbytes, Marlin.
 LIBRARY_KERNEL = NamePattern(
     re.compile(
         r"(?i:cublas|cudnn|cufft|cusparse|cusolver|curand|rocblas|hipblas|miopen|rocrand|rocfft"
@@ -492,6 +499,7 @@ LIBRARY_KERNEL = NamePattern(
         + _RETURNS
         + r"(?:bmm_(?:Bfloat16|Fp16|Fp8|E[245]m\d|MxE)|fmhaSm\d+)"
         r"|\bvllm::|sgl_kernel|sgl_hip|_ZN\d+sgl_|\baiter\b|_ZN5aiter|deep_gemm|deep_ep"
+        r"|groupnorm_kernel_dispatch_(?:up|down)\b"
         r"|\bk(?:Quantize|Dequantize)Blockwise|kOptimizer\w*State|kgemm_4bit|\bmarlin"
     ),
     "library",
@@ -502,6 +510,7 @@ __all__ += [
     "FRAMEWORK_ANYWHERE",
     "FRAMEWORK_KERNEL",
     "INDUCTOR_FUSED_KERNEL",
+    "INDUCTOR_KERNEL",
     "LIBRARY_KERNEL",
     "TRITON_GEMM_KERNEL",
 ]

@@ -120,9 +120,18 @@ def _host(ctx: TraceContext) -> tuple[Change, str]:
 
 @prices("launch-bound")
 def _launch(ctx: TraceContext) -> tuple[Change, str]:
-    # host time that is not dispatch: CPU work, and untraced stretches (untraced-host's)
+    # host time that is not dispatch: CPU work, untraced stretches (untraced-host's), and a
+    # compiled run's one-time stretches (compiling, a first run's stalls: one-time-start's)
     work = merge_intervals(
-        *(np.concatenate(p) for p in zip(cpu_work(ctx), ctx.untraced_intervals, strict=True))
+        *(
+            np.concatenate(p)
+            for p in zip(
+                cpu_work(ctx),
+                ctx.untraced_intervals,
+                ctx.one_time_spans.merged(),
+                strict=True,
+            )
+        )
     )
     change, floor = launch_floor(ctx, ctx.whatif.graph, ctx.dataloader_intervals, work)
     return change, f"launch gaps at the trace's fast-launch floor ({floor:.1f} µs)"

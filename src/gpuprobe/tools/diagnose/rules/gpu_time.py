@@ -28,6 +28,7 @@ from gpuprobe.tools.diagnose.rules._common import (
     step_range,
 )
 from gpuprobe.tools.diagnose.rules._common import per_step as per
+from gpuprobe.tools.diagnose.rules.compiled import REMEDIES, compiled_run, remedy
 
 __all__ = [
     "CAUSE_FIX",
@@ -35,6 +36,7 @@ __all__ = [
     "GPU_BUSY_WARN_FRACTION",
     "LAUNCH_IDLE_WARN_FRACTION",
     "LAUNCH_MANY_KERNELS_PER_STEP",
+    "cause_fix",
     "gpu_idle",
     "idle_causes",
     "launch_bound",
@@ -57,7 +59,7 @@ CAUSE_TEXT = {
     "short": f"in gaps under {KERNEL_WAIT_MAX_GAP_US:.0f} µs between queued kernels",
     "other": "with no cause recorded in the trace (no sync, DataLoader or late launch covers it)",
 }
-CAUSE_FIX = {
+CAUSE_FIX = {  # for an eager run; cause_fix() fits the launch and kernel-gap ones to the run
     "startup": "see the one-time-start finding: profile after warm-up "
     "(torch.profiler.schedule(wait=1, warmup=1, active=3))",
     "input": "see the input-bound finding: DataLoader(num_workers>0, pin_memory=True, "
@@ -67,11 +69,21 @@ CAUSE_FIX = {
     "torch.profiler.record_function('name'), or profile the Python side (py-spy)",
     "host": "see the host-work finding: take that CPU work off the step's path (onto the GPU, "
     "into DataLoader workers, or every N steps)",
-    "launch": "see the launch-bound finding: larger batches, torch.compile(model), CUDA graphs",
-    "short": "fuse small kernels: torch.compile(model), or larger tensors per kernel",
+    "launch": "see the launch-bound finding: " + REMEDIES["launch-brief"]["eager"],
+    "short": REMEDIES["short"]["eager"],
     "other": "look at the step's timeline (gpuprobe diagnose --html) for other streams, "
     "cross-stream waits or work the profiler did not record; profile with with_stack=True",
 }
+
+
+def cause_fix(ctx: TraceContext, cause: str) -> str:
+    """The fix of an idle cause that fits this run (:func:`.compiled.remedy`: a compiled run
+    is not told to use torch.compile)."""
+    if cause == "launch":
+        return "see the launch-bound finding: " + remedy(ctx, "launch-brief")
+    if cause == "short":
+        return remedy(ctx, "short")
+    return CAUSE_FIX[cause]
 
 
 def idle_causes(rows: list[StepBreakdown]) -> dict[str, float]:
@@ -144,7 +156,7 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
                 f"GPU idle {pct(1 - med)} % of step time{apart}; {pct(share[top])} % of that "
                 f"idle time {CAUSE_TEXT[top]}"
             )
-            fix = CAUSE_FIX[top]
+            fix = cause_fix(ctx, top)
             gain = cause_share(rows, top)
         out.append(
             Finding(
@@ -223,19 +235,9 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
         ]
     short = l_us is not None and k_us < l_us
     if late_share >= LAUNCH_IDLE_WARN_FRACTION:
-        if graph_calls.size:
-            fix = (
-                f"the step already replays CUDA graphs ({graphs_per_step:.0f} per step): capture "
-                "the rest of the step in them (torch.compile(mode='reduce-overhead') over the "
-                "whole step), or give each kernel more work (a larger batch)"
-            )
-        else:
-            fix = (
-                "give each kernel more work (a larger batch); fuse ops with torch.compile(model); "
-                "capture the step in a CUDA graph (torch.compile(mode='reduce-overhead'))"
-            )
-            if per_step >= LAUNCH_MANY_KERNELS_PER_STEP:
-                fix += f"; {per_step:.0f} kernels {per(ctx)} is where CUDA graphs help most"
+        fix = remedy(ctx, "launch")  # what fits the run: eager, compiled, or on CUDA graphs
+        if not compiled_run(ctx).graphs and per_step >= LAUNCH_MANY_KERNELS_PER_STEP:
+            fix += f"; {per_step:.0f} kernels {per(ctx)} is where CUDA graphs help most"
         if short:
             title = (
                 f"Launch-bound: the GPU waits for launches {pct(late_share)} % of the step; the "

@@ -24,6 +24,7 @@ from gpuprobe.tools.diagnose.rules._common import (
     per_step,
     steady_us,
 )
+from gpuprobe.tools.diagnose.rules.compiled import remedy
 from gpuprobe.tools.diagnose.rules.gpu_time import GPU_BUSY_WARN_FRACTION
 
 __all__ = [
@@ -94,12 +95,14 @@ def _python_frame(ctx: TraceContext, s: np.ndarray, e: np.ndarray) -> tuple[str,
     return ctx.names[int(ctx.py_name[i])], float(ov[i])
 
 
-_OVERHEAD_FIX = (
-    "the host is slower than the GPU: these ops spend their time on the CPU before they queue "
-    "their kernels. Give each op more work (a larger batch), cut the ops per step "
-    "(torch.compile(model)) or replay the step as a CUDA graph; check the CPU is not "
-    "oversubscribed (torch.get_num_threads(), other processes)"
-)
+def _overhead_fix(ctx: TraceContext) -> str:
+    """The fix for ops that spend long on the host before they queue their kernels, fitted to
+    the run (eager, compiled, on CUDA graphs: :func:`.compiled.remedy`)."""
+    return (
+        "the host is slower than the GPU: these ops spend their time on the CPU before they "
+        f"queue their kernels. {remedy(ctx, 'overhead')}; check the CPU is not oversubscribed "
+        "(torch.get_num_threads(), other processes)"
+    )
 
 
 def _shown(name: str) -> str:
@@ -195,7 +198,7 @@ def host_work(ctx: TraceContext) -> list[Finding]:
         )
         lead = ranked[0][0]
         overhead = gpu_op_us >= 0.5 * named and not P.TRANSFER_OP.matches(lead)
-        fix = _OVERHEAD_FIX if overhead else _fix_for(lead)
+        fix = _overhead_fix(ctx) if overhead else _fix_for(lead)
         if overhead:
             title += ", on the host before they queue their GPU work"
     elif frame:
@@ -415,7 +418,7 @@ def untraced_host(ctx: TraceContext) -> list[Finding]:
                 if ctx.op_ts.size == 0
                 else "see what runs there: profile with with_stack=True, wrap the step's parts "
                 "in torch.profiler.record_function('name'), or sample the Python side (py-spy); "
-                "a first TorchScript or torch.compile call does this once: profile after warm-up"
+                + remedy(ctx, "first-call")
             ),
             group=GROUP,
             details=details,

@@ -1,7 +1,9 @@
 """One-time start-up: calls far longer than the trace's typical launch that do not recur
 (context creation, module and library loads, handle creation, lazy kernel loading, autotuning,
-the allocator's first growth) and the warm-up steps they make, reported apart and left out of
-the steady-state verdicts (:mod:`gpuprobe.tools.diagnose.onetime`)."""
+the allocator's first growth), a compiled run's first pass (compiling inside the window, a
+compiled region's far slower first run, the untraced time before a compiled kernel's first
+launch) and the warm-up steps they make, reported apart and left out of the steady-state
+verdicts (:mod:`gpuprobe.tools.diagnose.onetime`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.onetime import (
     ONE_TIME_FACTOR,
@@ -98,6 +101,7 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
     """One-time calls and warm-up steps: how long, what share of the profiled time, which call
     in which op; the GPU idle they cause is set apart from the steady-state verdicts."""
     calls = ctx.one_time_calls
+    spans = ctx.one_time_spans
     if ctx.rt_ts.size == 0:
         return [
             Finding(
@@ -119,6 +123,8 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
         Evidence("one_time_calls", int(calls.size)),
         Evidence("one_time_first_calls", int(ctx.first_calls.size)),
         Evidence("one_time_call_time", round(float(ctx.rt_dur[calls].sum()), 1), "µs"),
+        Evidence("one_time_host_stretches", spans.size),
+        Evidence("one_time_host_time", round(float((spans.end - spans.start).sum()), 1), "µs"),
         Evidence("gpu_idle_in_one_time_calls", round(idle, 1), "µs"),
         Evidence("warmup_steps", len(warm)),
         Evidence("warmup_step_time", round(warm_us, 1), "µs"),
@@ -139,7 +145,10 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
         ]
     first = context_calls(ctx, calls)
     biggest = calls[np.argsort(-ctx.rt_dur[calls], kind="stable")][:_DETAILS]
-    details = []
+    long = np.argsort(-(spans.end - spans.start), kind="stable")[:_DETAILS]
+    details = [
+        f"{spans.what[i]}: {(spans.end[i] - spans.start[i]) / 1e3:,.1f} ms" for i in long.tolist()
+    ]
     for i in biggest:
         op = enclosing_op(ctx, int(i))
         kernel = _kernel(ctx, int(i))
@@ -149,7 +158,12 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
             + (f" launching {kernel}" if kernel else "")
             + f": {_what(ctx, int(i), first)}"
         )
-    top_ops = _outermost(ctx, ctx.first_calls)  # in the analysed steps or the warm-up ones
+    ops = ctx.first_calls  # in the analysed steps or the warm-up ones
+    # a compiled region's or graph call's slow first run is a host stretch above, named so
+    compiled = P.COMPILED_REGION.mask(ctx.op_name[ops], ctx.names) | P.COMPILED_CALL.mask(
+        ctx.op_name[ops], ctx.names
+    )
+    top_ops = _outermost(ctx, ops[~compiled])
     for i in top_ops[:_DETAILS]:
         details.append(_first_call(ctx, int(i)))
     for s in warm:
@@ -163,20 +177,27 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
             f"{lead_calls / 1e3:,.1f} ms of one-time calls in {nums}, left out as warm-up not "
             "over (the rest of their time is unsteady-window's)"
         )
-    parts = []
+    # the largest one-time cost: a runtime call, a compiled run's host stretch, or a first call
+    # that the one-time runtime call inside it does not explain
+    largest: list[tuple[float, str]] = []
     if biggest.size:
         i = int(biggest[0])
         op = enclosing_op(ctx, i)
-        parts.append(
-            f"the largest: a {ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
-            + (f" in {op}" if op else "")
-            + f", {_what(ctx, i, first)}"
+        largest.append(
+            (
+                float(ctx.rt_dur[i]),
+                f"a {ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
+                + (f" in {op}" if op else "")
+                + f", {_what(ctx, i, first)}",
+            )
         )
-    if top_ops.size and (
-        not biggest.size or ctx.op_dur[top_ops[0]] > 2 * ctx.rt_dur[biggest[0]]
-    ):  # a first call the one-time runtime call inside it does not explain
-        parts.insert(0, f"the largest: {_first_call(ctx, int(top_ops[0]))}")
-        del parts[1:]
+    if long.size:
+        i = int(long[0])
+        span = float(spans.end[i] - spans.start[i])
+        largest.append((span, f"{spans.what[i]}, {span / 1e3:,.1f} ms"))
+    if top_ops.size and (not biggest.size or ctx.op_dur[top_ops[0]] > 2 * ctx.rt_dur[biggest[0]]):
+        largest.append((float(ctx.op_dur[top_ops[0]]), _first_call(ctx, int(top_ops[0]))))
+    parts = [f"the largest: {max(largest)[1]}"] if largest else []
     if warm:
         parts.append(
             f"{'step' if len(warm) == 1 else 'steps'} "
@@ -195,7 +216,8 @@ def one_time_start(ctx: TraceContext) -> list[Finding]:
             evidence=tuple(evidence),
             fix="profile after warm-up: torch.profiler.profile(schedule=torch.profiler."
             "schedule(wait=1, warmup=1, active=3), ...) and prof.step() each iteration, so "
-            "context creation, module loads and autotuning fall before the recorded steps",
+            "context creation, module loads, compiling and autotuning fall before the recorded "
+            "steps",
             group=GROUP,
             details=tuple(details),
         )
