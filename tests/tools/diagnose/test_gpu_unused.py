@@ -96,3 +96,14 @@ def test_cuda_memory_events_show_the_gpu_ran(tmp_path):
     path = b.write(str(tmp_path / "mem.json.gz"))
     f = diagnose(path).finding("gpu-unused")
     assert f.status is Status.INFO and "CUDA memory events on device 0" in _ev(f, "gpu_use_signs")
+
+
+def test_a_window_with_runtime_calls_only_is_not_an_unused_gpu(tmp_path):
+    # a device query and a synchronize, no op on the host, nothing on the GPU (the expert set's
+    # 7-call A100 window and 5-call RTX 3090 window): nothing ran to judge, on either side
+    b = KinetoBuilder(device_name="NVIDIA A100-PCIE-40GB")
+    b.sync("cudaGetDeviceCount")
+    b.sync("cudaDeviceSynchronize")
+    f = diagnose(b.write(str(tmp_path / "empty.json.gz"))).finding("gpu-unused")
+    assert f.status is Status.OK and f.title.startswith("Unused GPU: nothing ran")
+    assert "2 runtime calls" in f.title and _ev(f, "cpu_ops") == 0

@@ -301,3 +301,24 @@ def test_a_long_call_every_step_is_not_a_first_call(tmp_path):
     assert one is not None and _ev(one, "one_time_first_calls") == 0
     host = d.finding("host-work")
     assert host is not None and host.status is Status.WARN  # 2.7 ms of each ~3.4 ms step
+
+
+def test_without_steps_a_slow_first_call_is_one_time_but_a_first_copy_is_not(tmp_path):
+    # three iterations in one window (no ProfilerStep): the first SumBackward0 takes 8.7 ms,
+    # the later ones 6 µs (a compiled run's first backward); the first aten::copy_ takes 1.4 ms
+    # after the GPU started, the later ones 10 µs: with one window that may be the input copy
+    b = KinetoBuilder()
+    for n in range(3):
+        for _ in range(5):
+            with b.op("aten::mul", self_us=10.0):
+                b.launch("void elementwise_kernel", kernel_us=20.0)
+        with b.op("aten::copy_", self_us=1400.0 if n == 0 else 10.0):
+            pass
+        with b.op("SumBackward0", self_us=8700.0 if n == 0 else 6.0):
+            b.launch("void reduce_kernel", kernel_us=20.0)
+    b.sync()
+    d = diagnose(b.write(str(tmp_path / "no_steps.json")))
+    one = d.finding("one-time-start")
+    assert _ev(one, "one_time_first_calls") == 1
+    assert "the first SumBackward0 8.7 ms" in one.title
+    assert not any("aten::copy_" in x for x in one.details)

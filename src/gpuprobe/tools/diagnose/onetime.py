@@ -143,8 +143,8 @@ def first_calls(ctx: TraceColumns) -> np.ndarray:
     """Indices into the op columns (sorted by start) of the first calls that are one-time: an
     op's first call on its thread lasting :data:`ONE_TIME_MIN_US` or more and
     :data:`FIRST_CALL_FACTOR` times its longest later call there (two or more of them), not
-    spent for the most part in copies or waits for the GPU, and (in a trace of one step or
-    none) over before the first GPU activity; e.g. a first ``aten::mul_`` of 2.7 ms whose later
+    spent for the most part in copies or waits for the GPU, and (an op that moves data, in a
+    trace of one step or none) over before the first GPU activity; e.g. a first ``aten::mul_`` of 2.7 ms whose later
     calls take 20 µs."""
     n = ctx.op_ts.size
     if n == 0:
@@ -166,9 +166,10 @@ def first_calls(ctx: TraceColumns) -> np.ndarray:
     # a first call spent copying or waiting for the GPU is the copy or sync rules' to judge
     # (one step's input copy looks like a first call when one step is profiled)
     busy = np.nonzero(ctx.sync_mask | P.NOT_ONE_TIME_CALL.mask(ctx.rt_name, ctx.names))[0]
-    # with one step (or none) a call of each step looks like a first call: there only the
-    # calls before the trace's first GPU activity (nothing launched yet) are start-up
+    # with one step (or none) the step's input copy looks like a first call: there an op
+    # that moves data counts only before the trace's first GPU activity (nothing launched yet)
     one_window = sum(st.number is not None for st in ctx.steps) < 2
+    moves = P.DATA_MOVEMENT.mask(ctx.op_name, ctx.names)
     first_gpu = float(ctx.gpu_ts.min()) if ctx.gpu_ts.size else np.inf
     for c in cand.tolist():
         later = ctx.op_dur[order[starts[c] + 1 : starts[c] + counts[c]]]
@@ -176,7 +177,7 @@ def first_calls(ctx: TraceColumns) -> np.ndarray:
         if ctx.op_dur[i] < FIRST_CALL_FACTOR * max(float(later.max()), 1e-3):
             continue
         t0, t1 = ctx.op_ts[i], ctx.op_ts[i] + ctx.op_dur[i]
-        if one_window and t1 > first_gpu:
+        if one_window and moves[i] and t1 > first_gpu:
             continue
         inside = busy[(ctx.rt_tid[busy] == ctx.op_tid[i]) & (ctx.rt_ts[busy] >= t0)]
         inside = inside[ctx.rt_ts[inside] + ctx.rt_dur[inside] <= t1]

@@ -21,6 +21,7 @@ __all__ = [
     "COPYING_RESHAPE",
     "COPY_TO_HOST",
     "DATALOADER_NEXT",
+    "DATA_MOVEMENT",
     "FP32_GEMM_KERNEL",
     "GEMM_KERNEL",
     "GPU_ONLY_OP",
@@ -192,6 +193,12 @@ LAYOUT_VIEW = NamePattern(
 )
 COPYING_RESHAPE = NamePattern(re.compile(r"^aten::(contiguous|reshape|flatten)$"), "reshape")
 CLONE = NamePattern(re.compile(r"^aten::(clone|copy_)$"), "copy")
+# Ops that move a tensor (to a device, a dtype, a layout): in a trace of one step, the step's own
+# input copy looks like a first call, so the first-call test holds them to before any GPU work.
+DATA_MOVEMENT = NamePattern(
+    re.compile(r"^aten::(to|_to_copy|copy_|clone|contiguous|pin_memory|_pin_memory)$"),
+    "data movement",
+)
 # Matrix-multiply and convolution kernels: cuBLAS/cuBLASLt (volta_/ampere_/sm80_/sm90_/sm100_
 # xmma and gemm tiles, nvjet on Hopper and Blackwell), CUTLASS (incl. wgmma tiles), cuDNN, and on
 # AMD rocBLAS/hipBLASLt (Tensile's Cijk_ kernels) and Composable Kernel (ck_, ck::). cuDNN's

@@ -159,6 +159,18 @@ def gpu_unused(ctx: TraceContext) -> list[Finding]:
                 details=tuple(used),
             )
         ]
+    if ctx.op_ts.size == 0:  # runtime calls only (device queries, a synchronize): no work
+        return [
+            Finding(
+                id="gpu-unused",
+                status=Status.OK,
+                title=f"Unused GPU: nothing ran in the profiled window ({ctx.rt_ts.size} "
+                "runtime calls, no op on the host or the GPU): profile the steps that do the "
+                "work",
+                evidence=tuple(evidence),
+                group=GROUP,
+            )
+        ]
     return [
         Finding(
             id="gpu-unused",
