@@ -29,17 +29,20 @@ from gpuprobe.tools.diagnose.model import Diagnosis
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "tests" / "data" / "diagnose" / "gpu_h200"
+CPU = ROOT / "tests" / "data" / "diagnose" / "cpu_pairs"  # benchmarks/record_cpu_pairs.py
 OUT = ROOT / "benchmarks" / "results"
 GOAL_POINTS = PAYOFF_POINTS  # of the step: the tolerance (diagnose --compare's), or
 GOAL_SHARE = PAYOFF_SHARE  # this share of the prediction
 
-PAIRS = [  # (before, after, the finding the fix is about)
-    ("loader_single_process", "loader_workers", "input-bound"),
-    ("profile_train", "profile_workers", "input-bound"),
-    ("pageable_copies", "pinned_copies", "pageable-copies"),
-    ("item_every_step", "item_fixed", "sync"),
-    ("python_loop_mask", "vectorized_mask", "python-loop"),
-    ("fp32_matmul", "tf32_matmul", "no-tensor-cores"),
+PAIRS = [  # (folder, before, after, the finding the fix is about)
+    (H200, "loader_single_process", "loader_workers", "input-bound"),
+    (H200, "profile_train", "profile_workers", "input-bound"),
+    (H200, "pageable_copies", "pinned_copies", "pageable-copies"),
+    (H200, "item_every_step", "item_fixed", "sync"),
+    (H200, "python_loop_mask", "vectorized_mask", "python-loop"),
+    (H200, "fp32_matmul", "tf32_matmul", "no-tensor-cores"),
+    (CPU, "loader_starved", "loader_fed", "input-bound"),
+    (CPU, "rows_loop", "rows_batched", "python-loop"),
 ]
 
 
@@ -49,13 +52,14 @@ def _pace(d: Diagnosis) -> float:
 
 def run() -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
-    for before, after, fid in PAIRS:
+    for folder, before, after, fid in PAIRS:
         t0 = time.perf_counter()
-        b, ctx = diagnose_with_context(str(H200 / f"{before}.json.gz"))
-        a, _ = diagnose_with_context(str(H200 / f"{after}.json.gz"))
+        b, ctx = diagnose_with_context(str(folder / f"{before}.json.gz"))
+        a, _ = diagnose_with_context(str(folder / f"{after}.json.gz"))
         f = b.finding(fid)
         priced = {p.id: p for p in b.whatif}
-        predicted = priced[fid].gain if fid in priced else None
+        # a CPU trace has no GPU to replay: the step is host time, its fix's host time out
+        predicted = priced[fid].gain if fid in priced else (f.gain if f is not None else None)
         realised = 1.0 - _pace(a) / _pace(b)
         ok = None
         if predicted is not None:
@@ -73,7 +77,12 @@ def run() -> list[dict[str, object]]:
                 "realised": round(realised, 4),
                 "pace_before_us": round(_pace(b), 1),
                 "pace_after_us": round(_pace(a), 1),
-                "note": priced[fid].note if fid in priced else "no replay change for it yet",
+                "device": "H200" if folder == H200 else "CPU (this machine)",
+                "note": priced[fid].note
+                if fid in priced
+                else "host stretches out of the host-only step"
+                if folder == CPU and predicted is not None
+                else "no replay change for it yet",
                 "within_goal": ok,
                 "compare_says": payoff.verdict if payoff is not None else "not followed",
                 "seconds": round(time.perf_counter() - t0, 2),
@@ -96,20 +105,23 @@ def main() -> None:
         "# What-if: predicted against realised gains on before/after pairs",
         "",
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, gpuprobe @ {commit}, "
-        "`benchmarks/whatif_pairs.py`; traces recorded on an NVIDIA H200 (driver 580.159.04, "
-        "CUDA 13.0, `tests/data/diagnose/gpu_h200/ORIGIN.md`). Predicted: the BEFORE trace's "
+        "`benchmarks/whatif_pairs.py`; six pairs recorded on an NVIDIA H200 (driver 580.159.04, "
+        "CUDA 13.0, `tests/data/diagnose/gpu_h200/ORIGIN.md`), two on this machine's 2-core CPU "
+        "with torch 2.13.0+cpu (`benchmarks/record_cpu_pairs.py`, "
+        "`tests/data/diagnose/cpu_pairs/`). Predicted: the BEFORE trace's "
         "gain for the finding (replay of its step graph with the cause changed, share of the "
-        "steady pace). Realised: 1 - median step after / median step before. Goal: within "
+        "steady pace; on a CPU trace, the host stretches the fix takes out of the host-only "
+        "step). Realised: 1 - median step after / median step before. Goal: within "
         f"{100 * GOAL_POINTS:.0f} points or {100 * GOAL_SHARE:.0f} % of the prediction.",
         "",
-        "| before → after | finding (status; headline) | predicted % | realised % | "
+        "| device | before → after | finding (status; headline) | predicted % | realised % | "
         "steps µs before → after | within goal | `--compare` says | how the replay changed it |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         goal = {True: "yes", False: "no", None: "not priced"}[r["within_goal"]]  # type: ignore[index]
         lines.append(
-            f"| {r['before']} → {r['after']} | {r['finding']} ({r['status']}; {r['headline']}) "
+            f"| {r['device']} | {r['before']} → {r['after']} | {r['finding']} ({r['status']}; {r['headline']}) "
             f"| {_pct(r['predicted'])} | {_pct(r['realised'])} | {r['pace_before_us']:,} → "
             f"{r['pace_after_us']:,} | {goal} | {r['compare_says']} | {r['note']} |"
         )

@@ -398,3 +398,21 @@ def test_a_wait_for_work_the_trace_does_not_show_keeps_its_price(tmp_path):
     assert ev["waits_outside_trace"] is True
     step = float(np.median([s.duration_us for s in d.steps]))
     assert f.gain == pytest.approx(40_000.0 / step, abs=0.02)
+
+
+def test_on_a_cpu_trace_a_fix_saves_the_host_stretches_it_takes_out():
+    # benchmarks/record_cpu_pairs.py on this machine's CPU: a model run row by row in a Python
+    # loop, then on the batch; the step is host time alone, so the loop's body (its ops and
+    # the Python between them) is what batching saves
+    from gpuprobe.tools.diagnose.engine import compare
+
+    pairs = DATA / "cpu_pairs"
+    c = compare(str(pairs / "rows_loop.json.gz"), str(pairs / "rows_batched.json.gz"))
+    f = c.before.finding("python-loop")
+    assert f is not None and f.status is Status.WARN and c.before.headline is f
+    ev = {e.name: e.value for e in f.evidence}
+    step = float(np.median([s.duration_us for s in c.before.steps]))
+    assert f.gain > ev["loop_ops_time_per_step"] / step  # the Python between the ops counts
+    p = next(x for x in c.payoffs if x.id == "python-loop")
+    assert p.fixed and p.verdict == "paid as predicted"
+    assert abs(p.realised - p.predicted) <= 0.05

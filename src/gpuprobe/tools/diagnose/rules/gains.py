@@ -298,6 +298,25 @@ def _explained(idle: Finding, causes: Sequence[Finding]) -> Finding:
     )
 
 
+def _host_priced(ctx: TraceContext, f: Finding, pricer: Pricer) -> Finding:
+    """On a trace without GPU work the step is the host's time alone: a fix that takes host
+    stretches out (the DataLoader's waits, a loop's body) saves exactly them; other fixes
+    keep the rule's own figure."""
+    if f.gain is None or not len(ctx.steps):
+        return f
+    change, _ = pricer(ctx)
+    a, b, keep = change.host
+    if change.gpu[0].size or change.gone.size or a.size == 0:
+        return f
+    lo, hi = merge_intervals(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    saved = sum(
+        float(np.sum(np.clip(np.minimum(hi, e) - np.maximum(lo, s), 0.0, None)))
+        for s, e in zip(ctx.step_starts.tolist(), ctx.step_ends.tolist(), strict=True)
+    ) - float(np.sum(keep))
+    total = float(ctx.step_durations.sum())
+    return replace(f, gain=min(max(saved, 0.0) / total, 1.0)) if total > 0 else f
+
+
 def price_findings(ctx: TraceContext, findings: Sequence[Finding]) -> list[Finding]:
     """``findings`` with the gain of each priced cause (warning or information) from its replay;
     gpu-idle as the sum its causes explain. A trace without GPU work keeps the rules' own
@@ -305,8 +324,11 @@ def price_findings(ctx: TraceContext, findings: Sequence[Finding]) -> list[Findi
     out: list[Finding] = []
     for f in findings:
         pricer = PRICES.get(f.id)
-        if pricer is None or f.status not in (Status.WARN, Status.INFO) or not ctx.has_gpu:
+        if pricer is None or f.status not in (Status.WARN, Status.INFO):
             out.append(f)
+            continue
+        if not ctx.has_gpu:
+            out.append(_host_priced(ctx, f, pricer))
             continue
         change, note = pricer(ctx)
         gain = ctx.whatif.price(f.id, change, note)
