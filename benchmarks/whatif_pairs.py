@@ -44,6 +44,9 @@ PAIRS = [  # (folder, before, after, the finding the fix is about)
     (CPU, "loader_starved", "loader_fed", "input-bound"),
     (CPU, "rows_loop", "rows_batched", "python-loop"),
 ]
+RANK_PAIRS = [  # folders of ranks: (before, after, the finding), on this machine's CPU (gloo)
+    (CPU, "straggler_slow", "straggler_even", "straggler"),
+]
 
 
 def _pace(d: Diagnosis) -> float:
@@ -91,12 +94,53 @@ def run() -> list[dict[str, object]]:
     return rows
 
 
+def run_ranks() -> list[dict[str, object]]:
+    """The folder pairs: the straggler finding's gain (what the job gains with the straggler at
+    the median) against the job's median step after and before."""
+    from gpuprobe.tools.diagnose.ranks import diagnose_ranks
+
+    rows: list[dict[str, object]] = []
+    for folder, before, after, fid in RANK_PAIRS:
+        t0 = time.perf_counter()
+        b = diagnose_ranks(str(folder / before))
+        a = diagnose_ranks(str(folder / after))
+        f = next(x for x in b.findings if x.id == fid)
+
+        def pace(d: object) -> float:
+            return statistics.median(r.step_median_us for r in d.ranks)  # type: ignore[attr-defined]
+
+        predicted = f.gain
+        realised = 1.0 - pace(a) / pace(b)
+        ok = None
+        if predicted is not None:
+            ok = abs(realised - predicted) <= max(GOAL_POINTS, GOAL_SHARE * predicted)
+        rows.append(
+            {
+                "device": "CPU (this machine), 2 gloo ranks",
+                "before": before + "/",
+                "after": after + "/",
+                "finding": fid,
+                "status": f.status.value,
+                "headline": f.subject or fid,
+                "predicted": predicted,
+                "realised": round(realised, 4),
+                "pace_before_us": round(pace(b), 1),
+                "pace_after_us": round(pace(a), 1),
+                "note": "the straggler at the median rank (the others' wait for it)",
+                "within_goal": ok,
+                "compare_says": "(a folder: not compared)",
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
+    return rows
+
+
 def _pct(x: object) -> str:
     return f"{100 * x:.1f}" if isinstance(x, float) else "—"
 
 
 def main() -> None:
-    rows = run()
+    rows = run() + run_ranks()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()

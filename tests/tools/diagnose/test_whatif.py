@@ -416,3 +416,18 @@ def test_on_a_cpu_trace_a_fix_saves_the_host_stretches_it_takes_out():
     p = next(x for x in c.payoffs if x.id == "python-loop")
     assert p.fixed and p.verdict == "paid as predicted"
     assert abs(p.realised - p.predicted) <= 0.05
+
+
+def test_the_gloo_straggler_pair_is_predicted_within_the_goal():
+    # benchmarks/record_cpu_pairs.py: two gloo ranks on this CPU, rank 1 with 12 ms of its own
+    # extra work a step, then none; the straggler finding's gain against the job's median step
+    from gpuprobe.tools.diagnose.ranks import diagnose_ranks
+
+    slow = diagnose_ranks(str(DATA / "cpu_pairs" / "straggler_slow"))
+    even = diagnose_ranks(str(DATA / "cpu_pairs" / "straggler_even"))
+    f = next(x for x in slow.findings if x.id == "straggler")
+    assert f.status is Status.WARN and slow.straggler == 1
+    assert "its own work outside the collectives is" in f.title
+    pace = [float(np.median([r.step_median_us for r in d.ranks])) for d in (slow, even)]
+    realised = 1.0 - pace[1] / pace[0]
+    assert abs(realised - f.gain) <= max(0.05, 0.25 * f.gain)
