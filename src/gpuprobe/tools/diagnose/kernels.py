@@ -101,6 +101,17 @@ def _by_name(ctx: TraceContext, label_of: Callable[[str], int], default: int) ->
     return table[ctx.gpu_name]
 
 
+def _memo(ctx: TraceContext, key: str, make: Callable[[], np.ndarray]) -> np.ndarray:
+    """``make()`` once per trace context (read-only: every rule shares it); a context made
+    again over other steps starts afresh, its columns being the same."""
+    got = ctx.__dict__.get(key)
+    if got is None or got.shape != ctx.gpu_name.shape:
+        got = make()
+        got.flags.writeable = False
+        ctx.__dict__[key] = got
+    return got
+
+
 def family_of_name(name: str) -> str:
     """The family of a kernel name (``"other"`` when no pattern matches)."""
     return _first_match(_CLASSIFY_ORDER, name, "other")
@@ -111,8 +122,15 @@ def family_of_activities(ctx: TraceContext) -> np.ndarray:
     activities by their kind, kernels by their name."""
     if ctx.gpu_name.size == 0:
         return np.zeros(0, dtype=np.int8)
-    fam = _by_name(ctx, lambda n: _F[family_of_name(n)], _F["other"])
-    return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, fam, FAMILY_MEMORY).astype(np.int8)
+    return _memo(
+        ctx,
+        "_families",
+        lambda: np.where(
+            ctx.gpu_kind == GPU_KIND_KERNEL,
+            _by_name(ctx, lambda n: _F[family_of_name(n)], _F["other"]),
+            FAMILY_MEMORY,
+        ).astype(np.int8),
+    )
 
 
 # Where a kernel's code comes from, in the order reported: a vendor or third-party library
@@ -144,8 +162,15 @@ def provenance_of_activities(ctx: TraceContext) -> np.ndarray:
     memcpy and memset activities, which are not kernels."""
     if ctx.gpu_name.size == 0:
         return np.zeros(0, dtype=np.int8)
-    prov = _by_name(ctx, lambda n: PROVENANCES.index(provenance_of_name(n)), PROVENANCE_OWN)
-    return np.where(ctx.gpu_kind == GPU_KIND_KERNEL, prov, -1).astype(np.int8)
+    return _memo(
+        ctx,
+        "_provenances",
+        lambda: np.where(
+            ctx.gpu_kind == GPU_KIND_KERNEL,
+            _by_name(ctx, lambda n: PROVENANCES.index(provenance_of_name(n)), PROVENANCE_OWN),
+            -1,
+        ).astype(np.int8),
+    )
 
 
 @dataclass(frozen=True)

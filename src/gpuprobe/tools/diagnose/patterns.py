@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 
+_IDS: dict[int, list[tuple[list[str], int, np.ndarray]]] = {}  # pattern -> its last tables' ids
+_IDS_KEPT = 2  # name tables remembered per pattern (the trace being read, and one before)
+
+
 @dataclass(frozen=True)
 class NamePattern:
     """A named regex over event names (searched, not anchored, unless the regex anchors)."""
@@ -59,10 +63,20 @@ class NamePattern:
         return self.pattern.search(name) is not None
 
     def ids(self, names: list[str]) -> np.ndarray:
-        """The interned ids (indices into ``names``) of the names that match."""
-        return np.fromiter(
+        """The interned ids (indices into ``names``) of the names that match (kept for the
+        last few name tables: the rules ask the same pattern of one trace's table many times,
+        and a table only grows)."""
+        memo = _IDS.setdefault(id(self), [])
+        for table, n, got in memo:
+            if table is names and n == len(names):
+                return got
+        got = np.fromiter(
             (i for i, n in enumerate(names) if self.pattern.search(n)), dtype=np.int64
         )
+        got.flags.writeable = False  # shared by every caller
+        memo.insert(0, (names, len(names), got))
+        del memo[_IDS_KEPT:]
+        return got
 
     def mask(self, name_ids: np.ndarray, names: list[str]) -> np.ndarray:
         """Boolean mask over a column of name ids."""

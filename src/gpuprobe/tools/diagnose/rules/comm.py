@@ -12,9 +12,10 @@ import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
+from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.intervals import merge_intervals, overlaps, subtract_intervals
-from gpuprobe.tools.diagnose.kernels import FAMILY_COMM, FAMILY_MEMORY, family_of_activities
+from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
 from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
@@ -46,9 +47,11 @@ _FIX = (
 def comm_masks(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray]:
     """The analysed steps' collective kernels and their compute kernels (every family but
     communication and copies), as masks over the trace's GPU activities."""
-    fam = family_of_activities(ctx)
-    kern = (ctx.gpu_step >= 0) & (fam != FAMILY_MEMORY)
-    return kern & (fam == FAMILY_COMM), kern & (fam != FAMILY_COMM)
+    # the families' first two tests (kernels.family_of_activities), without classifying the
+    # rest: a collective's name first, then copies and memsets
+    kern = (ctx.gpu_step >= 0) & (ctx.gpu_kind == GPU_KIND_KERNEL)
+    comm = kern & P.COMM_KERNEL.mask(ctx.gpu_name, ctx.names)
+    return comm, kern & ~comm & ~P.MEMORY_KERNEL.mask(ctx.gpu_name, ctx.names)
 
 
 def exposed_parts(ctx: TraceContext, comm: np.ndarray, compute: np.ndarray) -> np.ndarray:
