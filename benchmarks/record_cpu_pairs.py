@@ -29,18 +29,12 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
 
-OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnose" / "cpu_pairs"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "diagnose"
+OUT = DATA / "cpu_pairs"
+sys.path.insert(0, str(DATA))
+from record_cpu_loop import Slow  # noqa: E402  (the slow Dataset of cpu_mlp_slow_loader)
+
 STEPS = 1 + 2 + 4  # wait, warm-up, active
-
-
-class Slow(torch.utils.data.Dataset):
-    def __len__(self) -> int:
-        return 100_000
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        time.sleep(0.002)  # the slow input being diagnosed: 2 ms per sample
-        g = torch.Generator().manual_seed(i)
-        return torch.randn(64, generator=g), int(i % 10)
 
 
 def _model() -> nn.Module:

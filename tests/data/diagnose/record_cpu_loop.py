@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 class Slow(torch.utils.data.Dataset):
     def __len__(self) -> int:
-        return 10_000
+        return 100_000
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         time.sleep(0.002)  # the slow input being diagnosed: 2 ms per sample

@@ -147,7 +147,9 @@ def _scan_chunk(
 ) -> None:
     """Replay the chunk's activities ``p`` into ``ends``: :func:`_scan`, again while a wait on
     another stream (``g_xdep``) moves their starts, and activity by activity in the order they
-    started when the chain of such waits is longer than :data:`XSTREAM_PASSES`."""
+    started as recorded (an activity waited for ended, so started, before the one waiting) when
+    the chain of such waits is longer than :data:`XSTREAM_PASSES`. A wait on an activity not
+    replayed yet holds at its recorded end."""
     x = graph.g_xdep[p]
     xm = x >= 0
     if not xm.any():
@@ -165,41 +167,26 @@ def _scan_chunk(
         held = new
         carry[:] = saved
         ends[p] = _scan(graph.g_stream[p], held, b, carry)
-    carry[:] = saved
-    _walk(graph, p, earliest, b, carry, ends)
-
-
-def _walk(
-    graph: ReplayGraph,
-    p: np.ndarray,
-    earliest: np.ndarray,
-    b: np.ndarray,
-    carry: np.ndarray,
-    ends: np.ndarray,
-) -> None:
-    """:func:`_scan_chunk` one activity at a time, in the order they started as recorded (an
-    activity waited for ended, so started, before the one waiting)."""
     walk = np.argsort(graph.g_end[p] - graph.g_dur[p], kind="stable")
-    pos = p[walk].tolist()
-    first = earliest[walk].tolist()
-    add = b[walk].tolist()
-    stream = graph.g_stream[p][walk].tolist()
-    xdep = graph.g_xdep[p][walk].tolist()
-    last = carry.tolist()
+    last = saved.tolist()
     done: dict[int, float] = {}
-    for i, a, d, s, x in zip(pos, first, add, stream, xdep, strict=True):
-        if x >= 0:
-            w = done.get(x)
-            if w is None:  # replayed in an earlier chunk, or (not yet) at its recorded end
-                w = float(ends[x]) if np.isfinite(ends[x]) else float(graph.g_end[x])
-            a = max(a, w)
-        e = max(a, last[s]) + d
+    for i, a, d, s, w in zip(
+        p[walk].tolist(),
+        earliest[walk].tolist(),
+        b[walk].tolist(),
+        graph.g_stream[p][walk].tolist(),
+        x[walk].tolist(),
+        strict=True,
+    ):
+        if w >= 0:
+            t = done.get(w)
+            if t is None:  # replayed in an earlier chunk, or (not yet) at its recorded end
+                t = float(ends[w]) if np.isfinite(ends[w]) else float(graph.g_end[w])
+            a = max(a, t)
+        done[i] = e = max(a, last[s]) + d
         last[s] = e
-        done[i] = e
     carry[:] = last
-    ends[np.fromiter(done.keys(), dtype=np.int64, count=len(done))] = np.fromiter(
-        done.values(), dtype=np.float64, count=len(done)
-    )
+    ends[p] = [done[i] for i in p.tolist()]
 
 
 def replay(graph: ReplayGraph, change: Change | None = None) -> float:
