@@ -24,7 +24,9 @@ def test_item_every_step(tmp_path):
             print(loss.item())
             prof.step()
     d = prof.diagnosis
-    assert d is not None and d.summary.steps == (2, 3, 4)  # #0 skipped, #1 warm-up, #2..#4 recorded
+    # #0 skipped, #1 warm-up, #2..#4 recorded; on a busy machine a slow #2 (over twice the
+    # others) is left out as warm-up not over (unsteady-window), so #3..#4 may be what is judged
+    assert d is not None and d.summary.steps in ((2, 3, 4), (3, 4))
     f = d.finding("sync")
     assert f.status is Status.INFO  # CPU-only: the reads are counted, no GPU wait to measure
     assert _ev(f, "scalar_reads_per_step_median") == 1

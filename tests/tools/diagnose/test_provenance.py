@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from gpuprobe.core.findings import Status
+from gpuprobe.platform.hardware.specs import spec_for
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.engine import diagnose
 from gpuprobe.tools.diagnose.kernels import PROVENANCES, kernel_breakdown, provenance_of_name
 from gpuprobe.tools.diagnose.kineto import read_trace
-from gpuprobe.tools.diagnose.rules.precision import TENSOR_CORE_SPEEDUP
+from gpuprobe.tools.diagnose.rules.precision import TENSOR_CORE_HALF_US
 from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
 
 from .realdata import DATA, DLRM_FILES, load
@@ -196,11 +197,18 @@ def _gemm_trace(path: Path, kernel: str, *, amd: bool = False, steps: int = 4) -
 def _expected_gain(path: str, kernel: str) -> float:
     # each step waits for its GPU work, so the GEMM time the Tensor Cores save comes off the
     # step's pace whole: (GEMM time per step) x (1 - 1/speed-up) over the step
+    # each kernel at the card's TF32 rate (datasheet TF32 over FP32), less for a short kernel:
+    # 1 + (peak - 1) * d / (d + TENSOR_CORE_HALF_US)
     data = load(path)
     steps = [e for e in data["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
-    gemm = sum(e["dur"] for e in data["traceEvents"] if e.get("name") == kernel) / len(steps)
-    step = statistics.median(e["dur"] for e in steps)
-    return gemm * (1 - 1 / TENSOR_CORE_SPEEDUP[8]) / step
+    spec = spec_for(data["deviceProperties"][0]["name"])
+    peak = spec.tf32 / spec.fp32
+    saved = sum(
+        e["dur"] * (1 - 1 / (1 + (peak - 1) * e["dur"] / (e["dur"] + TENSOR_CORE_HALF_US)))
+        for e in data["traceEvents"]
+        if e.get("name") == kernel
+    ) / len(steps)
+    return saved / statistics.median(e["dur"] for e in steps)
 
 
 def test_own_matmul_kernel_is_not_told_to_use_autocast(tmp_path: Path) -> None:

@@ -259,7 +259,8 @@ def _tensor_cores(ctx: TraceContext) -> tuple[Change, str]:
     # GPU sets the pace (a host-bound step keeps its pace, its kernels just idle longer)
     slow, speedup = slow_gemms(ctx)
     change = gpu_durations(slow, ctx.gpu_dur[slow] / speedup)
-    return change, f"{int(slow.sum())} FP32 GEMM/conv kernels {speedup:g}x faster"
+    typical = float(np.median(speedup)) if speedup.size else 1.0
+    return change, f"{int(slow.sum())} FP32 GEMM/conv kernels {typical:.1f}x faster (median)"
 
 
 @prices("exposed-communication")

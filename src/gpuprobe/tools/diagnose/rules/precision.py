@@ -24,10 +24,13 @@ from gpuprobe.tools.diagnose.rules._common import GROUP, no_gpu, pct, steady_tot
 
 __all__ = [
     "GEMM_DOMINANT_FRACTION",
+    "TENSOR_CORE_HALF_US",
     "TENSOR_CORE_MIN_COMPUTE_MAJOR",
     "TENSOR_CORE_MIN_SHARE",
     "TENSOR_CORE_SPEEDUP",
     "TENSOR_CORE_SPEEDUP_AMD",
+    "peak_ratio",
+    "slow_gemms",
     "tensor_cores",
 ]
 
@@ -43,6 +46,10 @@ TENSOR_CORE_MIN_SHARE = 0.1  # of GEMM/conv time on Tensor Cores below which we 
 # 10240x10240 FP32 matmul takes 0.11 s with TF32 off and 0.016 s with it on, on a GA100 (6.9x).
 # A model's GEMMs are smaller and their epilogues and memory traffic do not speed up: 2x.
 TENSOR_CORE_SPEEDUP: dict[int, float] = {7: 2.0, 8: 2.0, 9: 2.0, 10: 2.0, 12: 2.0}
+# (used for a card the datasheet table lacks; with one, slow_gemms scales its peak ratio)
+TENSOR_CORE_HALF_US = 500.0  # µs; the FP32 GEMM/conv kernel length at which the Tensor Cores
+# give half of the card's peak speed-up over FP32: a 100 µs kernel gets about 2x on an A100
+# (the old flat figure), a 2.7 ms one 6.4x of the H200's 7.4x peak; ours
 TENSOR_CORE_SPEEDUP_AMD = 2.0  # MI250X matrix FP32 95.7 vs bf16 383 TFLOPS (4x), MI300X FP32
 # 163.4 vs bf16 1307.4 (8x) (AMD Instinct datasheets); realised: ours, as above
 
@@ -151,19 +158,46 @@ def _gemm_masks(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return kern, tc, compiled, gemm & ~compiled
 
 
-def slow_gemms(ctx: TraceContext) -> tuple[np.ndarray, float]:
+def peak_ratio(ctx: TraceContext) -> float | None:
+    """The card's Tensor-Core rate over its FP32 rate, from its datasheet
+    (platform/hardware/data/products.csv, by the name in deviceProperties): TF32 where it is
+    faster than FP32 (A100, H100/H200, L4), else FP16/BF16 (V100 and T4 through autocast, and
+    the GeForce cards, whose TF32 runs at the FP32 rate); None for a card the table lacks."""
+    from gpuprobe.platform.hardware.specs import spec_for
+
+    names = [str(p.get("name", "")) for p in ctx.raw.device_properties]
+    spec = next((x for x in map(spec_for, names) if x is not None), None)
+    if spec is None or not spec.fp32:
+        return None
+    if spec.tf32 and spec.tf32 >= 1.5 * spec.fp32:
+        return float(spec.tf32) / spec.fp32
+    half = max(spec.fp16 or 0.0, spec.bf16 or 0.0)
+    return float(half) / spec.fp32 if half > spec.fp32 else None
+
+
+def slow_gemms(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray]:
     """(The GEMM/conv kernels of the analysed steps that are judged and miss the Tensor Cores,
-    as a mask over the GPU columns; the speed-up moving them onto the Tensor Cores gives,
-    :data:`TENSOR_CORE_SPEEDUP`): what the no-tensor-cores fix changes in the replay."""
+    as a mask over the GPU columns; the speed-up each gets on the Tensor Cores): what the
+    no-tensor-cores fix changes in the replay. A kernel of ``d`` µs gets 1 + (R - 1) d / (d +
+    :data:`TENSOR_CORE_HALF_US`) of the card's peak ratio R (:func:`peak_ratio`): a long GEMM
+    close to the peak (the H200's 2.7 ms FP32 GEMM ran 7.9x faster as TF32 against a 7.4x
+    peak), a short one, bound by memory and its epilogue, little; without a datasheet,
+    :data:`TENSOR_CORE_SPEEDUP`."""
     _, tc, _, judged = _gemm_masks(ctx)
+    slow = judged & ~tc
     props = ctx.raw.device_properties
     majors = [p["computeMajor"] for p in props if isinstance(p.get("computeMajor"), int)]
     amd = any(P.AMD_DEVICE.matches(str(p.get("name", ""))) for p in props) or bool(
         P.HIP_CALL.mask(ctx.rt_name, ctx.names).any()
     )
-    major = max(majors, default=0)
-    speedup = TENSOR_CORE_SPEEDUP_AMD if amd else TENSOR_CORE_SPEEDUP.get(major, 2.0)
-    return judged & ~tc, speedup
+    d = ctx.gpu_dur[slow]
+    ratio = None if amd else peak_ratio(ctx)
+    if ratio is None:
+        flat = (
+            TENSOR_CORE_SPEEDUP_AMD if amd else TENSOR_CORE_SPEEDUP.get(max(majors, default=0), 2.0)
+        )
+        return slow, np.full(d.shape, flat)
+    return slow, 1.0 + (ratio - 1.0) * d / (d + TENSOR_CORE_HALF_US)
 
 
 @rule("no-tensor-cores")
