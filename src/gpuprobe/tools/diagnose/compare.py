@@ -109,7 +109,7 @@ _METRICS: tuple[tuple[str, str, str, Callable[[Diagnosis], float | None]], ...] 
         lambda d: _pct(_med(d, lambda r: r.gpu_busy_fraction)),
     ),
     (
-        "GPU busy (whole trace, HTA)",
+        "GPU busy (steps' span, HTA)",
         "%",
         "higher",
         lambda d: (
