@@ -20,7 +20,7 @@ from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.columns import LAUNCH_GAP_MAX_US
 from gpuprobe.tools.diagnose.idle import CPU_WORK_MIN_US, launching_ops
-from gpuprobe.tools.diagnose.intervals import merge_intervals
+from gpuprobe.tools.diagnose.intervals import merge_intervals, overlaps
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_MEMCPY
 from gpuprobe.tools.diagnose.rules.comm import comm_masks, exposed_parts
 from gpuprobe.tools.diagnose.rules.copies import PAGEABLE_MIN_BYTES, PINNED_COPY_GB_PER_S
@@ -310,10 +310,8 @@ def _host_priced(ctx: TraceContext, f: Finding, pricer: Pricer) -> Finding:
     if change.gpu[0].size or change.gone.size or a.size == 0:
         return f
     lo, hi = merge_intervals(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-    saved = sum(
-        float(np.sum(np.clip(np.minimum(hi, e) - np.maximum(lo, s), 0.0, None)))
-        for s, e in zip(ctx.step_starts.tolist(), ctx.step_ends.tolist(), strict=True)
-    ) - float(np.sum(keep))
+    inside = overlaps(lo, hi, np.asarray(ctx.step_starts), np.asarray(ctx.step_ends))
+    saved = float(inside.sum()) - float(np.sum(keep))
     total = float(ctx.step_durations.sum())
     return replace(f, gain=min(max(saved, 0.0) / total, 1.0)) if total > 0 else f
 
