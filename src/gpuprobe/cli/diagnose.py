@@ -89,10 +89,6 @@ def _diagnose(path: str, args: argparse.Namespace) -> tuple[Diagnosis, TraceCont
 def run(args: argparse.Namespace) -> int:
     """Diagnose one trace, the ranks of a job (a folder or several traces), or compare two;
     returns the exit code (0; 2 for bad input)."""
-    from gpuprobe import api
-    from gpuprobe.core import render
-    from gpuprobe.core.findings import Status
-
     traces = list(args.trace or [])
     if args.compare:
         return _run_compare(traces, args)
@@ -101,6 +97,15 @@ def run(args: argparse.Namespace) -> int:
     args.trace = traces[0] if traces else None
     if not args.trace:
         raise UsageError("diagnose needs a TRACE file (or --compare BEFORE AFTER)")
+    return _run_one(args)
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    """One trace: its diagnosis (and --html, --kernels)."""
+    from gpuprobe import api
+    from gpuprobe.core import render
+    from gpuprobe.core.findings import Status
+
     if args.html_step is not None and not args.html:
         raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     diag, ctx = _diagnose(args.trace, args)
@@ -167,10 +172,15 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     skipped: list[tuple[str, str]] = []
     files = find_trace_files(traces, skipped)
     if skipped:
+        whose = "the folder's" if len(traces) == 1 else "the given"
         say(
-            f"skipped {len(skipped)} of the folder's files: "
+            f"skipped {len(skipped)} of {whose} files: "
             + "; ".join(f"{os.path.basename(f)} ({why})" for f, why in skipped)
         )
+    if len(files) == 1:  # one trace (a folder of one, or one file given twice): its own verdict
+        say(f"one trace, not the ranks of a job: diagnosing {files[0]} on its own")
+        args.trace = files[0]
+        return _run_one(args)
     total = sum(os.path.getsize(f) for f in files)
     shown = total >= PROGRESS_MIN_BYTES and not args.json
     with progress("reading trace", enabled=shown, bar="bytes") as bar:

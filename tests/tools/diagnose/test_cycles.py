@@ -275,13 +275,19 @@ def test_mixed_folders_are_refused_with_one_line(tmp_path):
     _shifted(DLRM_FILES[3], apart / DLRM_FILES[3].name, 3600)
     with pytest.raises(gpuprobe.InputError, match="did not run at the same time"):
         diagnose_folder(apart)
-    # one rank twice over the same time
+    # one rank twice over the same time (two traces, not a copy: a copy is one trace)
     twice = tmp_path / "twice"
     twice.mkdir()
     shutil.copy(DLRM_FILES[0], twice / "a.json.gz")
-    shutil.copy(DLRM_FILES[0], twice / "b.json.gz")
+    with gzip.open(DLRM_FILES[0], "rt") as f:
+        data = json.load(f)
+    data["traceName"] = "a second recording"
+    with gzip.open(twice / "b.json.gz", "wt") as f:
+        json.dump(data, f)
     with pytest.raises(gpuprobe.InputError, match="are both rank 0 over the same time"):
         diagnose_folder(twice)
+    shutil.copy(DLRM_FILES[0], twice / "b.json.gz")
+    assert [r.rank for r in diagnose_folder(twice).ranks] == [0]
 
 
 def test_each_function_refuses_the_other_kind():

@@ -194,9 +194,45 @@ def test_without_distributed_info_rank_from_name_then_gpu_then_order(tmp_path):
     shutil.move(b, e)
     d = diagnose_ranks([c, e])
     assert [(r.rank, r.rank_source) for r in d.ranks] == [(0, "GPU id"), (3, "GPU id")]
-    # the same file twice: the order of the files
-    d = diagnose_ranks([c, c])
+    # two traces of one GPU (no name, no distributedInfo): the order of the files
+    f = tmp_path / "f.json.gz"
+    with gzip.open(c, "rt") as src:
+        data = json.load(src)
+    data["traceName"] = "another process"  # a trace of its own, not a copy of c
+    with gzip.open(f, "wt") as dst:
+        json.dump(data, dst)
+    d = diagnose_ranks([c, f])
     assert [(r.rank, r.rank_source) for r in d.ranks] == [(0, "file order"), (1, "file order")]
+
+
+def test_the_same_trace_twice_is_one_trace(tmp_path, capsys):
+    """A file given twice, by another path or as a copy, is one trace: its own verdict, not a
+    two-rank job whose straggler is itself."""
+    t = DLRM_FILES[0]
+    assert cli.main(["diagnose", str(t), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    link = tmp_path / "link.json.gz"
+    link.symlink_to(t)
+    copy = tmp_path / "copy.json.gz"
+    shutil.copyfile(t, copy)
+    for other, why in ((t, "the same file as"), (link, "the same file as"), (copy, "content")):
+        assert cli.main(["diagnose", str(t), str(other), "--json"]) == 0
+        out, err = capsys.readouterr()
+        twice = json.loads(out)
+        assert "ranks" not in twice and twice["headline"] == alone["headline"]
+        assert twice["summary"]["gpu_busy_fraction"] == alone["summary"]["gpu_busy_fraction"]
+        assert f"skipped 1 of the given files: {other.name}" in err and why in err
+    # a folder holding one trace and its copy: one trace too
+    folder = tmp_path / "job"
+    folder.mkdir()
+    shutil.copyfile(t, folder / "a.json.gz")
+    shutil.copyfile(t, folder / "b.json.gz")
+    assert cli.main(["diagnose", str(folder), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["headline"] == alone["headline"]
+    assert "b.json.gz (the same content as" in err
+    # the API: the repeats are left out before the ranks are read
+    assert len(diagnose_ranks([t, copy, DLRM_FILES[1]]).ranks) == 2
 
 
 def test_memory_stays_flat_with_the_number_of_ranks():

@@ -28,6 +28,7 @@ would name the wrong rank: the ranks that wait have the longest steps.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -66,6 +67,7 @@ __all__ = [
     "COLLECTIVES_SHOWN",
     "TracePart",
     "diagnose_ranks",
+    "distinct_traces",
     "find_trace_files",
     "folder_name",
     "interval_overlap",
@@ -134,7 +136,54 @@ def find_trace_files(
             raise InputError(f"{p}: no such file or folder")
     if not out:
         raise InputError("no trace files given: pass a folder or one trace file per rank")
-    return out
+    return distinct_traces(out, skipped)
+
+
+_HASH_CHUNK = 1 << 20  # bytes read at a time when two files of one size are compared
+
+
+def _digest(path: str) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def distinct_traces(
+    files: Sequence[str], skipped: list[tuple[str, str]] | None = None
+) -> list[str]:
+    """``files`` without repeats: a file given twice (by the same or another path, a link) or
+    a copy of another's content is one trace, not two ranks. Each repeat left out is added to
+    ``skipped`` as (path, "the same trace as NAME"). Only files of equal size are read to
+    compare their content."""
+    seen: dict[tuple[int, int], str] = {}
+    by_size: dict[int, list[str]] = {}
+    first: list[str] = []
+    for f in files:
+        st = os.stat(f)
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen:
+            if skipped is not None:
+                skipped.append((f, f"the same file as {seen[ident]}"))
+            continue
+        seen[ident] = f
+        first.append(f)
+        by_size.setdefault(st.st_size, []).append(f)
+    copies: dict[str, str] = {}
+    for same in by_size.values():
+        if len(same) < 2:
+            continue
+        digests: dict[str, str] = {}
+        for f in same:
+            d = _digest(f)
+            if d in digests:
+                copies[f] = digests[d]
+            else:
+                digests[d] = f
+    if skipped is not None:
+        skipped.extend((f, f"the same content as {copies[f]}") for f in first if f in copies)
+    return [f for f in first if f not in copies]
 
 
 def _unreadable(path: Path) -> str | None:
