@@ -35,6 +35,22 @@ def test_seconds(s: float | None, text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("v", "digits", "text"),
+    [
+        (3266.4, 0, "3266"),
+        (0.031, 0, "0.031"),
+        (0.04, 1, "0.04"),
+        (1.84, 1, "1.8"),
+        (0.0, 1, "0.0"),
+        (-0.048, 1, "-0.048"),
+        (0.6, 0, "1"),
+    ],
+)
+def test_figure_never_shows_a_value_that_is_not_zero_as_0(v: float, digits: int, text: str) -> None:
+    assert units.figure(v, digits) == text
+
+
+@pytest.mark.parametrize(
     ("v", "unit", "text"),
     [
         (2.5e10, "B/s", "25.0 GB/s"),

@@ -19,6 +19,7 @@ __all__ = [
     "MIB",
     "NA",
     "count",
+    "figure",
     "gib",
     "gib_value",
     "parse_size",
@@ -73,6 +74,16 @@ def seconds(s: float | None) -> str:
     if s < 1:
         return f"{s * 1e3:.3g} ms"
     return f"{s:.3g} s"
+
+
+def figure(v: float, digits: int = 0) -> str:
+    """``v`` with ``digits`` decimals, or two significant figures where those would show a
+    value that is not zero as 0 (``figure(3266.4)`` is ``3266``, ``figure(0.031)`` is
+    ``0.031``, ``figure(0.04, 1)`` is ``0.04``, not ``0.0``)."""
+    text = f"{v:.{digits}f}"
+    if v != 0 and float(text) == 0:
+        return f"{v:.2g}"
+    return text
 
 
 def count(v: float | None) -> str:

@@ -103,6 +103,26 @@ def test_fp32_gemm_without_tensor_cores(gpu_trace):
     assert "set_float32_matmul_precision" in f.fix
 
 
+def test_fp32_gemm_kernels_without_recorded_dtypes_never_say_no_fp32_ops(tmp_path):
+    """Without record_shapes the matmul ops carry no input dtype: the sgemm kernels are the
+    evidence, and the finding says the dtypes were not recorded rather than fp32_matmul_ops=0."""
+    from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
+
+    from .traces import GEMM_FP32
+
+    b = KinetoBuilder(compute_major=9)
+    for n in range(5):
+        with b.step(n):
+            for _ in range(8):
+                b.launch(GEMM_FP32, kernel_us=900.0, op="aten::mm")
+    d = diagnose(b.write(str(tmp_path / "t.json")))
+    f = d.finding("no-tensor-cores")
+    assert f.status is Status.WARN and f.title.startswith("FP32 matmuls take 100.0 %")
+    names = {e.name for e in f.evidence}
+    assert "fp32_matmul_ops" not in names
+    assert _ev(d, "no-tensor-cores", "matmul_input_dtypes").startswith("not recorded")
+
+
 def test_tf32_gemm_uses_tensor_cores(gpu_trace):
     d = diagnose(gpu_trace("tf32_gemm"))
     assert d.finding("no-tensor-cores").status is Status.OK
@@ -185,3 +205,57 @@ def test_no_rank_metadata_needed(gpu_trace):
     with gzip.open(path, "rt") as fh:
         assert "distributedInfo" not in json.load(fh)
     assert diagnose(path).summary.has_gpu
+
+
+def test_sync_without_cpu_ops_says_what_it_cannot_see(tmp_path):
+    """A trace of runtime calls and kernels but no cpu_ops (HTA's trace_file_list ranks):
+    syncs are runtime calls, so their absence is seen; .item()-style reads are cpu_ops, so
+    theirs is not, and the finding says so instead of counting 0 of them."""
+    from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
+
+    b = KinetoBuilder(compute_major=9)
+    for n in range(3):
+        with b.step(n):
+            for _ in range(4):
+                b.launch("k", kernel_us=50.0)
+    d = diagnose(b.write(str(tmp_path / "noops.json")))
+    f = d.finding("sync")
+    assert f.status is Status.OK and "no CPU ops recorded" in f.title
+    names = {e.name for e in f.evidence}
+    assert "scalar_reads_per_step_median" not in names
+    assert _ev(d, "sync", "scalar_reads").startswith("not recorded")
+    # the same with one sync per step: still seen from the runtime calls alone
+    b = KinetoBuilder(compute_major=9)
+    for n in range(3):
+        with b.step(n):
+            b.launch("k", kernel_us=500.0)
+            b.sync()
+    assert _ev(diagnose(b.write(str(tmp_path / "s.json"))), "sync", "syncs_per_step_median") == 1
+    # nothing on the host at all (a GPU-only export): skipped, not OK
+    b = KinetoBuilder(compute_major=9)
+    with b.step(0):
+        b.launch("k", kernel_us=50.0)
+    data = b.to_dict()
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") != "cuda_runtime"]
+    path = tmp_path / "gpu_only.json"
+    path.write_text(json.dumps(data))
+    assert diagnose(str(path)).finding("sync").status is Status.SKIPPED
+
+
+def test_a_toy_trace_of_sub_microsecond_steps_shows_its_figures(tmp_path):
+    """Steps of a few µs with 0.02 µs kernels: no nonzero time printed as 0 µs or 0.0 µs,
+    no empty "()" of idle causes."""
+    from gpuprobe.tools.diagnose.synthetic import KinetoBuilder
+
+    b = KinetoBuilder(compute_major=9)
+    for n in range(3):
+        with b.step(n):
+            b.launch("k", kernel_us=0.02, launch_us=0.03, op="aten::add")
+    d = diagnose(b.write(str(tmp_path / "toy.json")))
+    launch = d.finding("launch-bound")
+    assert "(0.02 µs)" in launch.title and "(0.03 µs)" in launch.title
+    assert all("median kernel 0.02 µs, median launch 0.03 µs" in x for x in launch.details)
+    idle = [x for x in d.finding("gpu-idle").details if x.startswith("#")]
+    assert len(idle) == 3 and not any("()" in x for x in idle)
+    text = str(d)
+    assert " 0.0 µs" not in text and "of 0 µs" not in text

@@ -246,3 +246,80 @@ def test_a_layout_copy_on_the_host_is_timed_by_its_copy_not_its_wrapper(tmp_path
     assert next(e.value for e in f.evidence if e.name == "layout_copy_time_per_step") == (
         pytest.approx(3 * 24.0, abs=1.0)
     )
+
+
+def _optimizer_trace(path: Path, span: str, op: str, params: int) -> str:
+    b = KinetoBuilder()
+    for n in range(3):
+        with b.step(n):
+            b.launch("gemm", kernel_us=200.0, op="aten::mm")
+            with b.annotation(span):
+                for _ in range(params):
+                    b.launch("zero_kernel", kernel_us=1.5, op=op)
+    return b.write(str(path))
+
+
+@pytest.mark.parametrize(
+    ("span", "op", "fix"),
+    [
+        ("Optimizer.zero_grad#SGD.zero_grad", "aten::zero_", "zero_grad(set_to_none=True)"),
+        ("Optimizer.step#AdamW.step", "aten::add_", "torch.optim.AdamW runs aten::add_ once"),
+        ("Optimizer.step#FusedAdam.step", "aten::add_", "torch._foreach_"),
+        ("## optimizer ##", "aten::mul_", "torch._foreach_"),
+    ],
+)
+def test_a_loop_inside_the_optimizer_is_torchs_per_parameter_loop(tmp_path, span, op, fix):
+    """Ops the optimizer runs once per parameter are not the user's Python loop: the finding
+    names the optimizer's span and gives its fix (set_to_none, foreach/fused), never "replace
+    the loop with one indexed op"."""
+    f = diagnose(_optimizer_trace(tmp_path / "t.json", span, op, 150)).finding("python-loop")
+    assert f.title.startswith(f"Per-parameter loop in {span}: {op} runs 150 times")
+    assert fix in f.fix and "indexed op" not in f.fix
+    assert next(e.value for e in f.evidence if e.name == "optimizer_span") == span
+    # the same ops outside the optimizer's span: a likely Python loop, with its usual fix
+    b = KinetoBuilder()
+    for n in range(3):
+        with b.step(n):
+            for _ in range(150):
+                b.launch("zero_kernel", kernel_us=1.5, op=op)
+    g = diagnose(b.write(str(tmp_path / "u.json"))).finding("python-loop")
+    assert g.title.startswith("Likely Python loop") and "indexed op" in g.fix
+    assert "optimizer_span" not in {e.name for e in g.evidence}
+
+
+def test_real_zero_grad_per_parameter_is_named_so():
+    """HTA's df_index_resolver trace (V100, SGD; its step 3): 404 aten::zero_ per step inside
+    Optimizer.zero_grad#SGD.zero_grad (counted straight from the JSON here)."""
+    path = DATA / "hta_df_index_resolver_step3.json.gz"
+    data = load(path)
+    evs = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    (span,) = [e for e in evs if e["name"] == "Optimizer.zero_grad#SGD.zero_grad"][:1]
+    inside = [
+        e
+        for e in evs
+        if e["name"] == "aten::zero_" and span["ts"] <= e["ts"] <= span["ts"] + span["dur"]
+    ]
+    assert len(inside) > 300
+    f = diagnose(path).finding("python-loop")
+    assert f.title.startswith("Per-parameter loop in Optimizer.zero_grad#SGD.zero_grad")
+    assert "set_to_none=True" in f.fix
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+        "torch::autograd::AccumulateGrad",
+    ],
+)
+def test_the_autograd_engines_nodes_are_not_a_python_loop(tmp_path, node):
+    """AccumulateGrad runs once per parameter in backward (HTA's trace_diff trace: 166 per
+    step): the backward graph, not a loop the user could vectorise."""
+    b = KinetoBuilder()
+    for n in range(3):
+        with b.step(n):
+            b.launch("gemm", kernel_us=200.0, op="aten::mm")
+            for _ in range(166):
+                with b.op(node, self_us=5.0):
+                    b.launch("acc", kernel_us=1.5, op="aten::add_")
+    assert diagnose(b.write(str(tmp_path / "t.json"))).finding("python-loop").status is Status.OK

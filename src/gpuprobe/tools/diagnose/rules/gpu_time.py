@@ -11,6 +11,7 @@ import numpy as np
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
+from gpuprobe.core.units import figure
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.columns import KERNEL_WAIT_MAX_GAP_US
 from gpuprobe.tools.diagnose.kineto import GPU_KIND_KERNEL
@@ -91,6 +92,18 @@ def idle_causes(rows: list[StepBreakdown]) -> dict[str, float]:
     return {c: sum(r.idle_cause_us.get(c, 0.0) for r in rows) for c in IDLE_CAUSES}
 
 
+def _causes(idle_cause_us: dict[str, float]) -> str:
+    """`` (sync 16, host 413)``: the idle µs of each cause with half a µs or a hundredth of
+    the idle time; "" when none has."""
+    least = min(0.5, 0.01 * sum(idle_cause_us.values()))
+    parts = [
+        f"{c} {figure(idle_cause_us[c])}"
+        for c in IDLE_CAUSES
+        if idle_cause_us.get(c, 0.0) >= least and idle_cause_us.get(c, 0.0) > 0
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 @rule("gpu-idle")
 def gpu_idle(ctx: TraceContext) -> list[Finding]:
     """GPU busy fraction per step (kernels ∪ memcpy ∪ memset) and the idle time's causes."""
@@ -134,14 +147,8 @@ def gpu_idle(ctx: TraceContext) -> list[Finding]:
         evidence += [Evidence(f"idle_{c}", pct(share[c]), "%") for c in steady_causes]
         evidence.append(Evidence("threshold_busy", pct(GPU_BUSY_WARN_FRACTION), "%"))
         details = tuple(
-            f"{r.label}: busy {pct(r.gpu_busy_fraction)} % of {r.duration_us:.0f} µs; idle "
-            f"{r.idle_us or 0.0:.0f} µs ("
-            + ", ".join(
-                f"{c} {r.idle_cause_us.get(c, 0.0):.0f}"
-                for c in IDLE_CAUSES
-                if r.idle_cause_us.get(c, 0.0) >= 0.5
-            )
-            + ")"
+            f"{r.label}: busy {pct(r.gpu_busy_fraction)} % of {figure(r.duration_us)} µs; idle "
+            f"{figure(r.idle_us or 0.0)} µs" + _causes(r.idle_cause_us)
             for r in rows
         )
         top = max(steady_causes, key=lambda c: causes[c])
@@ -217,9 +224,9 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     )
     details = tuple(
         f"{r.label}: {r.kernels} kernel{'' if r.kernels == 1 else 's'}, median kernel "
-        f"{r.median_kernel_us or 0:.1f} µs, "
-        f"median launch {r.median_launch_us or 0:.1f} µs, GPU waiting for launches "
-        f"{r.idle_cause_us.get('launch', 0.0):.0f} µs"
+        f"{figure(r.median_kernel_us or 0, 1)} µs, "
+        f"median launch {figure(r.median_launch_us or 0, 1)} µs, GPU waiting for launches "
+        f"{figure(r.idle_cause_us.get('launch', 0.0))} µs"
         for r in rows
     )
     if l_us is None and not graph_calls.size:
@@ -241,7 +248,8 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
         if short:
             title = (
                 f"Launch-bound: the GPU waits for launches {pct(late_share)} % of the step; the "
-                f"median kernel ({k_us:.1f} µs) is shorter than its launch ({l_us:.1f} µs)"
+                f"median kernel ({figure(k_us, 1)} µs) is shorter than its launch "
+                f"({figure(l_us or 0.0, 1)} µs)"
             )
         else:
             title = (
@@ -260,7 +268,8 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
     elif short:
         status, fix, gain = Status.INFO, "", None
         title = (
-            f"Median kernel ({k_us:.1f} µs) is shorter than its launch ({l_us:.1f} µs), but "
+            f"Median kernel ({figure(k_us, 1)} µs) is shorter than its launch "
+            f"({figure(l_us or 0.0, 1)} µs), but "
             f"the GPU waited for launches only {pct(late_share)} % of the step"
         )
     else:
@@ -270,7 +279,10 @@ def launch_bound(ctx: TraceContext) -> list[Finding]:
                 f"Kernels come from graph replays; the GPU waited for launches {pct(late_share)} %"
             )
         else:
-            title = f"Kernels outlast their launches (median {k_us:.1f} µs vs {l_us:.1f} µs)"
+            title = (
+                f"Kernels outlast their launches (median {figure(k_us, 1)} µs vs "
+                f"{figure(l_us, 1)} µs)"
+            )
     return [
         Finding(
             id="launch-bound",

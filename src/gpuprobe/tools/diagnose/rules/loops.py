@@ -4,10 +4,16 @@ segmentation map to 80 bit masks). The place is the first frame outside site-pac
 standard library and torch; ops reached through a module call are the layers of a model, called
 once per layer, not a loop. So are the ops of a module's own ``forward`` that looks like the
 user's code because the profiler writes library paths relative to ``sys.path``
-(``transformers/models/...``): those count per call of that forward, not per step.
+(``transformers/models/...``): those count per call of that forward, not per step. Ops inside
+torch's optimizer spans (``Optimizer.zero_grad#SGD.zero_grad``, ``Optimizer.step#AdamW.step``)
+are its per-parameter loop: named so, with the optimizer's fix (``set_to_none``, ``foreach``,
+``fused``); the autograd engine's nodes (``AccumulateGrad``, once per parameter) are the backward
+graph, never a loop.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -67,6 +73,57 @@ def _generated(ctx: TraceContext, frames: np.ndarray) -> np.ndarray:
     return out
 
 
+def optimizer_span(ctx: TraceContext, ops: np.ndarray) -> str | None:
+    """The optimizer span (:data:`~.patterns.OPTIMIZER_SPAN`: ``Optimizer.zero_grad#SGD.
+    zero_grad``, ``## optimizer ##``) that holds most of the cpu_ops ``ops``, or None: torch's
+    optimizer runs one op per parameter there (a loop in torch, not in the user's code)."""
+    ids = P.OPTIMIZER_SPAN.ids(ctx.names)
+    starts, ends, names = [], [], []
+    for name, ts, dur in (
+        (ctx.ann_name, ctx.ann_ts, ctx.ann_dur),
+        (ctx.op_name, ctx.op_ts, ctx.op_dur),
+    ):
+        m = np.isin(name, ids)
+        starts.append(ts[m])
+        ends.append(ts[m] + dur[m])
+        names.append(name[m])
+    s, e, n = np.concatenate(starts), np.concatenate(ends), np.concatenate(names)
+    if s.size == 0 or ops.size == 0:
+        return None
+    order = np.argsort(s, kind="stable")
+    s, e, n = s[order], e[order], n[order]
+    k = np.searchsorted(s, ctx.op_ts[ops], side="right") - 1
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (ctx.op_ts[ops] + ctx.op_dur[ops] <= e[kk])
+    if inside.sum() * 2 <= ops.size:
+        return None
+    held, counts = np.unique(n[kk[inside]], return_counts=True)
+    return ctx.names[int(held[np.argmax(counts)])]
+
+
+def _optimizer_fix(span: str, op: str) -> str:
+    """The fix for a per-parameter loop inside optimizer ``span``."""
+    m = re.match(r"^Optimizer\.\w+#(\w+)\.", span)
+    cls = m.group(1) if m else ""
+    if "zero_grad" in span:
+        return (
+            "optimizer.zero_grad(set_to_none=True) (the default since torch 2.0) drops the "
+            f"gradients instead of running {op} on each one; with gradient accumulation, "
+            "zero them once per update, not per micro-batch"
+        )
+    if cls and not cls.startswith("Fused"):
+        return (
+            f"torch.optim.{cls} runs {op} once per parameter: pass foreach=True (multi-tensor "
+            "kernels over all the parameters) or fused=True on CUDA (one kernel)"
+        )
+    who = f"the optimizer ({cls})" if cls else "the optimizer"
+    return (
+        f"{who} still runs {op} once per parameter: find its per-parameter work (gradient "
+        "clipping, loss scaling, weight decay or an EMA written as a loop) and use the "
+        "torch._foreach_* forms, or a fused optimizer"
+    )
+
+
 def loop_ops(ctx: TraceContext) -> np.ndarray:
     """The top-level cpu_ops of the loops the rule reports, as indices: what one vectorised op
     would replace (:mod:`.gains` takes their host time out of the step)."""
@@ -75,11 +132,16 @@ def loop_ops(ctx: TraceContext) -> np.ndarray:
 
 def _find(
     ctx: TraceContext,
-) -> tuple[list[tuple[float, str, str, float, float, set[str]]], list[int]]:
-    """(The loops: repeats per step, op, frame, median µs, µs per step, inner frames, most
-    repeats first; the indices of their ops)."""
+) -> tuple[list[tuple[float, str, str, float, float, set[str], str | None]], list[int]]:
+    """(The loops: repeats per step, op, frame, median µs, µs per step, inner frames, the
+    optimizer span holding them (:func:`optimizer_span`), most repeats first; the indices of
+    their ops)."""
     n = len(ctx.steps)
     base = ctx.op_top & (ctx.op_step >= 0) & ~_in_dataloader(ctx)
+    # the autograd engine's nodes (AccumulateGrad once per parameter, each backward function):
+    # the backward graph, run by the engine, not a loop of the user's
+    base &= ~P.EVALUATE_FUNCTION.mask(ctx.op_name, ctx.names)
+    base &= ~P.AUTOGRAD_NODE.mask(ctx.op_name, ctx.names)
     inner, user, under = ctx.op_frames
     stack = ctx.has_stack
     if stack:
@@ -119,8 +181,19 @@ def _find(
             continue
         where = ctx.names[f] if stack and f >= 0 else "(no with_stack: frame unknown)"
         inner_names = {ctx.names[i] for i in inner_ids}
-        found.append((count, ctx.names[op_id], where, med_us, float(durs.sum()) / n, inner_names))
-        ops.extend(np.concatenate(idx).tolist())
+        mine = np.concatenate(idx)
+        found.append(
+            (
+                count,
+                ctx.names[op_id],
+                where,
+                med_us,
+                float(durs.sum()) / n,
+                inner_names,
+                optimizer_span(ctx, mine),
+            )
+        )
+        ops.extend(mine.tolist())
     found.sort(key=lambda x: -x[0])
     return found, ops
 
@@ -171,12 +244,16 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
         )
     if not stack:
         fix = "profile with with_stack=True to see the Python line; if it is a loop: " + fix
+    span = top[6]
+    if span is not None:  # torch's optimizer, one op per parameter: its own fix, stack or not
+        fix = _optimizer_fix(span, top[1])
     loop_us = float(sum(x[4] for x in found))
     step_us = float(np.median(ctx.step_durations)) if len(ctx.steps) else 0.0
     evidence = (
         Evidence("repeats_per_step", top[0]),
         Evidence("op", top[1]),
         Evidence("frame", top[2]),
+        *((Evidence("optimizer_span", span),) if span else ()),
         Evidence("median_op", round(top[3], 2), "µs"),
         Evidence("loop_ops_time_per_step", round(sum(x[4] for x in found), 1), "µs"),
         Evidence("threshold_repeats", PYTHON_LOOP_MIN_REPEATS),
@@ -184,10 +261,14 @@ def python_loops(ctx: TraceContext) -> list[Finding]:
     details = tuple(
         f"{op} ×{cnt:.0f} per step from {where} (median {med:.1f} µs)"
         + (f", inside {sorted(inn)[0]}" if inn and sorted(inn)[0] != where else "")
-        for cnt, op, where, med, _, inn in found[:_SHOW]
+        + (f", in {sp}" if sp else "")
+        for cnt, op, where, med, _, inn, sp in found[:_SHOW]
     )
     title = (
-        f"Python loop: {top[1]} runs {top[0]:.0f} times {per(ctx)} from {top[2]}"
+        f"Per-parameter loop in {span}: {top[1]} runs {top[0]:.0f} times {per(ctx)}, once per "
+        "parameter"
+        if span is not None
+        else f"Python loop: {top[1]} runs {top[0]:.0f} times {per(ctx)} from {top[2]}"
         if stack
         else f"Likely Python loop: {top[1]} runs {top[0]:.0f} times {per(ctx)} back to back"
     )

@@ -248,7 +248,11 @@ def tensor_cores(ctx: TraceContext) -> list[Finding]:
         Evidence("tensor_core_share_of_gemm_time", pct(tc_share), "%"),
         Evidence("own_kernel_gemm_share", pct(own_t / total if total > 0 else 0.0), "%"),
         Evidence("compiler_gemm_share", pct(compiled_share), "%"),
-        Evidence("fp32_matmul_ops", fp32_ops),
+        # the matmul ops' input dtypes are in the trace only with record_shapes=True: without
+        # them the kernels' names are the evidence, and a count of 0 would read as "none"
+        Evidence("fp32_matmul_ops", fp32_ops)
+        if sum(dtypes.values())
+        else Evidence("matmul_input_dtypes", "not recorded (record_shapes=False)"),
         Evidence("threshold_gemm_share", pct(GEMM_DOMINANT_FRACTION), "%"),
     )
     if not amd and major < TENSOR_CORE_MIN_COMPUTE_MAJOR:

@@ -90,6 +90,17 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     skip = capture_skip(ctx, "sync", "Host-device syncs")
     if skip:
         return skip
+    no_ops = ctx.op_ts.size == 0  # scalar reads (.item(), .cpu()) are cpu_ops: none recorded
+    if no_ops and (not ctx.has_gpu or ctx.rt_ts.size == 0):
+        return [
+            Finding(
+                id="sync",
+                status=Status.SKIPPED,
+                title="Host-device syncs: skipped: the trace records no CPU ops"
+                + ("" if not ctx.has_gpu else " and no CUDA runtime calls"),
+                group=GROUP,
+            )
+        ]
     n = len(ctx.steps)
     reads_all = ctx.scalar_read_mask & (ctx.op_step >= 0)
     reads_per = np.bincount(ctx.op_step[reads_all], minlength=n)
@@ -105,8 +116,14 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     evidence = [
         Evidence("syncs_per_step_median", median(sync_per)),
         Evidence("host_wait_in_syncs_per_step", round(median(wait_per), 1), "µs"),
-        Evidence("scalar_reads_per_step_median", median(reads_per)),
-        Evidence("scalar_reads_that_waited_per_step", median(waited_per)),
+        *(
+            (Evidence("scalar_reads", "not recorded (no CPU ops in the trace)"),)
+            if no_ops
+            else (
+                Evidence("scalar_reads_per_step_median", median(reads_per)),
+                Evidence("scalar_reads_that_waited_per_step", median(waited_per)),
+            )
+        ),
         Evidence("gpu_idle_from_syncs_median", round(median(idle_per), 1), "µs"),
         Evidence("gpu_idle_from_syncs_share", pct(median(share)), "%"),
         Evidence("threshold_idle", pct(SYNC_IDLE_WARN_FRACTION), "%"),
@@ -157,7 +174,11 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
         )
     per_step = median(sync_per)
     if per_step < SYNC_MIN_PER_STEP:
-        return sync_finding(Status.OK, f"No host-device sync in most steps ({step_range(ctx)})")
+        return sync_finding(
+            Status.OK,
+            f"No host-device sync in most steps ({step_range(ctx)})"
+            + ("; no CPU ops recorded, so .item()-style reads are not seen" if no_ops else ""),
+        )
     what = ", ".join(f"{k} ×{v}" for k, v in names.most_common(3))
     autotune = int(_in_conv(ctx, np.nonzero(sync)[0]).sum())
     evidence.append(Evidence("syncs_inside_convolutions", autotune))

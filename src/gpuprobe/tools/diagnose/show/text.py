@@ -335,11 +335,15 @@ _VERDICT_STYLE = {"worse": "red", "slower": "red", "better": "green", "faster": 
 
 
 def _num(v: float | None, unit: str = "") -> str:
-    """A number with its unit: whole above 100, one decimal below."""
+    """A number with its unit: whole above 100, one decimal below (two significant figures
+    where one decimal would show a value that is not zero as 0.0)."""
     if v is None:
         return "n/a"
     digits = 1 if unit == "%" or (abs(v) < 100 and (unit or v != int(v))) else 0
-    return f"{v:,.{digits}f}" + (f" {unit}" if unit else "")
+    text = f"{v:,.{digits}f}"
+    if v != 0 and float(text.replace(",", "")) == 0:
+        text = f"{v:.2g}"
+    return text + (f" {unit}" if unit else "")
 
 
 def _ms(us: float) -> str:
