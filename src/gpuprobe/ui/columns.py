@@ -56,7 +56,7 @@ def columns_that_fit(
     for name in drop_order:
         if need(keep) <= width:
             break
-        if name in header:
+        if name in header and list(header).index(name) in keep:
             keep.remove(list(header).index(name))
     return keep
 

@@ -45,3 +45,16 @@ def test_every_number_shown_is_whole_or_its_column_is_named(width: int) -> None:
         assert "left out" not in text.split("Host per step")[1].split("Steps' GPU span")[0]
     elif left:
         assert all(name.strip() not in header for name in left.group(1).split(","))
+
+
+@pytest.mark.parametrize("width", [1, 10, 20, 30])
+def test_a_tiny_terminal_draws_every_table_without_a_traceback(width: int) -> None:
+    """COLUMNS of 30 or less once raised ValueError (a column dropped twice from the tables
+    that leave columns out): every table still prints, with what it left out named."""
+    from gpuprobe.tools.diagnose.show.text import print_diagnosis
+
+    d = diagnose(TRACE)
+    buf = io.StringIO()
+    print_diagnosis(d, make_console(file=buf, width=width, color_system=None), verbose=True)
+    words = " ".join(buf.getvalue().split())  # a title wraps at 10 columns
+    assert "Host per step (ms)" in words and "left out to fit" in words

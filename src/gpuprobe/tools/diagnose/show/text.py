@@ -197,7 +197,7 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
 
             keep = list(range(len(self.cols)))
             for name in [None, *self.drop]:  # measured as rich draws it: nothing cut or folded
-                if name is not None and name in self.cols:
+                if name is not None and name in self.cols and self.cols.index(name) in keep:
                     keep.remove(self.cols.index(name))
                 t = table(self.title, [self.cols[i] for i in keep])
                 for r in self.rows:
