@@ -8,7 +8,7 @@ user's code because the profiler writes library paths relative to ``sys.path``
 torch's optimizer spans (``Optimizer.zero_grad#SGD.zero_grad``, ``Optimizer.step#AdamW.step``)
 are its per-parameter loop: named so, with the optimizer's fix (``set_to_none``, ``foreach``,
 ``fused``); the autograd engine's nodes (``AccumulateGrad``, once per parameter) are the backward
-graph, never a loop.
+graph, a loop only beside one of the user's (a backward per row).
 """
 
 from __future__ import annotations
@@ -138,10 +138,6 @@ def _find(
     their ops)."""
     n = len(ctx.steps)
     base = ctx.op_top & (ctx.op_step >= 0) & ~_in_dataloader(ctx)
-    # the autograd engine's nodes (AccumulateGrad once per parameter, each backward function):
-    # the backward graph, run by the engine, not a loop of the user's
-    base &= ~P.EVALUATE_FUNCTION.mask(ctx.op_name, ctx.names)
-    base &= ~P.AUTOGRAD_NODE.mask(ctx.op_name, ctx.names)
     inner, user, under = ctx.op_frames
     stack = ctx.has_stack
     if stack:
@@ -174,10 +170,16 @@ def _find(
             got[3].append(sel[mine])
     found = []
     ops: list[int] = []
+    # the autograd engine's nodes (AccumulateGrad once per parameter, each backward function)
+    # repeat by themselves in every backward: the backward graph, not a loop of the user's;
+    # they count only beside a loop of the user's (a backward per row of a Python loop)
+    node_ids = {int(i) for p in (P.EVALUATE_FUNCTION, P.AUTOGRAD_NODE) for i in p.ids(ctx.names)}
+    spans = {key: optimizer_span(ctx, np.concatenate(v[3])) for key, v in loops.items()}
+    users = any(k[1] not in node_ids and spans[k] is None for k in loops)
     for (f, op_id), (count, dur_parts, inner_ids, idx) in loops.items():
         durs = np.concatenate(dur_parts)
         med_us = float(np.median(durs))
-        if med_us > PYTHON_LOOP_MAX_OP_US:
+        if med_us > PYTHON_LOOP_MAX_OP_US or (op_id in node_ids and not users):
             continue
         where = ctx.names[f] if stack and f >= 0 else "(no with_stack: frame unknown)"
         inner_names = {ctx.names[i] for i in inner_ids}
@@ -190,11 +192,12 @@ def _find(
                 med_us,
                 float(durs.sum()) / n,
                 inner_names,
-                optimizer_span(ctx, mine),
+                spans[(f, op_id)],
             )
         )
         ops.extend(mine.tolist())
-    found.sort(key=lambda x: -x[0])
+    nodes = {ctx.names[i] for i in node_ids}
+    found.sort(key=lambda x: (x[1] in nodes, -x[0]))  # the user's loop named first
     return found, ops
 
 
