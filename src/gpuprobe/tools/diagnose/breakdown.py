@@ -178,6 +178,7 @@ def trace_summary(
         size_bytes=raw.size_bytes,
         events=raw.events,
         skipped_events=raw.skipped,
+        damage=tuple(raw.damage),
         steps=tuple(s.number for s in ctx.steps if s.number is not None),
         gpu_lag_share=ctx.gpu_lag_share,
         steps_timed_on_gpu=ctx.gpu_lags,

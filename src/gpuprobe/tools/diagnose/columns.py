@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from gpuprobe.tools.diagnose import patterns as P
+from gpuprobe.tools.diagnose.damage import drop_repeats
 from gpuprobe.tools.diagnose.intervals import merge_intervals
 from gpuprobe.tools.diagnose.kineto import RawTrace
 from gpuprobe.tools.diagnose.lag import (
@@ -68,6 +69,7 @@ class TraceColumns:
     masks over names."""
 
     def __init__(self, raw: RawTrace, steps: tuple[int, int] | None = None) -> None:
+        drop_repeats(raw)  # events written twice counted once, and said (raw.damage)
         self.raw = raw
         self.names = raw.names
         f8, i8 = np.float64, np.int64

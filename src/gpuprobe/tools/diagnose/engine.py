@@ -63,6 +63,21 @@ def check_memory(events: int, path: str | os.PathLike[str]) -> None:
     )
 
 
+def out_of_memory(path: str | os.PathLike[str], events: int) -> Exception:
+    """The one-line error for a trace that ran this process out of memory: ``MemoryError``
+    from NumPy or the reader, under a memory cap (``ulimit -v``, a container's limit) that the
+    free-memory check before the analysis cannot see."""
+    from gpuprobe.core.errors import InputError
+
+    need = events / 1e6 * ANALYSIS_MIB_PER_MILLION_EVENTS
+    return InputError(
+        f"{path}: ran out of memory analysing {events:,} events (about {need:,.0f} MiB needed, "
+        f"{ANALYSIS_MIB_PER_MILLION_EVENTS} MiB per million events): a memory limit holds this "
+        "process (ulimit -v, a container's cap) or the machine is short of it; run it with more "
+        "memory, or record fewer steps (torch.profiler.schedule(active=N) with a smaller N)"
+    )
+
+
 def diagnose_with_context(
     path: str | os.PathLike[str],
     *,
@@ -81,16 +96,19 @@ def diagnose_with_context(
     raw = read_trace(path, progress=progress)
     check_memory(raw.events, path)
     t1 = time.perf_counter()
-    ctx = TraceContext(raw, wanted)
-    findings = worst_first(run_rules(ctx))
-    t2 = time.perf_counter()
-    diag = Diagnosis(
-        summary=ctx.summary(read_seconds=t1 - t0, analyse_seconds=t2 - t1),
-        steps=tuple(ctx.breakdowns),
-        findings=tuple(findings),
-        cold=ctx.cold,
-        whatif=ctx.whatif.fixes(),
-    )
+    try:
+        ctx = TraceContext(raw, wanted)
+        findings = worst_first(run_rules(ctx))
+        t2 = time.perf_counter()
+        diag = Diagnosis(
+            summary=ctx.summary(read_seconds=t1 - t0, analyse_seconds=t2 - t1),
+            steps=tuple(ctx.breakdowns),
+            findings=tuple(findings),
+            cold=ctx.cold,
+            whatif=ctx.whatif.fixes(),
+        )
+    except MemoryError:
+        raise out_of_memory(path, raw.events) from None
     lead = diag.headline
     if lead is not None and diag.findings and diag.findings[0] is not lead:
         # the headline first, in text, HTML and JSON alike

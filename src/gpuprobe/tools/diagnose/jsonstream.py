@@ -377,9 +377,13 @@ class Scanner:
         return key
 
 
-def iter_batches(src: Source, header: dict[str, Any]) -> Iterator[list[Any]]:
+def iter_batches(
+    src: Source, header: dict[str, Any], notes: list[str] | None = None
+) -> Iterator[list[Any]]:
     """Yield the trace's events in lists (each an :class:`Event`, or the JSON value it was when
-    not an object); fill ``header`` with the other top-level keys."""
+    not an object); fill ``header`` with the other top-level keys. What follows the trace's
+    end other than whitespace (a second trace written into the file, text appended) is not
+    read: it is said in ``notes``."""
     src.fill(CHUNK_BYTES)
     sc = Scanner(src)
     first = sc.peek()
@@ -388,6 +392,7 @@ def iter_batches(src: Source, header: dict[str, Any]) -> Iterator[list[Any]]:
     if first == "[":  # Chrome's JSON-array format: a bare list of events
         sc.pos += 1
         yield from _array(sc)
+        _after_end(sc, notes)
         return
     if first != "{":  # refused at the first character: the rest is never read
         if first in '-0123456789"tfn' and first != "\x00":
@@ -421,6 +426,22 @@ def iter_batches(src: Source, header: dict[str, Any]) -> Iterator[list[Any]]:
             f"{src.path}: not a Kineto trace: no 'traceEvents' array (keys: "
             f"{', '.join(sorted(header)[:8]) or 'none'})"
         )
+    _after_end(sc, notes)
+
+
+def _after_end(sc: Scanner, notes: list[str] | None) -> None:
+    """Say in ``notes`` what the file holds after the trace's closing bracket, if anything."""
+    c = sc.peek()
+    if not c or notes is None:
+        return
+    what = (
+        "a second JSON document: two traces written into one file? split them to read both"
+        if c in "{["
+        else "text that is not part of the trace"
+    )
+    notes.append(
+        f"more data after the trace's end, from byte {sc.byte_at(sc.pos):,} ({what}): not read"
+    )
 
 
 def _array(sc: Scanner) -> Iterator[list[Any]]:

@@ -205,6 +205,10 @@ class RawTrace:
     # "kineto", or "legacy": the autograd profiler's own export (:mod:`.legacy`)
     trace_format: str = "kineto"
     legacy_events: int = 0  # its CPU ops and GPU spans read
+    # what was wrong with the file that the verdicts must be read with (more data after the
+    # trace, events without "ph", events written twice, a step around the others), one line each
+    damage: list[str] = field(default_factory=list)
+    no_ph: int = 0  # events without "ph", read as complete events
     legacy_launches: int = 0  # its launch flows ("ph": "s", "cat": "cpu_to_cuda")
     legacy_gpu_spans: int = 0  # its GPU spans (read as the busy time they prove: .legacy)
 
@@ -275,13 +279,21 @@ def read_trace(path: str | os.PathLike[str], progress: ProgressCallback | None =
     src = Source(spath, progress)
     tr = RawTrace(path=spath, size_bytes=src.total)
     try:
-        _consume(tr, iter_batches(src, tr.header))
+        _consume(tr, iter_batches(src, tr.header, tr.damage))
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise InputError(f"{spath}: damaged gzip file ({exc or 'cut off'})") from None
     except OSError as exc:
         raise InputError(f"{spath}: cannot read ({exc.strerror or exc})") from None
     except MemoryError:
-        raise InputError(f"{spath}: an event is too large to read") from None
+        kept = len(tr.op_ts) + len(tr.rt_ts) + len(tr.gpu_ts) + len(tr.py_ts) + len(tr.ann_ts)
+        raise InputError(
+            f"{spath}: ran out of memory reading the trace"
+            + (f" after {kept:,} events" if kept else "")
+            + " "
+            f"({READER_MIB_PER_MILLION_EVENTS} MiB per million events to read them, more to "
+            "analyse them): a memory limit holds this process (ulimit -v, a container's cap) or "
+            "the machine is short of it; run it with more memory, or record fewer steps"
+        ) from None
     finally:
         src.close()
     if tr.events == 0:
@@ -376,6 +388,9 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                 ph = ev.ph
                 cat = ev.cat
                 cats[cat] += 1
+                if ph is None and cat is not None and ev.ts is not None:
+                    ph = "X"  # a complete event written without its type: said in damage
+                    tr.no_ph += 1
                 if ph == "X":
                     # _time inlined for floats (the hot path); ints, strings, others through it
                     ts = ev.ts
@@ -526,6 +541,11 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                 skipped += 1
     tr.events = n
     tr.skipped = skipped
+    if tr.no_ph:
+        tr.damage.append(
+            f'{tr.no_ph:,} events have no "ph" (the Chrome trace event type): read as '
+            "complete events from their ts and dur"
+        )
     if tr.legacy_events:
         tr.trace_format = "legacy"
         _legacy_spans(tr, (lg_ts, lg_dur, lg_name, lg_dev, lg_op_ts, lg_op_end))

@@ -142,6 +142,8 @@ class TraceSummary(Record):
     events: int
     skipped_events: int
     steps: tuple[int, ...]
+    # what was wrong with the file, repaired where certain, one line each (damage.py)
+    damage: tuple[str, ...] = ()
     devices: tuple[DeviceInfo, ...] = ()
     has_gpu: bool = False
     with_stack: bool = False

@@ -234,13 +234,22 @@ class TracePart:
 def _read_rank(
     path: str, steps: tuple[int, int] | None, progress: ProgressCallback | None
 ) -> TracePart:
-    from gpuprobe.tools.diagnose.analysis import TraceContext
-    from gpuprobe.tools.diagnose.engine import check_memory
+    from gpuprobe.tools.diagnose.engine import check_memory, out_of_memory
     from gpuprobe.tools.diagnose.kineto import read_trace
 
     t0 = time.perf_counter()
     raw = read_trace(path, progress=progress)
     check_memory(raw.events, path)
+    try:
+        return _rank_part(path, raw, steps, t0)
+    except MemoryError:
+        raise out_of_memory(path, raw.events) from None
+
+
+def _rank_part(path: str, raw: Any, steps: tuple[int, int] | None, t0: float) -> TracePart:
+    """The summary of one rank's trace, read into ``raw``."""
+    from gpuprobe.tools.diagnose.analysis import TraceContext
+
     ctx = TraceContext(raw, steps)
     info = raw.header.get("distributedInfo")
     rank: int | None = None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuprobe.core.errors import InputError
+from gpuprobe.tools.diagnose.damage import enclosing_steps
 from gpuprobe.tools.diagnose.kineto import RawTrace
 
 __all__ = ["Step", "parse_step_range", "select_steps"]
@@ -50,7 +51,18 @@ def select_steps(
     for n, ts, dur in raw.steps:
         if n not in seen or dur > seen[n].end - seen[n].start:
             seen[n] = Step(n, ts, ts + dur)
-    steps = sorted(seen.values(), key=lambda s: s.start)
+    steps = sorted(seen.values(), key=lambda s: (s.start, -s.end))
+    around = enclosing_steps([(s.number, s.start, s.end) for s in steps])
+    if around:
+        gone = [steps[i] for i in sorted(around)]
+        raw.damage.append(
+            f"{'step' if len(gone) == 1 else 'steps'} "
+            + ", ".join(f"#{s.number}" for s in gone)
+            + (" spans" if len(gone) == 1 else " span")
+            + " other steps whole: a span around the steps (a record_function named like "
+            "one, or merged profiles), not a step; left out"
+        )
+        steps = [s for i, s in enumerate(steps) if i not in around]
     if wanted is not None:
         if not steps:
             raise InputError(

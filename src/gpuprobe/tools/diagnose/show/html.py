@@ -112,6 +112,7 @@ td, th { padding: 2px 8px; border-bottom: 1px solid #eee; vertical-align: top; }
 .side { flex: 1 1 24em; max-width: 40em; min-width: 0; }
 .main { flex: 3 1 40em; min-width: 0; }
 .note { color: #555; font-size: 90%; }
+.warn { color: #8a5a00; background: #fff6e0; padding: 2px 6px; }
 """
 
 
@@ -145,7 +146,9 @@ def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str
     body = (
         f"<h2>gpuprobe diagnose</h2><p>{html.escape(s.path)}: {s.events:,} events, "
         f"{len(s.steps)} steps, GPU busy {busy} over the steps' GPU span."
-        f"{_whole_span(s)}</p>{_headline_html(d)}"
+        f"{_whole_span(s)}</p>"
+        + "".join(f'<p class="warn">the file: {html.escape(n)}</p>' for n in s.damage)
+        + f"{_headline_html(d)}"
         f'<div class="wrap"><div class="side"><h3>Findings</h3>{findings_html(d.findings)}</div>'
         f'<div class="main">{step_timeline(d, ctx, step)}{perfetto_note([s.path])}</div></div>'
     )

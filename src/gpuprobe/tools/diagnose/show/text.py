@@ -136,6 +136,8 @@ def print_diagnosis(d: Diagnosis, console: object | None = None, *, verbose: boo
         con.print(_LEGACY_NOTE + (_LEGACY_GPU_NOTE if s.has_gpu else ""))
     if s.skipped_events:
         con.print(f"[dim]{s.skipped_events} malformed events skipped[/dim]")
+    for note in s.damage:
+        con.print(Text(f"the file: {note}", style="yellow"))
     if s.steps_timed_on_gpu:
         con.print(
             f"The GPU runs behind the CPU (steps timed on the GPU's side): "
