@@ -18,7 +18,8 @@ Each trace is diagnosed in a child process (a crash is a result, not an abort), 
 * busy: gpuprobe's busy over the GPU's whole span within 0.1 point of the reading's.
 
 Run:  .venv/bin/python benchmarks/diagnose_heldout.py --traces DIR [--split tune|held|all]
-Writes benchmarks/results/diagnose_heldout_<split>.md and .json.
+          [--set heldout|heldout2]
+Writes benchmarks/results/diagnose_<set>_<split>.md and .json.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from _pythonpath import src_first  # benchmarks/, next to this script
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-READINGS = HERE / "heldout" / "readings.tsv"
 RESULTS = HERE / "results"
 SEEN = {  # in an earlier session's expert or unseen set (see the module docstring)
     "switch_a100_mid",
@@ -167,8 +167,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", type=Path, required=True, help="folder with the .json.gz files")
     ap.add_argument("--split", choices=("tune", "held", "all"), default="tune")
+    ap.add_argument(
+        "--set",
+        default="heldout",
+        help="the folder of benchmarks/ with readings.tsv: heldout (the first set, 30 traces) "
+        "or heldout2 (the second, 15 traces, read blind on 2026-12-07)",
+    )
     a = ap.parse_args()
-    with READINGS.open() as fh:
+    readings = HERE / a.set / "readings.tsv"
+    stem = "diagnose_" + a.set
+    with readings.open() as fh:
         rows = [r for r in csv.DictReader(fh, delimiter="\t") if a.split in ("all", r["split"])]
     results = []
     for r in rows:
@@ -182,9 +190,9 @@ def main() -> None:
             f"wrong={s.get('wrong')} missed={s.get('missed')} busy_ok={s.get('busy_ok')}"
         )
     lines = [
-        f"# diagnose on held-out traces: the {a.split} split",
+        f"# diagnose on held-out traces ({a.set}): the {a.split} split",
         "",
-        f"{dt.date.today()}, `{_commit()}`; readings: benchmarks/heldout/readings.md "
+        f"{dt.date.today()}, `{_commit()}`; readings: benchmarks/{a.set}/readings.md "
         "(written blind, before gpuprobe ran on the traces).",
         "",
     ]
@@ -220,8 +228,8 @@ def main() -> None:
             f"{x.get('busy')} ({x.get('busy_ok')}) |"
         )
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"diagnose_heldout_{a.split}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"diagnose_heldout_{a.split}.json").write_text(json.dumps(results, indent=1))
+    (RESULTS / f"{stem}_{a.split}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{stem}_{a.split}.json").write_text(json.dumps(results, indent=1))
     print("\n".join(lines[4:7]))
 
 
