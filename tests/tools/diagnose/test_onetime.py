@@ -322,3 +322,24 @@ def test_without_steps_a_slow_first_call_is_one_time_but_a_first_copy_is_not(tmp
     assert _ev(one, "one_time_first_calls") == 1
     assert "the first SumBackward0 8.7 ms" in one.title
     assert not any("aten::copy_" in x for x in one.details)
+
+
+def test_a_first_sync_with_nothing_queued_is_set_up_not_a_wait(tmp_path):
+    """The process's first CUDA call pays the context's creation; when it is a sync (HTA-less
+    course code: torch.cuda.synchronize() first), nothing was queued for it to wait for, so its
+    116 ms are one-time set-up. A later sync that drains queued work stays a sync."""
+    b = KinetoBuilder()  # one window, no steps
+    b._x("cuda_runtime", "cudaDeviceSynchronize", b.now, 115_900.0, correlation=900)
+    b.cpu(115_900.0)
+    for _ in range(20):
+        b.launch("void gemm_kernel", kernel_us=100.0, op="aten::mm")
+    b.sync("cudaDeviceSynchronize")  # drains 2 ms of queued work: a wait
+    d = diagnose(b.write(str(tmp_path / "first_sync.json")))
+    ctx_calls = _ev(d.finding("one-time-start"), "one_time_calls")
+    assert ctx_calls == 1 and _ev(d.finding("one-time-start"), "one_time_call_time") == (
+        pytest.approx(115_900.0)
+    )
+    assert "it waits for nothing" in " ".join(d.finding("one-time-start").details)
+    sync = d.finding("sync")  # the draining one only: 2 ms of waiting, not 118
+    assert _ev(sync, "syncs_per_step_median") == 1
+    assert 1_000 < _ev(sync, "host_wait_in_syncs_per_step") < 2_100

@@ -62,6 +62,7 @@ __all__ = [
     "one_time_spans",
     "slow_compiled_runs",
     "typical_launch_us",
+    "waits_for_nothing",
     "warmup_steps",
 ]
 
@@ -106,7 +107,7 @@ def one_time_calls(ctx: TraceColumns) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     limit = max(ONE_TIME_MIN_US, ONE_TIME_FACTOR * typical_launch_us(ctx))
     excluded = (
-        ctx.sync_mask
+        (ctx.sync_mask & ~waits_for_nothing(ctx))
         | P.NOT_ONE_TIME_CALL.mask(ctx.rt_name, ctx.names)
         | P.GRAPH_CAPTURE_BEGIN.mask(ctx.rt_name, ctx.names)
         | P.GRAPH_CAPTURE_END.mask(ctx.rt_name, ctx.names)
@@ -137,6 +138,26 @@ def one_time_calls(ctx: TraceColumns) -> np.ndarray:
             keep[same] = False
     out = cand[keep]
     return out[np.argsort(ctx.rt_ts[out], kind="stable")].astype(np.int64)
+
+
+def waits_for_nothing(ctx: TraceColumns) -> np.ndarray:
+    """A mask over the runtime calls: the syncs among the process's first
+    :data:`CONTEXT_FIRST_CALLS` runtime calls that end before any GPU work was queued (no
+    launch or copy call before them, no GPU activity before their end). Such a sync has
+    nothing to wait for: its time is set-up (the first CUDA call creates the context), a
+    one-time cost, not a wait for the GPU."""
+    out = np.zeros(ctx.rt_ts.size, dtype=bool)
+    sync = np.nonzero(ctx.sync_mask)[0]
+    if sync.size == 0:
+        return out
+    first = np.argsort(ctx.rt_ts, kind="stable")[:CONTEXT_FIRST_CALLS]
+    sync = sync[np.isin(sync, first)]
+    queued = ctx.rt_ts[ctx.gpu_rt[ctx.gpu_rt >= 0]]  # the calls that queued GPU work
+    first_queued = float(queued.min()) if queued.size else np.inf
+    first_gpu = float(ctx.gpu_ts.min()) if ctx.gpu_ts.size else np.inf
+    end = ctx.rt_ts[sync] + ctx.rt_dur[sync]
+    out[sync[(ctx.rt_ts[sync] < first_queued) & (end <= first_gpu)]] = True
+    return out
 
 
 def first_calls(ctx: TraceColumns) -> np.ndarray:

@@ -58,6 +58,11 @@ def _what(ctx: TraceContext, i: int, context: np.ndarray) -> str:
     name = ctx.names[int(ctx.rt_name[i])]
     if i in context:
         return "CUDA context creation, among the process's first CUDA calls"
+    if ctx.sync_mask[i]:  # one-time only when it waited for nothing (onetime.waits_for_nothing)
+        return (
+            "a sync before any GPU work was queued: it waits for nothing, so its time is set-up "
+            "(CUDA context creation on the process's first CUDA call)"
+        )
     return next((w for p, w in _WHAT if p.search(name)), "a one-time runtime call")
 
 

@@ -17,6 +17,7 @@ from gpuprobe.core.rules import rule
 from gpuprobe.tools.diagnose import patterns as P
 from gpuprobe.tools.diagnose.analysis import TraceContext
 from gpuprobe.tools.diagnose.intervals import merge_intervals, subtract_intervals
+from gpuprobe.tools.diagnose.onetime import waits_for_nothing
 from gpuprobe.tools.diagnose.rules._common import (
     GROUP,
     capture_skip,
@@ -106,7 +107,8 @@ def synchronisation(ctx: TraceContext) -> list[Finding]:
     reads_per = np.bincount(ctx.op_step[reads_all], minlength=n)
     waited = ctx.waiting_read_mask & (ctx.op_step >= 0)
     waited_per = np.bincount(ctx.op_step[waited], minlength=n)
-    sync = ctx.sync_mask & (ctx.rt_step >= 0)
+    # a first sync with nothing queued is set-up (one-time-start's), not a wait
+    sync = ctx.sync_mask & ~waits_for_nothing(ctx) & (ctx.rt_step >= 0)
     sync_per = np.bincount(ctx.rt_step[sync], minlength=n)
     wait_per = np.bincount(ctx.rt_step[sync], weights=ctx.rt_dur[sync], minlength=n)
     names = Counter(ctx.names[i] for i in ctx.rt_name[sync].tolist())
