@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,19 @@ def test_every_api_function_is_exported_typed_and_documented() -> None:
         assert isinstance(f, types.FunctionType), name
         assert f.__doc__ and len(f.__doc__.split()) >= 8, name
         assert "return" in f.__annotations__, name
+
+
+def test_every_type_an_api_function_returns_is_exported() -> None:
+    """``gpuprobe.profile_command`` returns a ProfileReport: ``gpuprobe.ProfileReport`` is it, and
+    ``from gpuprobe import *`` and ``dir(gpuprobe)`` list it, as for every other result type."""
+    builtin = {"None", "Any", "Callable", "Path", "AbstractContextManager"}  # not gpuprobe's
+    missing = {}
+    for name in api.__all__:
+        returned = set(re.findall(r"\b[A-Z]\w+", str(getattr(api, name).__annotations__["return"])))
+        missing.update({t: name for t in returned - builtin - set(gpuprobe.__all__)})
+    assert missing == {}
+    assert set(gpuprobe._TYPES) <= set(gpuprobe.__all__)
+    assert gpuprobe.ProfileReport.__name__ == "ProfileReport"
 
 
 def test_no_package_is_callable_and_submodules_do_not_hide_the_functions() -> None:
