@@ -201,6 +201,7 @@ def test_import_is_cheap() -> None:
         "gpuprobe",
         "gpuprobe._version",
         "gpuprobe.api",
+        "gpuprobe.api._edge",
         "gpuprobe.api.jobs",
         "gpuprobe.api.machine",
         "gpuprobe.api.memory",
@@ -333,3 +334,46 @@ def test_a_command_given_as_one_string_is_refused_before_anything_starts(
         else:
             gpuprobe.pack("python3 train.py", [1])
     assert err.value.exit_code == 2 and not (tmp_path / "r").exists()
+
+
+def _first_required(name: str) -> tuple[inspect.Parameter, int] | None:
+    params = inspect.signature(getattr(api, name)).parameters.values()
+    required = [p for p in params if p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD]
+    if not required or required[0].annotation in ("Any", "object"):
+        return None
+    return required[0], len(required)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(api.__all__) if _first_required(n)])
+def test_none_for_a_needed_argument_is_a_usage_error_naming_the_parameter(name: str) -> None:
+    """``gpuprobe.fit(None)``, ``gpuprobe.diagnose(None)``: the README promises a UsageError
+    (a ValueError too), one line naming the Python parameter, never a bare TypeError."""
+    first, count = _first_required(name)  # type: ignore[misc]
+    with pytest.raises(UsageError) as err:
+        getattr(gpuprobe, name)(*[None] * count)
+    assert err.value.message.startswith(f"{first.name}=None: give "), err.value.message
+    assert "\n" not in err.value.message and "--" not in err.value.message
+
+
+def test_wrong_arguments_name_the_python_parameter_and_the_cli_names_the_flag() -> None:
+    with pytest.raises(UsageError) as err:
+        gpuprobe.fit(None)
+    assert err.value.message == "step=None: give Callable[[int], Any] (got NoneType)"
+    with pytest.raises(UsageError, match=r"^path=42: give str \| os.PathLike \(got int\)$"):
+        gpuprobe.diagnose(42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as err, gpuprobe.record(hz=100):
+        pass
+    assert err.value.message == "hz=100: give 0.1 to 20 samples per second"
+    assert err.value.cli_message == "--hz 100: give 0.1 to 20 samples per second"
+    with pytest.raises(UsageError) as err:
+        gpuprobe.parse_counts("0")
+    assert err.value.message.startswith("counts='0': copies must be 1 or more")
+    assert err.value.cli_message.startswith("-n 0: copies must be 1 or more")
+    assert gpuprobe.parse_counts("1-3") == [1, 2, 3]  # what fits goes through unchanged
+
+
+def test_the_cli_prints_a_wrong_value_by_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuprobe.cli import main
+
+    assert main(["pack", "-n", "0", "--", "true"]) == 2
+    assert capsys.readouterr().err == "gpuprobe: -n 0: copies must be 1 or more, like 1,2,3,4\n"
