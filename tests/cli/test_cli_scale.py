@@ -74,10 +74,12 @@ def test_input_file(capsys, tmp_path):
         (["--method", "qr"], "methods are"),
     ],
 )
-def test_bad_usage_is_one_line(capsys, argv, message):
+def test_bad_usage_is_one_line(capsys, argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a refusal that wrote its file after all writes it here
     with pytest.raises(SystemExit) if argv[0] in ("--workers", "--method") else _nothing():
         rc = cli.main(["scale", "lstsq", *argv])
         assert rc == 2
+    assert list(tmp_path.iterdir()) == []  # refused: nothing written
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 

@@ -1,0 +1,105 @@
+"""The suite leaves nothing behind: not in the checkout, not in ``$TMPDIR``.
+
+- ``$TMPDIR``: the session gets one folder of its own (``gpuprobe-tests-*``), which ``TMPDIR``
+  and :data:`tempfile.tempdir` name for the tests and every process they start; it is removed at
+  the end, whatever a test or gpuprobe left in it (``gpuprobe.record()``'s default folder, a
+  ``mkdtemp`` of a helper). pytest's own ``tmp_path`` folders stay where pytest keeps them
+  (``pytest-of-$USER``, the last three runs, for a failed test's files).
+- Hypothesis keeps no example database (it would be ``.hypothesis/`` in the working folder).
+- The checkout: what ``git status --ignored`` lists at the end that it did not list at the start
+  (a committed ``out.pdf`` was once a test's plot; ``build/`` a wheel built in place) fails the
+  session, named. Python's and pytest's own caches (``__pycache__``, ``.pytest_cache``) are not
+  counted. ``GPUPROBE_TEST_TREE`` names another folder to watch (this module's own test).
+
+``conftest.py`` calls :func:`start` and :func:`finish`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+__all__ = ["finish", "start", "tree_entries"]
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHES = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+_STATE: dict[str, object] = {}
+
+
+def _tree() -> Path:
+    return Path(os.environ.get("GPUPROBE_TEST_TREE") or ROOT)
+
+
+def tree_entries(root: Path) -> set[str] | None:
+    """What git lists in ``root`` as untracked or ignored (folders once, as git shows them), less
+    the caches; None outside a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--ignored", "-z"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    entries = set()
+    for item in out.stdout.split("\0"):
+        if item[:3] in ("?? ", "!! ") and not any(c in item[3:].split("/") for c in CACHES):
+            entries.add(item[3:])
+    return entries
+
+
+def start(config: pytest.Config) -> None:
+    """At the start of the session (``pytest_configure``, after pytest's own)."""
+    # pytest's own folder first, where it keeps it (TMPDIR as it was)
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        factory.getbasetemp()
+    own = tempfile.mkdtemp(prefix="gpuprobe-tests-")
+    _STATE.update(own=own, old_env=os.environ.get("TMPDIR"), old_tempdir=tempfile.tempdir)
+    _STATE["tree"] = tree_entries(_tree())
+    os.environ["TMPDIR"] = own
+    tempfile.tempdir = own
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("gpuprobe-tests", database=None)
+    settings.load_profile("gpuprobe-tests")
+
+
+def finish(session: pytest.Session) -> None:
+    """At the end of the session (``pytest_sessionfinish``)."""
+    own = _STATE.get("own")
+    if isinstance(own, str):
+        old_env, old_tempdir = _STATE.get("old_env"), _STATE.get("old_tempdir")
+        if isinstance(old_env, str):
+            os.environ["TMPDIR"] = old_env
+        else:
+            os.environ.pop("TMPDIR", None)
+        tempfile.tempdir = old_tempdir if isinstance(old_tempdir, str) else None
+        shutil.rmtree(own, ignore_errors=True)
+    before = _STATE.get("tree")
+    after = tree_entries(_tree())
+    if not isinstance(before, set) or after is None:
+        return
+    new = sorted(after - before)
+    if not new:
+        return
+    text = f"the tests left these in {_tree()} (write them under tmp_path):\n  " + "\n  ".join(new)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_sep("=", "files left in the checkout", red=True)
+        reporter.write_line(text)
+    else:
+        print(text, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
