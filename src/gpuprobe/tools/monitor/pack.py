@@ -45,6 +45,7 @@ from gpuprobe.tools.monitor.pack_model import (
     PackReport,
     Sharing,
     core_capacity,
+    slowdown_of,
 )
 from gpuprobe.tools.monitor.records import Sample
 from gpuprobe.tools.monitor.rules.pack import judge
@@ -367,10 +368,9 @@ def pack(
             )
             left, ended = _leftovers(run_id, started, kill_leftovers)
             lv = _level(n, copies, wall, samples, rate_rx is not None)
-            base = levels[0].mean_copy_s if levels else lv.mean_copy_s
             lv = replace(
                 lv,
-                slowdown=lv.mean_copy_s / base if levels else 1.0,
+                slowdown=slowdown_of(lv, levels[0] if levels else lv, rate_rx is not None),
                 unit=unit,
                 leftovers=left,
                 leftovers_ended=ended,
