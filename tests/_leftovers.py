@@ -1,9 +1,11 @@
 """The suite leaves nothing behind: not in the checkout, not in ``$TMPDIR``.
 
 - ``$TMPDIR``: the session gets one folder of its own (``gpuprobe-tests-*``), which ``TMPDIR``
-  and :data:`tempfile.tempdir` name for the tests and every process they start; it is removed at
-  the end, whatever a test or gpuprobe left in it (``gpuprobe.record()``'s default folder, a
-  ``mkdtemp`` of a helper). pytest's own ``tmp_path`` folders stay where pytest keeps them
+  and :data:`tempfile.tempdir` name for the tests and every process they start; it is removed
+  when the interpreter exits, whatever a test or gpuprobe left in it (``gpuprobe.record()``'s
+  default folder, a ``mkdtemp`` of a helper): by an ``atexit`` handler registered at the start,
+  so that it runs after multiprocessing's own clean-up of its ``pymp-*`` folder (atexit runs
+  the last registered first). pytest's own ``tmp_path`` folders stay where pytest keeps them
   (``pytest-of-$USER``, the last three runs, for a failed test's files).
 - Hypothesis keeps no example database (it would be ``.hypothesis/`` in the working folder).
 - The checkout: what ``git status --ignored`` lists at the end that it did not list at the start
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -64,10 +67,11 @@ def start(config: pytest.Config) -> None:
     if factory is not None:
         factory.getbasetemp()
     own = tempfile.mkdtemp(prefix="gpuprobe-tests-")
-    _STATE.update(own=own, old_env=os.environ.get("TMPDIR"), old_tempdir=tempfile.tempdir)
+    _STATE["own"] = own
     _STATE["tree"] = tree_entries(_tree())
     os.environ["TMPDIR"] = own
     tempfile.tempdir = own
+    atexit.register(shutil.rmtree, own, ignore_errors=True)
     try:
         from hypothesis import settings
     except ImportError:
@@ -78,15 +82,6 @@ def start(config: pytest.Config) -> None:
 
 def finish(session: pytest.Session) -> None:
     """At the end of the session (``pytest_sessionfinish``)."""
-    own = _STATE.get("own")
-    if isinstance(own, str):
-        old_env, old_tempdir = _STATE.get("old_env"), _STATE.get("old_tempdir")
-        if isinstance(old_env, str):
-            os.environ["TMPDIR"] = old_env
-        else:
-            os.environ.pop("TMPDIR", None)
-        tempfile.tempdir = old_tempdir if isinstance(old_tempdir, str) else None
-        shutil.rmtree(own, ignore_errors=True)
     before = _STATE.get("tree")
     after = tree_entries(_tree())
     if not isinstance(before, set) or after is None:

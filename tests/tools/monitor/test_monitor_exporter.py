@@ -103,6 +103,31 @@ def test_cli_serves_until_terminated() -> None:
             p.kill()
 
 
+def test_the_banner_wraps_at_80_columns() -> None:
+    """Issue 41: the exporter's banner was one 173-character line."""
+    import subprocess
+
+    p = subprocess.Popen(
+        gpuprobe_argv("export", "--port", "0"),
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        lines = [p.stdout.readline().rstrip("\n")]
+        while not lines[-1].endswith("Ctrl-C stops"):
+            lines.append(p.stdout.readline().rstrip("\n"))
+        p.terminate()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert lines[0].startswith("gpuprobe export: serving http://127.0.0.1:")
+    assert all(len(line) <= 80 for line in lines), lines
+
+
 def test_grafana_dashboard_uses_exported_metrics() -> None:
     dash = json.loads(GRAFANA.read_text())
     exprs = [t["expr"] for panel in dash["panels"] for t in panel.get("targets", [])]
