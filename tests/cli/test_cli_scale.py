@@ -38,6 +38,7 @@ def test_json(capsys):
     assert [r["workers"] for r in data["results"]] == [1, 2]
     assert all(r["error_vs_numpy"] <= 1e-12 for r in data["results"])
     assert data["baselines"][0]["name"] == "numpy.linalg.lstsq"
+    assert data["exit_code"] == rc == 0 and data["verdict"] in ("ok", "info", "warn")
 
 
 def test_input_file(capsys, tmp_path):

@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
             curve=not args.no_curve,
             on_trial=lambda t: update(str(t)),
         )
+    code = 0 if result.best is not None else 1
     if args.json:
-        print_json(result.to_dict())
+        print_json(result.to_dict(), findings=result.findings, exit_code=code)
     else:
         from gpuprobe.core.wrap import hang
 
@@ -86,4 +87,4 @@ def run(args: argparse.Namespace) -> int:
         )
         print("\n".join(hang(model)))
         print(result)
-    return 0 if result.best is not None else 1
+    return code

@@ -53,6 +53,7 @@ def test_fit_json_on_cpu_under_a_cap(capsys: pytest.CaptureFixture[str]) -> None
     doc = json.loads(capsys.readouterr().out)
     assert doc["best"] == 4 and doc["first_fail"] is None  # a 2 GiB cap holds 4 samples
     assert doc["isolated"] and "RLIMIT_AS" in doc["cap"]
+    assert doc["exit_code"] == 0 and doc["verdict"] in ("ok", "info", "warn")
 
 
 def test_precision_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,6 +63,7 @@ def test_precision_json(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert [r["dtype"] for r in doc["results"]] == ["fp32", "int8"]
     assert doc["results"][1]["outcome"] == "ok"
+    assert doc["exit_code"] == 0 and doc["verdict"] in ("ok", "info", "warn")
 
 
 @pytest.mark.parametrize(
