@@ -145,3 +145,17 @@ def test_a_table_whose_words_cannot_all_fit_folds_the_prose_not_the_names() -> N
     text = _table_text(rows, ("backend", "case", "size", "rate", "notes"))
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "elementwise-resident" in text and "1.98 GFLOP/s" in text
+
+
+def test_a_word_too_long_for_its_cells_hang_goes_whole_under_the_cells_start() -> None:
+    """`info`'s framework table at 80 columns: `(torch.version.cuda` was cut after
+    `torch.versio` (its cell had room for the word, not for the word and the hang)."""
+    rows = [
+        ("torch", "2.13.0+cpu", "n/a", "n/a", "none (CPU-only)",
+         "none: CPU-only build (torch.version.cuda is None)"),
+        ("cupy", "not installed", "", "", "", ""),
+    ]  # fmt: skip
+    text = _table_text(rows, ("framework", "version", "CUDA", "cuDNN", "compiled for", "sees"))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any("(torch.version.cuda" in line for line in lines), text

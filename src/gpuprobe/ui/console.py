@@ -125,9 +125,17 @@ class HangingLine:
             indent = len(plain) - len(plain.lstrip(" "))
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            lines = wrap_text(text[indent:], room, first=width - indent, fold=fold)
+            lines = wrap_text(text[indent:], room, first=width - indent, fold=False)
             for i, line in enumerate(lines):
-                yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
+                if i and line.cell_len > room and line.cell_len <= width - indent:
+                    # a word too long for the room after the hang, not for the line: under the
+                    # line's start, whole, rather than cut
+                    yield _one_line(Text.assemble(first, line), self.overflow)
+                elif line.cell_len > (room if i else width - indent) and fold:
+                    for part in wrap_text(line, room, fold=True):  # longer than the line: cut
+                        yield _one_line(Text.assemble(pad, part), self.overflow)
+                else:
+                    yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
             return
         yield from Hanging(head, body, self.overflow).__rich_console__(console, options)
 
@@ -201,15 +209,16 @@ class _NotText(Exception):
     """A cell that is not text (a nested table, a chart): its table is left to rich."""
 
 
-def _floor(column: Any) -> int:
+def _floor(column: Any, hang: bool = True) -> int:
     """The narrowest ``column`` can be with no word cut: its longest word (or number with its
-    unit), and two more where a cell of several words hangs its continuations two in."""
+    unit), and (``hang``) two more where a cell of several words hangs its continuations two in
+    (without them, such a word goes under its cell's start instead)."""
     from rich.cells import cell_len
 
     floor = longest_unbreakable(str(column.header), cell_len) if column.header else 0
     for plain, hangs in _cell_lines(column):
         longest = longest_unbreakable(plain, cell_len)
-        several = hangs and cell_len(plain.strip()) > longest
+        several = hang and hangs and cell_len(plain.strip()) > longest
         floor = max(floor, longest + (2 if several else 0))
     return max(floor, 1)
 
@@ -241,13 +250,15 @@ def _keep_words_whole(console: Any, table: Any) -> None:
     shrinks = [c.width is None and not c.no_wrap for c in columns]
     try:
         floors = [_floor(c) + pads[i] for i, c in enumerate(columns)]
+        unhung = [_floor(c, hang=False) + pads[i] for i, c in enumerate(columns)]
         prose = [ok and _prose(c) for ok, c in zip(shrinks, columns, strict=True)]
     except _NotText:
         return
     last = [MIN_BODY_WIDTH + pads[i] if prose[i] else floors[i] for i in range(len(columns))]
     excess = sum(widths) - room
-    while excess > 0:
+    while excess > 0:  # whole words hung under their cell; then whole words; then cut prose
         can = [i for i, ok in enumerate(shrinks) if ok and widths[i] > floors[i]]
+        can = can or [i for i, ok in enumerate(shrinks) if ok and widths[i] > unhung[i]]
         can = can or [i for i, ok in enumerate(prose) if ok and widths[i] > last[i]]
         if not can:
             return
