@@ -377,3 +377,19 @@ def test_the_cli_prints_a_wrong_value_by_its_flag(capsys: pytest.CaptureFixture[
 
     assert main(["pack", "-n", "0", "--", "true"]) == 2
     assert capsys.readouterr().err == "gpuprobe: -n 0: copies must be 1 or more, like 1,2,3,4\n"
+
+
+def test_the_edge_lets_through_what_stands_for_a_string() -> None:
+    """A ``device: str`` parameter takes a torch.device as the implementation does; a number is
+    refused by name."""
+    from gpuprobe.api._edge import checked
+
+    def f(device: str | None = None) -> str:
+        return str(device)
+
+    f.__annotations__ = {"device": "str | None", "return": "str"}
+    g = checked(f)
+    assert g(type("device", (), {"__str__": lambda self: "cuda:0"})()) == "cuda:0"
+    assert g(None) == "None" and g("cpu") == "cpu"
+    with pytest.raises(UsageError, match=r"^device=3: give str \| None \(got int\)$"):
+        g(3)

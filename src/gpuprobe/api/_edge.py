@@ -6,7 +6,8 @@ annotations``), read once on the first call; only what a value plainly is not is
 
 - a path (``PathLike``, ``Path``, ``str | os.PathLike[str]``): a ``str`` or an ``os.PathLike``;
 - a function (``Callable[...]``): anything callable;
-- ``int`` / ``float``: a number (``bool`` is not one); ``str``: a string;
+- ``int`` / ``float``: a number (``bool`` is not one); ``str``: not a number, list, tuple,
+  dict, set or bytes (a ``torch.device`` stands for ``"cuda:0"``);
 - ``Sequence``, ``Iterable``, ``tuple``, ``list``: anything iterable;
 - gpuprobe's own types (``Timeline``, ``Diagnosis``, ...) and the rest: anything but ``None``.
 
@@ -58,8 +59,8 @@ def _check_of(head: str) -> Check | None:
         return lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
     if head == "float":
         return lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
-    if head == "str":
-        return lambda v: isinstance(v, str)
+    if head == "str":  # a str, or what stands for one (a torch.device, a Path): not a number
+        return lambda v: not isinstance(v, (numbers.Number, list, tuple, dict, set, bytes))
     if head in _ITERABLES:
         return lambda v: hasattr(v, "__iter__")
     return None
