@@ -7,7 +7,9 @@
   so that it runs after multiprocessing's own clean-up of its ``pymp-*`` folder (atexit runs
   the last registered first). pytest's own ``tmp_path`` folders stay where pytest keeps them
   (``pytest-of-$USER``, the last three runs, for a failed test's files).
-- Hypothesis keeps no example database (it would be ``.hypothesis/`` in the working folder).
+- Hypothesis keeps no example database, and its other files (the constants it collects from the
+  code under test, its Unicode tables: ``.hypothesis/`` in the working folder) go to the
+  session's folder (``HYPOTHESIS_STORAGE_DIRECTORY``).
 - The checkout: what ``git status --ignored`` lists at the end that it did not list at the start
   (a committed ``out.pdf`` was once a test's plot; ``build/`` a wheel built in place) fails the
   session, named. Python's and pytest's own caches (``__pycache__``, ``.pytest_cache``) are not
@@ -72,10 +74,13 @@ def start(config: pytest.Config) -> None:
     os.environ["TMPDIR"] = own
     tempfile.tempdir = own
     atexit.register(shutil.rmtree, own, ignore_errors=True)
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(own, "hypothesis")
     try:
         from hypothesis import settings
+        from hypothesis.configuration import set_hypothesis_home_dir
     except ImportError:
         return
+    set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
     settings.register_profile("gpuprobe-tests", database=None)
     settings.load_profile("gpuprobe-tests")
 

@@ -90,9 +90,12 @@ def test_helpers_end_with_gpuprobe(
 
 
 PLANTED = """
-import os, tempfile
+import os, sys, tempfile
 from pathlib import Path
 from hypothesis import given, strategies as st
+
+sys.path.insert(0, os.environ["GPUPROBE_TEST_TREE"])
+import mylib  # code under test in the checkout: Hypothesis collects its constants
 
 
 def test_a_helper_folder():
@@ -103,7 +106,7 @@ def test_a_helper_folder():
 
 @given(st.integers())
 def test_hypothesis(n):
-    assert n == n
+    assert mylib.same(n) == n
 
 
 def test_a_plot_in_the_checkout():
@@ -115,7 +118,8 @@ def test_the_suite_leaves_nothing_in_tmpdir_or_the_checkout(tmp_path: Path) -> N
     """A session whose tests leave a folder in $TMPDIR, a Hypothesis database and a plot in the
     checkout: $TMPDIR holds only pytest's own folder afterwards, no .hypothesis/ is written,
     and the plot fails the session by name (tests/_leftovers.py, which conftest.py uses)."""
-    tree, tests, tmpdir = tmp_path / "tree", tmp_path / "tests", tmp_path / "tmpdir"
+    tree, tmpdir = tmp_path / "tree", tmp_path / "tmpdir"
+    tests = tree / "tests"  # the code under test in the checkout: Hypothesis reads its constants
     for d in (tree, tests, tmpdir):
         d.mkdir()
     subprocess.run(["git", "init", "-q", str(tree)], check=True)
@@ -126,6 +130,9 @@ def test_the_suite_leaves_nothing_in_tmpdir_or_the_checkout(tmp_path: Path) -> N
         "def pytest_sessionfinish(session, exitstatus): _leftovers.finish(session)\n"
     )
     (tests / "test_planted.py").write_text(PLANTED)
+    (tree / "mylib.py").write_text(
+        'LIMITS = (12345, 67890.5, "a constant")\n\ndef same(n):\n    return n if n != 12345 else n\n'
+    )
     env = {**_env(), "TMPDIR": str(tmpdir), "GPUPROBE_TEST_TREE": str(tree)}
     env["PYTHONPATH"] += os.pathsep + str(Path(__file__).parent)
     p = subprocess.run(
@@ -140,4 +147,9 @@ def test_the_suite_leaves_nothing_in_tmpdir_or_the_checkout(tmp_path: Path) -> N
     assert p.returncode == 1, p.stdout
     assert "files left in the checkout" in p.stdout and "\n  out.pdf\n" in p.stdout
     assert [d.name for d in tmpdir.iterdir()] == [f"pytest-of-{psutil.Process().username()}"]
-    assert sorted(d.name for d in tree.iterdir()) == [".git", "out.pdf"]
+    assert sorted(d.name for d in tree.iterdir() if d.name != "__pycache__") == [
+        ".git",
+        "mylib.py",
+        "out.pdf",
+        "tests",
+    ]
