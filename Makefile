@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # torch is optional for users; pinned exactly here so that no looser requirement pulls CUDA wheels.
-# `make TORCH=` installs without it; a changed TORCH= re-installs (the stamps depend on it).
+# `make TORCH=` installs without it (and removes one a previous `make` installed); a changed
+# TORCH= re-installs (the stamps depend on it).
 TORCH  ?= torch==2.13.0
 PIP     = $(BIN)/python -m pip --disable-pip-version-check -q
 TORCH_ARG = $(if $(strip $(TORCH)),"$(TORCH)")
+NO_TORCH = $(if $(strip $(TORCH)),,$(PIP) uninstall -y torch)
 
 .PHONY: run test setup setup-test lint typecheck bench clean gpu-wheels FORCE
 
@@ -28,6 +30,7 @@ $(VENV)/.torch-spec: FORCE | $(BIN)/python
 
 $(VENV)/.run-ok: pyproject.toml $(VENV)/.torch-spec | $(BIN)/python
 	$(PIP) install -e ".[plot]" $(TORCH_ARG)
+	$(NO_TORCH)
 	touch $@
 
 $(VENV)/.test-ok: pyproject.toml $(VENV)/.run-ok

@@ -170,9 +170,15 @@ EOF
 
 if [ "$DRY" = 1 ]; then
     say "dry run: checking everything but the card, into $OUT"
-    # the project's wheel builds (no network: the build backend already installed here)
+    # the project's wheel builds (no network: the build backend already installed here), from a
+    # copy of the checkout: setuptools builds in the source folder, and leaves build/ there
     WHL="$OUT/.wheel"
-    if "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WHL" "$ROOT" >>"$LOG" 2>&1 \
+    mkdir -p "$WHL/src"
+    for part in pyproject.toml README.md src docs contrib; do
+        [ -e "$ROOT/$part" ] && cp -R "$ROOT/$part" "$WHL/src/"
+    done
+    rm -rf "$WHL"/src/src/*.egg-info
+    if "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WHL" "$WHL/src" >>"$LOG" 2>&1 \
         && ls "$WHL"/gpuprobe-*.whl >/dev/null 2>&1; then
         printf 'wheel\t0\t0\n' >>"$OUT/steps.tsv"; say "wheel: built $(basename "$WHL"/gpuprobe-*.whl)"
     else

@@ -18,7 +18,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import _leftovers
 from _support import HAS_GPU, snapshot_dict
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path factory is made
+def pytest_configure(config: pytest.Config) -> None:
+    _leftovers.start(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -137,6 +143,7 @@ def uncatalogued_findings() -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _leftovers.finish(session)
     bad = uncatalogued_findings()
     if not bad:
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -117,6 +118,19 @@ def test_every_api_function_is_exported_typed_and_documented() -> None:
         assert "return" in f.__annotations__, name
 
 
+def test_every_type_an_api_function_returns_is_exported() -> None:
+    """``gpuprobe.profile_command`` returns a ProfileReport: ``gpuprobe.ProfileReport`` is it, and
+    ``from gpuprobe import *`` and ``dir(gpuprobe)`` list it, as for every other result type."""
+    builtin = {"None", "Any", "Callable", "Path", "AbstractContextManager"}  # not gpuprobe's
+    missing = {}
+    for name in api.__all__:
+        returned = set(re.findall(r"\b[A-Z]\w+", str(getattr(api, name).__annotations__["return"])))
+        missing.update({t: name for t in returned - builtin - set(gpuprobe.__all__)})
+    assert missing == {}
+    assert set(gpuprobe._TYPES) <= set(gpuprobe.__all__)
+    assert gpuprobe.ProfileReport.__name__ == "ProfileReport"
+
+
 def test_no_package_is_callable_and_submodules_do_not_hide_the_functions() -> None:
     import gpuprobe.platform.inventory
     import gpuprobe.tools.bench.runner
@@ -187,6 +201,7 @@ def test_import_is_cheap() -> None:
         "gpuprobe",
         "gpuprobe._version",
         "gpuprobe.api",
+        "gpuprobe.api._edge",
         "gpuprobe.api.jobs",
         "gpuprobe.api.machine",
         "gpuprobe.api.memory",
@@ -319,3 +334,62 @@ def test_a_command_given_as_one_string_is_refused_before_anything_starts(
         else:
             gpuprobe.pack("python3 train.py", [1])
     assert err.value.exit_code == 2 and not (tmp_path / "r").exists()
+
+
+def _first_required(name: str) -> tuple[inspect.Parameter, int] | None:
+    params = inspect.signature(getattr(api, name)).parameters.values()
+    required = [p for p in params if p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD]
+    if not required or required[0].annotation in ("Any", "object"):
+        return None
+    return required[0], len(required)
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(api.__all__) if _first_required(n)])
+def test_none_for_a_needed_argument_is_a_usage_error_naming_the_parameter(name: str) -> None:
+    """``gpuprobe.fit(None)``, ``gpuprobe.diagnose(None)``: the README promises a UsageError
+    (a ValueError too), one line naming the Python parameter, never a bare TypeError."""
+    first, count = _first_required(name)  # type: ignore[misc]
+    with pytest.raises(UsageError) as err:
+        getattr(gpuprobe, name)(*[None] * count)
+    assert err.value.message.startswith(f"{first.name}=None: give "), err.value.message
+    assert "\n" not in err.value.message and "--" not in err.value.message
+
+
+def test_wrong_arguments_name_the_python_parameter_and_the_cli_names_the_flag() -> None:
+    with pytest.raises(UsageError) as err:
+        gpuprobe.fit(None)
+    assert err.value.message == "step=None: give Callable[[int], Any] (got NoneType)"
+    with pytest.raises(UsageError, match=r"^path=42: give str \| os.PathLike \(got int\)$"):
+        gpuprobe.diagnose(42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as err, gpuprobe.record(hz=100):
+        pass
+    assert err.value.message == "hz=100: give 0.1 to 20 samples per second"
+    assert err.value.cli_message == "--hz 100: give 0.1 to 20 samples per second"
+    with pytest.raises(UsageError) as err:
+        gpuprobe.parse_counts("0")
+    assert err.value.message.startswith("counts='0': copies must be 1 or more")
+    assert err.value.cli_message.startswith("-n 0: copies must be 1 or more")
+    assert gpuprobe.parse_counts("1-3") == [1, 2, 3]  # what fits goes through unchanged
+
+
+def test_the_cli_prints_a_wrong_value_by_its_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuprobe.cli import main
+
+    assert main(["pack", "-n", "0", "--", "true"]) == 2
+    assert capsys.readouterr().err == "gpuprobe: -n 0: copies must be 1 or more, like 1,2,3,4\n"
+
+
+def test_the_edge_lets_through_what_stands_for_a_string() -> None:
+    """A ``device: str`` parameter takes a torch.device as the implementation does; a number is
+    refused by name."""
+    from gpuprobe.api._edge import checked
+
+    def f(device: str | None = None) -> str:
+        return str(device)
+
+    f.__annotations__ = {"device": "str | None", "return": "str"}
+    g = checked(f)
+    assert g(type("device", (), {"__str__": lambda self: "cuda:0"})()) == "cuda:0"
+    assert g(None) == "None" and g("cpu") == "cpu"
+    with pytest.raises(UsageError, match=r"^device=3: give str \| None \(got int\)$"):
+        g(3)

@@ -129,5 +129,9 @@ def test_make_reinstalls_when_torch_changes(tmp_path: Path) -> None:
     assert "install -e .[plot] torch==2.12.0" in again
     assert make("TORCH=torch==2.12.0") == ""
     assert "install -e .[plot] torch==2.13.0" in make()  # back to the default: installed again
-    without = make("TORCH=")
-    assert "install -e .[plot]" in without and "torch" not in without
+    without = make("TORCH=")  # issue 41: the torch of the run before stayed installed
+    assert without.splitlines() == [
+        "-m pip --disable-pip-version-check -q install -e .[plot]",
+        "-m pip --disable-pip-version-check -q uninstall -y torch",
+    ]
+    assert make("TORCH=") == ""

@@ -29,6 +29,7 @@ def test_the_dry_run_checks_every_step_and_catches_a_bad_line(tmp_path: Path) ->
     copy = ROOT / "benchmarks" / f".gpu_sweep_test_{tmp_path.name}.sh"
     copy.write_text(text.replace(marker, bad + marker))
     out = tmp_path / "sweep"
+    had_build = (ROOT / "build").exists()
     try:
         p = subprocess.run(
             ["bash", str(copy), "--dry-run", "--out", str(out), "--python", sys.executable],
@@ -59,6 +60,7 @@ def test_the_dry_run_checks_every_step_and_catches_a_bad_line(tmp_path: Path) ->
         names = tar.getnames()
     assert "sweep/steps.tsv" in names and "sweep/sweep.log" in names
     assert not any(".wheel" in n or ".site" in n for n in names)
+    assert had_build or not (ROOT / "build").exists()  # the wheel is built from a copy
 
 
 def test_the_deadline_skips_what_cannot_finish_and_still_writes_the_tar(tmp_path: Path) -> None:

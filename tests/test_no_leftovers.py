@@ -87,3 +87,69 @@ def test_helpers_end_with_gpuprobe(
     if sig == signal.SIGTERM:
         assert stderr.strip().splitlines()[-1] == "gpuprobe: stopped by SIGTERM"
         assert "Traceback" not in stderr
+
+
+PLANTED = """
+import os, sys, tempfile
+from pathlib import Path
+from hypothesis import given, strategies as st
+
+sys.path.insert(0, os.environ["GPUPROBE_TEST_TREE"])
+import mylib  # code under test in the checkout: Hypothesis collects its constants
+
+
+def test_a_helper_folder():
+    d = tempfile.mkdtemp(prefix="gpuprobe-rec-")  # as gpuprobe.record() does without out=
+    Path(d, "timeline.jsonl").write_text("{}")
+    assert os.environ["TMPDIR"] == tempfile.gettempdir()
+
+
+@given(st.integers())
+def test_hypothesis(n):
+    assert mylib.same(n) == n
+
+
+def test_a_plot_in_the_checkout():
+    Path(os.environ["GPUPROBE_TEST_TREE"], "out.pdf").write_bytes(b"%PDF-")
+"""
+
+
+def test_the_suite_leaves_nothing_in_tmpdir_or_the_checkout(tmp_path: Path) -> None:
+    """A session whose tests leave a folder in $TMPDIR, a Hypothesis database and a plot in the
+    checkout: $TMPDIR holds only pytest's own folder afterwards, no .hypothesis/ is written,
+    and the plot fails the session by name (tests/_leftovers.py, which conftest.py uses)."""
+    tree, tmpdir = tmp_path / "tree", tmp_path / "tmpdir"
+    tests = tree / "tests"  # the code under test in the checkout: Hypothesis reads its constants
+    for d in (tree, tests, tmpdir):
+        d.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    (tests / "conftest.py").write_text(
+        "import _leftovers, pytest\n"
+        "@pytest.hookimpl(trylast=True)\n"
+        "def pytest_configure(config): _leftovers.start(config)\n"
+        "def pytest_sessionfinish(session, exitstatus): _leftovers.finish(session)\n"
+    )
+    (tests / "test_planted.py").write_text(PLANTED)
+    (tree / "mylib.py").write_text(
+        'LIMITS = (12345, 67890.5, "a constant")\n\ndef same(n):\n    return n if n != 12345 else n\n'
+    )
+    env = {**_env(), "TMPDIR": str(tmpdir), "GPUPROBE_TEST_TREE": str(tree)}
+    env["PYTHONPATH"] += os.pathsep + str(Path(__file__).parent)
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "3 passed" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 1, p.stdout
+    assert "files left in the checkout" in p.stdout and "\n  out.pdf\n" in p.stdout
+    assert [d.name for d in tmpdir.iterdir()] == [f"pytest-of-{psutil.Process().username()}"]
+    assert sorted(d.name for d in tree.iterdir() if d.name != "__pycache__") == [
+        ".git",
+        "mylib.py",
+        "out.pdf",
+        "tests",
+    ]

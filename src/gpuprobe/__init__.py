@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from gpuprobe.tools.monitor.sampler import Sampler
     from gpuprobe.tools.monitor.summary import RunSummary
     from gpuprobe.tools.monitor.timeline import Timeline
+    from gpuprobe.tools.profile.model import ProfileReport
     from gpuprobe.tools.scale.lstsq import LstsqReport, LstsqResult, SgdSettings
     from gpuprobe.tools.scale.model import ScaleResult
 
@@ -119,6 +120,7 @@ __all__ = [
     "PackLevel",
     "PackReport",
     "PrecisionReport",
+    "ProfileReport",
     "Recording",
     "RunResult",
     "RunSummary",

@@ -38,6 +38,7 @@ def test_json(capsys):
     assert [r["workers"] for r in data["results"]] == [1, 2]
     assert all(r["error_vs_numpy"] <= 1e-12 for r in data["results"])
     assert data["baselines"][0]["name"] == "numpy.linalg.lstsq"
+    assert data["exit_code"] == rc == 0 and data["verdict"] in ("ok", "info", "warn")
 
 
 def test_input_file(capsys, tmp_path):
@@ -74,10 +75,12 @@ def test_input_file(capsys, tmp_path):
         (["--method", "qr"], "methods are"),
     ],
 )
-def test_bad_usage_is_one_line(capsys, argv, message):
+def test_bad_usage_is_one_line(capsys, argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a refusal that wrote its file after all writes it here
     with pytest.raises(SystemExit) if argv[0] in ("--workers", "--method") else _nothing():
         rc = cli.main(["scale", "lstsq", *argv])
         assert rc == 2
+    assert list(tmp_path.iterdir()) == []  # refused: nothing written
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 

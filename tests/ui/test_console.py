@@ -105,3 +105,57 @@ def test_text_in_a_folding_column_hangs_and_keeps_its_units() -> None:
     ]
     # the caller's table is left as it was
     assert t.columns[1]._cells == ["Pageable copies take only 4 µs per step"]
+
+
+def _table_text(
+    rows: list[tuple[str, ...]], names: tuple[str, ...] = ("case", "rate", "notes")
+) -> str:
+    import io
+
+    from rich.table import Table
+
+    from gpuprobe.ui.console import make_console
+
+    t = Table()
+    for name in names:
+        t.add_column(name, overflow="fold", justify="right" if name in ("size", "rate") else "left")
+    for row in rows:
+        t.add_row(*row)
+    buf = io.StringIO()
+    make_console(file=buf, width=80).print(t)
+    return buf.getvalue()
+
+
+def test_a_table_at_80_columns_wraps_at_spaces_never_inside_a_word() -> None:
+    """Issue 41: `elementwise-reside`/`nt` in bench's table (rich narrowed a column of names as
+    far as the column of prose beside it), `torch.versio`/`n.cuda`, `docs/experiments`/`.md#e5`."""
+    rows = [  # bench crossover's table, as it came out
+        ("torch cpu", "elementwise-resident", "1000", "0.855 GFLOP/s", ""),
+        ("torch cpu", "matmul-resident", "128", "157 GFLOP/s", "not trustworthy: the runs never agreed"),
+    ]  # fmt: skip
+    text = _table_text(rows, ("backend", "case", "size", "rate", "notes"))
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for word in ("elementwise-resident", "0.855 GFLOP/s", "not trustworthy:"):
+        assert any(word in line for line in text.splitlines()), text
+
+
+def test_a_table_whose_words_cannot_all_fit_folds_the_prose_not_the_names() -> None:
+    long_note = "see " + "docs/a-very-long-path/" * 3 + "experiments.md#e5 for the rest"
+    rows = [("numpy cpu", "elementwise-resident", "1000", "1.98 GFLOP/s", long_note)]
+    text = _table_text(rows, ("backend", "case", "size", "rate", "notes"))
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "elementwise-resident" in text and "1.98 GFLOP/s" in text
+
+
+def test_a_word_too_long_for_its_cells_hang_goes_whole_under_the_cells_start() -> None:
+    """`info`'s framework table at 80 columns: `(torch.version.cuda` was cut after
+    `torch.versio` (its cell had room for the word, not for the word and the hang)."""
+    rows = [
+        ("torch", "2.13.0+cpu", "n/a", "n/a", "none (CPU-only)",
+         "none: CPU-only build (torch.version.cuda is None)"),
+        ("cupy", "not installed", "", "", "", ""),
+    ]  # fmt: skip
+    text = _table_text(rows, ("framework", "version", "CUDA", "cuDNN", "compiled for", "sees"))
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any("(torch.version.cuda" in line for line in lines), text

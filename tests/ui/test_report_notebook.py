@@ -112,7 +112,7 @@ def test_bench_report_shows_once(executed: Any) -> None:
     assert [o["output_type"] for o in outs] == ["execute_result"], outs
     data = outs[0]["data"]
     assert "launch" in data["text/html"] and "µs/op" in data["text/html"]
-    assert data["text/plain"].startswith("BenchReport(") and len(data["text/plain"]) < 300
+    assert data["text/plain"].startswith("<BenchReport ") and len(data["text/plain"]) < 300
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ a Diagnosis repr was 4.6k characters, a MultiRankDiagnosis 32k)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -43,6 +44,9 @@ def test_repr_is_one_short_line(name: str) -> None:
     r = repr(obj)
     assert len(r) <= MAX_REPR_CHARS and "\n" not in r, r
     assert name in r and " object at 0x" not in r
+    # one style for every result (issue 41: `<DoctorReport …>` beside `BenchReport(…)`)
+    assert re.fullmatch(rf"<{name} [^<>]*(<[^<>]*>[^<>]*)*>", r), r
+    assert r.count(f"{name}(") == 0
     if name in LONG_TEXT:
         text = str(obj)
         assert len(text) >= LONG_TEXT[name] and "\n" in text

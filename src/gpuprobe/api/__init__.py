@@ -107,3 +107,11 @@ __all__ = [
     "write_folder_html",
     "write_run_report",
 ]
+
+# Each function checks what it is given against its annotations (api/_edge.py): a wrong argument
+# is a UsageError that names the parameter, not a TypeError from deep inside.
+from gpuprobe.api._edge import checked
+
+for _name in __all__:
+    globals()[_name] = checked(globals()[_name])
+del _name

@@ -120,13 +120,15 @@ def kernel_diff(ctx_before: TraceContext, ctx_after: TraceContext, *, rows: int 
 
 
 def write_diagnosis_html(
-    path: str, d: Diagnosis, ctx: TraceContext, step: int | None = None
+    path: str | os.PathLike[str], d: Diagnosis, ctx: TraceContext, step: int | None = None
 ) -> str:
     """Write the page of diagnosis ``d`` to ``path`` with the timeline of one ``step`` of its
     trace ``ctx`` (default: the median-length step); returns the path."""
+    import os
+
     from gpuprobe.tools.diagnose.show.html import write_html
 
-    return write_html(path, d, ctx, step)
+    return write_html(os.fspath(path), d, ctx, step)
 
 
 def write_folder_html(

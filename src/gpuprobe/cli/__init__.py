@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpuprobe: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
         return 128 + exc.signum
     except GpuprobeError as exc:
-        print(f"gpuprobe: {exc.message}", file=sys.stderr)
+        print(f"gpuprobe: {exc.cli_message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)

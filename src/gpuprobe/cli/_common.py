@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,9 +28,25 @@ def console(stderr: bool = False) -> Any:
     return make_console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
-def print_json(data: Any) -> None:
-    """Write ``data`` as indented JSON to stdout."""
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def print_json(
+    data: dict[str, Any],
+    *,
+    findings: Iterable[Any],
+    exit_code: int,
+    strict: bool = False,
+) -> None:
+    """Write a command's ``--json`` document to stdout: ``data`` with, last, the two keys every
+    command's document carries, ``verdict`` (the worst status of ``findings``: fail, warn,
+    info or ok; ok where there are none) and ``exit_code`` (the command's: 0 ok, 1 a check
+    failed, 2 bad usage), so that a script reads the outcome the same way from any command.
+    ``strict``: no NaN or Infinity (a trace's reader keeps only finite times)."""
+    from gpuprobe.core.findings import worst
+
+    clash = {"verdict", "exit_code"} & set(data)
+    if clash:  # a record's own field of that name means something else: rename it first
+        raise ValueError(f"the document already has {sorted(clash)}")
+    doc = {**data, "verdict": worst(findings).value, "exit_code": int(exit_code)}
+    sys.stdout.write(json.dumps(doc, indent=2, allow_nan=not strict) + "\n")
 
 
 @contextmanager
@@ -86,7 +102,7 @@ def on_cluster(args: Any, fn: Callable[..., Any], what: str, *fn_args: Any, **kw
         report = fn(where, *fn_args, connect_timeout=args.connect_timeout,
                     node_timeout=args.node_timeout, progress=update, **kwargs)  # fmt: skip
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), findings=report.findings, exit_code=report.exit_code)
     else:
         render.terminal(report, console())
     return int(report.exit_code)

@@ -135,8 +135,9 @@ def run(args: argparse.Namespace) -> int:
             plot_note = f"gpuprobe: no charts: {exc.message}"
         except UsageError as exc:
             plot_note, unwritten = f"gpuprobe: no charts: {exc.message}", True
+    code = EXIT_USAGE if unwritten else report.exit_code
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), findings=report.findings, exit_code=code)
     else:
         out = console()
         if not out.is_terminal and not os.environ.get("COLUMNS"):
@@ -148,4 +149,4 @@ def run(args: argparse.Namespace) -> int:
         print(plot_note, file=sys.stderr)
     if report.history_note:  # after the report, which is never thrown away for it
         print(f"gpuprobe: {report.history_note}", file=sys.stderr)
-    return EXIT_USAGE if unwritten else report.exit_code
+    return code

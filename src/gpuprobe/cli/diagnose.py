@@ -6,10 +6,10 @@ Nothing heavy is imported at module level; the analysis (NumPy) is imported insi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from gpuprobe.cli._common import print_json
 from gpuprobe.core.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -114,11 +114,12 @@ def _run_one(args: argparse.Namespace) -> int:
     kb = None
     if args.kernels:
         kb = api.kernel_breakdown(ctx)
+    code = 1 if diag.status is Status.FAIL else EXIT_OK
     if args.json:  # strict JSON: the reader keeps only finite times (no NaN, no Infinity)
         out = diag.to_dict()
         if kb is not None:
             out["kernels"] = kb.to_dict()
-        print(json.dumps(out, indent=2, allow_nan=False))
+        print_json(out, findings=diag.findings, exit_code=code, strict=True)
     else:
         render.terminal(diag, verbose=args.verbose)
         if kb is not None:
@@ -126,7 +127,7 @@ def _run_one(args: argparse.Namespace) -> int:
             render.terminal(kb)
         if args.html:
             print(f"timeline written to {args.html}")
-    return 1 if diag.status is Status.FAIL else EXIT_OK
+    return code
 
 
 def _run_compare(traces: list[str], args: argparse.Namespace) -> int:
@@ -149,7 +150,9 @@ def _run_compare(traces: list[str], args: argparse.Namespace) -> int:
     if args.html:
         render.report(comparison, args.html)
     if args.json:
-        print(json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
+        # the verdict is the AFTER trace's: where things stand now
+        doc = comparison.to_dict()
+        print_json(doc, findings=comparison.after.findings, exit_code=EXIT_OK, strict=True)
     else:
         render.terminal(comparison, verbose=args.verbose or args.kernels)
         if args.html:
@@ -192,14 +195,15 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     cycles = isinstance(result, CycleDiagnosis)
     if args.html:
         write_folder_html(args.html, result, steps=args.steps, step=args.html_step)
+    code = 1 if result.status is Status.FAIL else EXIT_OK
     if args.json:
         # "kind" says which record the rest is (from_dict ignores it)
         doc = {"kind": "cycles" if cycles else "ranks", **result.to_dict()}
-        print(json.dumps(doc, indent=2, allow_nan=False))
+        print_json(doc, findings=result.findings, exit_code=code, strict=True)
     elif cycles:
         render.terminal(result, verbose=args.verbose)
     else:
         render.terminal(result)
     if args.html and not args.json:
         print(f"page written to {args.html}")
-    return 1 if result.status is Status.FAIL else EXIT_OK
+    return code

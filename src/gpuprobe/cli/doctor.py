@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     with progress(not args.json, "gpuprobe doctor") as update:
         report = doctor(quick=args.quick, inventory=snapshot, progress=update)
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), findings=report.findings, exit_code=report.exit_code)
     else:
         render.terminal(report, console())
     return report.exit_code

@@ -68,11 +68,13 @@ def run(args: argparse.Namespace) -> int:
             if sampler.gpus
             else (f"no GPU ({sampler.driver.error or sampler.driver.status}); host metrics only")
         )
-        print(
+        from gpuprobe.core.wrap import hang
+
+        banner = (
             f"gpuprobe export: serving http://{url_host(args.host)}:{port}/metrics, {gpus}, "
-            f"sampling at {sampler.hz:g} Hz; Ctrl-C stops",
-            flush=True,
+            f"sampling at {sampler.hz:g} Hz; Ctrl-C stops"
         )
+        print("\n".join(hang(banner)), flush=True)
     try:
         while not stop.wait(0.5):
             pass

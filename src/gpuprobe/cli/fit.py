@@ -74,9 +74,17 @@ def run(args: argparse.Namespace) -> int:
             curve=not args.no_curve,
             on_trial=lambda t: update(str(t)),
         )
+    code = 0 if result.best is not None else 1
     if args.json:
-        print_json(result.to_dict())
+        print_json(result.to_dict(), findings=result.findings, exit_code=code)
     else:
-        print(f"model: demo MLP {api.demo_models()['mlp']}, one SGD training step, on {device}")
+        from gpuprobe.core.wrap import hang
+
+        m = api.demo_models()["mlp"]
+        model = (
+            f"model: demo MLP ({m['depth']} layers of {m['width']} on {m['features']} features, "
+            f"{m['classes']} classes), one SGD training step, on {device}"
+        )
+        print("\n".join(hang(model)))
         print(result)
-    return 0 if result.best is not None else 1
+    return code

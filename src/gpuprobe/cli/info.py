@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     snap = load_snapshot(args.snapshot)
     inv = snap if snap is not None else inventory(frameworks=args.frameworks)
     if args.json:
-        print_json(inv.to_dict())
+        print_json(inv.to_dict(), findings=(), exit_code=0)  # what the machine is: no check
     else:
         render.terminal(inv, console())
     return 0

@@ -67,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
             on_level=lambda lv: update(f"N={lv.n}: {lv.mean_copy_s:.2f} s per copy"),
             kill_leftovers=args.kill_leftovers,
         )
+    code = 1 if any(lv.failed for lv in report.levels) else 0
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), findings=report.findings, exit_code=code)
     else:
         print(report)
-    return 1 if any(lv.failed for lv in report.levels) else 0
+    return code

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from gpuprobe.cli._common import print_json
 
 __all__ = ["register", "run"]
 
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
             "dropped_lines": tl.dropped_lines,
             "dropped_bytes": tl.dropped_bytes,
         }
-        print(json.dumps(doc, indent=1))
+        doc["command_exit_code"] = doc.pop("exit_code")  # the recorded command's, not plot's
+        print_json(doc, findings=summary.findings, exit_code=0)
     else:
         # wrapped at the terminal's width (80 in a pipe) under each line's indent, as run's;
         # each note whole on one line of its own, on stderr

@@ -81,8 +81,10 @@ def run(args: argparse.Namespace) -> int:
             f"--batch {args.batch} does not fit in memory on {device} ({found.message}); "
             "try a smaller --batch"
         ) from None
+    # a dtype that ran out of memory (or any failed check) is a failure, not a result
+    code = 1 if any(f.failed for f in report.findings) else 0
     if args.json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), findings=report.findings, exit_code=code)
     else:
         d = api.demo_models()["encoder"]
         model = (
@@ -91,5 +93,4 @@ def run(args: argparse.Namespace) -> int:
         )
         print("\n".join(hang(model)))
         print(report)
-    # a dtype that ran out of memory (or any failed check) is a failure, not a result
-    return 1 if any(f.failed for f in report.findings) else 0
+    return code

@@ -12,11 +12,11 @@ Nothing heavy is imported until a target runs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
+from gpuprobe.cli._common import print_json
 from gpuprobe.core.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["register", "run_lstsq"]
@@ -285,8 +285,13 @@ def run_lstsq(args: argparse.Namespace) -> int:
             plot_note = f"gpuprobe: no plot: {exc.message}"
         except UsageError as exc:
             plot_note, unwritten = f"gpuprobe: no plot: {exc.message}", True
+    code = (
+        EXIT_USAGE
+        if unwritten
+        else (EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK)
+    )
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print_json(result.to_dict(), findings=result.findings, exit_code=code)
     else:
         from gpuprobe.ui.columns import terminal_width
 
@@ -295,6 +300,4 @@ def run_lstsq(args: argparse.Namespace) -> int:
             print(f"\nplot: {args.plot}")
     if plot_note:
         print(plot_note, file=sys.stderr)
-    if unwritten:
-        return EXIT_USAGE
-    return EXIT_CHECK_FAILED if any(f.failed for f in result.findings) else EXIT_OK
+    return code

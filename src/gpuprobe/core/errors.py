@@ -16,6 +16,7 @@ __all__ = [
     "GpuprobeError",
     "InputError",
     "UsageError",
+    "bad_argument",
 ]
 
 EXIT_OK = 0
@@ -28,15 +29,23 @@ class GpuprobeError(Exception):
 
     exit_code: int = EXIT_CHECK_FAILED
 
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, exit_code: int | None = None, *, cli_message: str | None = None
+    ) -> None:
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+        self._cli_message = cli_message
 
     @property
     def message(self) -> str:
-        """The one-line message for people."""
+        """The one-line message for people (a wrong argument named as Python's parameter)."""
         return str(self.args[0]) if self.args else self.__class__.__name__
+
+    @property
+    def cli_message(self) -> str:
+        """The same for the command line (a wrong argument named as its ``--flag``)."""
+        return self._cli_message or self.message
 
 
 class UsageError(GpuprobeError, ValueError):
@@ -52,3 +61,17 @@ class InputError(GpuprobeError, ValueError):
     ``except ValueError`` catches bad data given to a function as it would anywhere."""
 
     exit_code = EXIT_USAGE
+
+
+def bad_argument(
+    param: str, value: object, why: str, *, flag: str | None = None, shown: str | None = None
+) -> UsageError:
+    """A wrong argument, named as the caller wrote it: ``hz=100: give 0.1 to 20 samples per
+    second`` from Python, ``--hz 100: ...`` on the command line (which prints
+    :attr:`GpuprobeError.cli_message`). ``flag``: the option when it is not the parameter's
+    name with dashes; ``shown``: the value as the command line writes it (``1,x`` for a list)."""
+    option = flag or "--" + param.replace("_", "-")
+    return UsageError(
+        f"{param}={value!r}: {why}",
+        cli_message=f"{option} {value if shown is None else shown}: {why}",
+    )

@@ -11,7 +11,15 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["TEXT_WIDTH", "breaks", "hang", "hang_lines", "key_value_lines", "lead_width"]
+__all__ = [
+    "TEXT_WIDTH",
+    "breaks",
+    "hang",
+    "hang_lines",
+    "key_value_lines",
+    "lead_width",
+    "longest_unbreakable",
+]
 
 TEXT_WIDTH = 80  # columns plain text wraps at (a pipe, a file, print(): a terminal's usual)
 
@@ -53,6 +61,29 @@ def _glued(before: str, word: str) -> bool:
     return unit.split("/", 1)[0] in UNIT_WORDS
 
 
+def _groups(text: str) -> list[list[tuple[int, str]]]:
+    """``text``'s words (offset, word with its blanks) in the groups that break together: a
+    number and its unit."""
+    words = [(m.start(), m.group(0)) for m in _WORD.finditer(text)]
+    groups: list[list[tuple[int, str]]] = []
+    for i, w in enumerate(words):
+        if groups and _glued(words[i - 1][1], w[1]):
+            groups[-1].append(w)
+        else:
+            groups.append([w])
+    return groups
+
+
+def longest_unbreakable(text: str, cells: Callable[[str], int] = len) -> int:
+    """The columns of the longest run of ``text`` that :func:`breaks` never breaks: a word, or a
+    number with its unit (``1.98 GFLOP/s``); the narrowest a line can be with no word cut."""
+    longest = 0
+    for line in text.split("\n"):
+        for group in _groups(line):
+            longest = max(longest, cells("".join(w for _, w in group).strip()))
+    return longest
+
+
 def breaks(
     text: str,
     width: int,
@@ -66,14 +97,7 @@ def breaks(
     gives them. Words are kept whole (``fold``: one longer than a line is cut, as rich folds
     it), and a unit word never starts a line: the number before it moves down with it (unless
     the two together are longer than a line). ``cells`` measures a string's columns."""
-    words = [(m.start(), m.group(0)) for m in _WORD.finditer(text)]
-    # groups of words that break together: a number and its unit
-    groups: list[list[tuple[int, str]]] = []
-    for i, w in enumerate(words):
-        if groups and _glued(words[i - 1][1], w[1]):
-            groups[-1].append(w)
-        else:
-            groups.append([w])
+    groups = _groups(text)
     out: list[int] = []
     room = width if first is None else first
     used = 0

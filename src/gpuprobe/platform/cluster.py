@@ -144,9 +144,9 @@ def connect_client(
     try:
         from distributed import Client
     except ImportError:
-        raise UsageError(
-            f"{flag} needs Dask's distributed: pip install 'dask[distributed]'"
-        ) from None
+        from gpuprobe.platform.install import DASK_INSTALL
+
+        raise UsageError(f"{flag} needs Dask's distributed: {DASK_INSTALL}") from None
 
     identify(address, timeout, flag, hint)
     try:

@@ -9,7 +9,7 @@ import copy
 import re
 from typing import Any
 
-from gpuprobe.core.wrap import breaks, lead_width
+from gpuprobe.core.wrap import breaks, lead_width, longest_unbreakable
 
 __all__ = ["MIN_BODY_WIDTH", "Hanging", "HangingLine", "make_console", "wrap_text"]
 
@@ -125,9 +125,17 @@ class HangingLine:
             indent = len(plain) - len(plain.lstrip(" "))
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
-            lines = wrap_text(text[indent:], room, first=width - indent, fold=fold)
+            lines = wrap_text(text[indent:], room, first=width - indent, fold=False)
             for i, line in enumerate(lines):
-                yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
+                if i and line.cell_len > room and line.cell_len <= width - indent:
+                    # a word too long for the room after the hang, not for the line: under the
+                    # line's start, whole, rather than cut
+                    yield _one_line(Text.assemble(first, line), self.overflow)
+                elif line.cell_len > (room if i else width - indent) and fold:
+                    for part in wrap_text(line, room, fold=True):  # longer than the line: cut
+                        yield _one_line(Text.assemble(pad, part), self.overflow)
+                else:
+                    yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
             return
         yield from Hanging(head, body, self.overflow).__rich_console__(console, options)
 
@@ -175,7 +183,90 @@ def _table_cells(console: Any, table: Any) -> Any:
                 cells.append(cell)
             column._cells = cells
         out.columns.append(column)
+    _keep_words_whole(console, out)
     return out
+
+
+def _cell_lines(column: Any) -> list[tuple[str, bool]]:
+    """Each line of text in ``column``'s cells, with whether it hangs its continuations two
+    columns in (a :class:`HangingLine`, as :func:`_table_cells` makes them)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    out: list[tuple[str, bool]] = []
+    for cell in column._cells:
+        parts: list[Any] = list(cell.renderables) if isinstance(cell, Group) else [cell]
+        for part in parts:
+            hangs = isinstance(part, HangingLine)
+            text = part.text if hangs else part
+            if not isinstance(text, Text | str):
+                raise _NotText
+            out.append((text.plain if isinstance(text, Text) else text, hangs))
+    return out
+
+
+class _NotText(Exception):
+    """A cell that is not text (a nested table, a chart): its table is left to rich."""
+
+
+def _floor(column: Any, hang: bool = True) -> int:
+    """The narrowest ``column`` can be with no word cut: its longest word (or number with its
+    unit), and (``hang``) two more where a cell of several words hangs its continuations two in
+    (without them, such a word goes under its cell's start instead)."""
+    from rich.cells import cell_len
+
+    floor = longest_unbreakable(str(column.header), cell_len) if column.header else 0
+    for plain, hangs in _cell_lines(column):
+        longest = longest_unbreakable(plain, cell_len)
+        several = hang and hangs and cell_len(plain.strip()) > longest
+        floor = max(floor, longest + (2 if several else 0))
+    return max(floor, 1)
+
+
+def _prose(column: Any) -> bool:
+    """Whether a cell of ``column`` holds several words (a sentence, not a name)."""
+    return any(len(plain.split()) > 1 for plain, _ in _cell_lines(column))
+
+
+def _keep_words_whole(console: Any, table: Any) -> None:
+    """Give ``table``'s columns widths at which no word is cut, where the table is too wide for
+    the console and such widths exist: rich's own narrowing (``Table._collapse_widths``) takes
+    the widest columns down to the same width whatever they hold, so that a column of single
+    words (``elementwise-resident``) was folded mid-word (``elementwise-reside``/``nt``) while
+    a column of sentences beside it kept room to spare. Here the widest column that can wrap
+    gives up a column at a time, never narrower than its longest word. Where the words cannot
+    all stay whole, the columns of prose (several words in a cell) give up more, to
+    :data:`MIN_BODY_WIDTH`, and a long word is folded there, never in a column of names; where
+    even that does not fit, rich's way is left as it is."""
+    if table.width is not None:
+        return
+    options = console.options
+    room = options.max_width - table._extra_width
+    columns = table.columns
+    widths = [table._measure_column(console, options, c).maximum or 1 for c in columns]
+    if sum(widths) <= room:
+        return
+    pads = [table._get_padding_width(i) for i in range(len(columns))]
+    shrinks = [c.width is None and not c.no_wrap for c in columns]
+    try:
+        floors = [_floor(c) + pads[i] for i, c in enumerate(columns)]
+        unhung = [_floor(c, hang=False) + pads[i] for i, c in enumerate(columns)]
+        prose = [ok and _prose(c) for ok, c in zip(shrinks, columns, strict=True)]
+    except _NotText:
+        return
+    last = [MIN_BODY_WIDTH + pads[i] if prose[i] else floors[i] for i in range(len(columns))]
+    excess = sum(widths) - room
+    while excess > 0:  # whole words hung under their cell; then whole words; then cut prose
+        can = [i for i, ok in enumerate(shrinks) if ok and widths[i] > floors[i]]
+        can = can or [i for i, ok in enumerate(shrinks) if ok and widths[i] > unhung[i]]
+        can = can or [i for i, ok in enumerate(prose) if ok and widths[i] > last[i]]
+        if not can:
+            return
+        widest = max(can, key=lambda i: widths[i])
+        widths[widest] -= 1
+        excess -= 1
+    for index, (column, width) in enumerate(zip(columns, widths, strict=True)):
+        column.width = max(width - table._get_padding_width(index), 1)
 
 
 def make_console(**kwargs: Any) -> Any:

@@ -149,7 +149,7 @@ def test_in_process_run_round_trips_and_reads(tmp_path) -> None:  # type: ignore
     )
     assert [r.case for r in report.results] == ["call", "host-every-step", "log-on-device"]
     assert BenchReport.from_dict(report.to_dict()) == report
-    assert repr(report).startswith("BenchReport(launch, sync on numpy cpu: 3/3 measured")
+    assert repr(report).startswith("<BenchReport launch, sync on numpy cpu: 3/3 measured")
     text = str(report)
     assert "launch: one tiny op" in text and "µs/op" in text
     assert "<" in report._repr_html_()

@@ -106,3 +106,17 @@ def test_a_gpus_link_and_clocks_under_load_are_reported_once(slow: bool) -> None
     links = [f for f in findings if f.id == "pcie-link-downgraded"]
     assert len(links) == len(inv.gpus) == 1
     assert "gen 1 x8" in links[0].title
+
+
+def test_host_busy_speaks_of_a_gpu_speedup_only_where_there_is_a_gpu() -> None:
+    """Issue 41: doctor-host-busy spoke of "the GPU's speedup" on a machine without a GPU."""
+    from gpuprobe.tools.doctor.rules.host import host_busy
+
+    inv = load(DATA / "h200.json")
+    cores = inv.host.usable_cores or inv.host.logical_cores or 2
+    (with_gpu,) = host_busy.judge(DoctorContext(inv, others_cores=float(cores)))
+    no_gpu = dataclasses.replace(inv, gpus=(), pci_nvidia=())
+    (without,) = host_busy.judge(DoctorContext(no_gpu, others_cores=float(cores)))
+    assert "GPU's speedup" in with_gpu.title
+    assert "GPU" not in without.title and "CPU timings" in without.title
+    assert without.title.endswith("slower than this machine is when idle")

@@ -106,4 +106,28 @@ def test_alike_nodes_are_one_ok() -> None:
     nodes = [_node(f"n{i}", 1.0 + i / 100, "H100", 50.0 - i / 10) for i in range(1, 5)]
     findings = judge_bench(nodes, compare(nodes))
     assert [(f.id, f.status) for f in findings] == [("fleet-bench-alike", Status.OK)]
-    assert "2 point(s) on 4 node(s)" in findings[0].title
+    assert "2 point(s) on 4 node(s), 4 worker(s)" in findings[0].title
+
+
+def test_a_node_is_a_host_in_doctor_and_bench_alike() -> None:
+    """Issue 41: the same two workers on one host were 1 node, 2 workers in `doctor --cluster`
+    and 2 nodes in `bench --cluster`."""
+    from dataclasses import replace
+
+    from _support import DATA
+    from gpuprobe.platform.inventory import load
+    from gpuprobe.tools.doctor.model import DoctorReport
+    from gpuprobe.tools.fleet.model import FleetDoctorReport, NodeResult
+
+    a, b = (replace(_node("vm", 1.0, "H100", 50.0), name=f"vm/{w}",
+                    workers=(f"tcp://127.0.0.1:{p}",)) for w, p in (("a", 1), ("b", 2)))  # fmt: skip
+    bench = FleetBenchReport(scheduler="tcp://s:1", workloads=("matmul",), nodes=(a, b))
+    row = NodeResult(name="vm", host="vm", workers=a.workers + b.workers,
+                     report=DoctorReport(inventory=load(DATA / "h200.json")))  # fmt: skip
+    doctor = FleetDoctorReport(scheduler="tcp://s:1", nodes=(row,))
+    for report in (bench, doctor):
+        assert "1 node(s), 2 worker(s)" in str(report).splitlines()[0], str(report)
+        assert "1 node(s), 2 worker(s)" in repr(report)
+    three = [a, b, replace(a, name="vm/c", workers=("tcp://127.0.0.1:3",))]
+    (alike,) = judge_bench(three, compare(three))
+    assert "on 1 node(s), 3 worker(s)" in alike.title

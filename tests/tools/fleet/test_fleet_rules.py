@@ -49,7 +49,7 @@ def test_four_alike_nodes_are_one_configuration() -> None:
     found = _ids(_fleet())
     assert list(found) == ["fleet-alike"]
     (ok,) = found["fleet-alike"]
-    assert ok.status is Status.OK and "4 node(s), one configuration" in ok.title
+    assert ok.status is Status.OK and "4 node(s), 4 worker(s), one configuration" in ok.title
 
 
 def test_a_driver_a_version_behind_is_named_with_the_majoritys_version() -> None:

@@ -53,6 +53,7 @@ def test_fit_json_on_cpu_under_a_cap(capsys: pytest.CaptureFixture[str]) -> None
     doc = json.loads(capsys.readouterr().out)
     assert doc["best"] == 4 and doc["first_fail"] is None  # a 2 GiB cap holds 4 samples
     assert doc["isolated"] and "RLIMIT_AS" in doc["cap"]
+    assert doc["exit_code"] == 0 and doc["verdict"] in ("ok", "info", "warn")
 
 
 def test_precision_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,6 +63,7 @@ def test_precision_json(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert [r["dtype"] for r in doc["results"]] == ["fp32", "int8"]
     assert doc["results"][1]["outcome"] == "ok"
+    assert doc["exit_code"] == 0 and doc["verdict"] in ("ok", "info", "warn")
 
 
 @pytest.mark.parametrize(
@@ -77,3 +79,13 @@ def test_a_cuda_device_torch_cannot_use_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert torch.__version__ in err and ("is CPU-only" in err or "sees no CUDA GPU" in err)
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_fit_says_its_model_in_words_within_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: fit's first line was a 106-character Python dict."""
+    pytest.importorskip("torch")
+    argv = ["fit", "--device", "cpu", "--max", "2", "--memory-limit", "2GiB", "--repeats", "1"]
+    assert main([*argv, "--no-curve"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("model: demo MLP (12 layers of 256 on 256 features, 10 classes)")
+    assert "{" not in lines[0] and all(len(line) <= 80 for line in lines[:2])

@@ -300,3 +300,24 @@ def test_a_batch_that_peaks_over_the_cap_is_not_a_fit(monkeypatch: pytest.Monkey
     assert none.best is None
     nothing = next(f for f in none.findings if f.id == "fit-nothing-fits")
     assert nothing.title == "even the smallest batch (1) peaks over the 512 MiB cap"
+
+
+@pytest.mark.parametrize(
+    ("device", "limit", "says", "never"),
+    [
+        ("cpu", 1 << 20, "raise the memory cap (it was 1 MiB: --memory-limit", "nvidia-smi"),
+        ("cpu", None, "free host memory first", "nvidia-smi"),
+        ("cuda:0", None, "nvidia-smi; torch.cuda.empty_cache()", "--memory-limit"),
+    ],
+)
+def test_nothing_fits_advises_what_this_search_can_change(device, limit, says, never) -> None:
+    """Issue 41: `fit --memory-limit 1MiB` on the CPU advised nvidia-smi and
+    torch.cuda.empty_cache(), never the cap it was given."""
+    from dataclasses import replace
+
+    from gpuprobe.tools.memory.rules.fit import nothing_fits
+
+    none = fit(functools.partial(demo.oom_past, limit=0), range(1, 4), repeats=1)
+    (f,) = nothing_fits.judge(replace(none, device=device, memory_limit=limit))
+    assert says in f.fix and never not in f.fix
+    assert ("cuda" in f.fix) == device.startswith("cuda")

@@ -8,6 +8,7 @@ import re
 import socket
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helper import env, gpuprobe_argv
@@ -80,16 +81,18 @@ def test_host_only_exporter() -> None:
     assert m["gpuprobe_host_cpu_utilization_mean_percent"][0].value >= 0
 
 
-def test_cli_serves_until_terminated() -> None:
+def _exporter(*flags: str) -> Any:
     import subprocess
 
-    p = subprocess.Popen(
-        gpuprobe_argv("export", "--port", "0", "--json"),
-        env=env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    argv = gpuprobe_argv("export", "--port", "0", *flags)
+    return subprocess.Popen(
+        argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+
+
+def test_cli_serves_until_terminated() -> None:
+
+    p = _exporter("--json")
     try:
         assert p.stdout is not None
         info = json.loads(p.stdout.readline())
@@ -101,6 +104,24 @@ def test_cli_serves_until_terminated() -> None:
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_the_banner_wraps_at_80_columns() -> None:
+    """Issue 41: the exporter's banner was one 173-character line."""
+
+    p = _exporter()
+    try:
+        assert p.stdout is not None
+        lines = [p.stdout.readline().rstrip("\n")]
+        while not lines[-1].endswith("Ctrl-C stops"):
+            lines.append(p.stdout.readline().rstrip("\n"))
+        p.terminate()
+        assert p.wait(timeout=30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert lines[0].startswith("gpuprobe export: serving http://127.0.0.1:")
+    assert all(len(line) <= 80 for line in lines), lines
 
 
 def test_grafana_dashboard_uses_exported_metrics() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -100,8 +102,9 @@ def test_recommend_needs_a_real_gain_per_step() -> None:
 
 @pytest.mark.parametrize("text", ["0", "1,0", "-1", "1,x", "1.5", "", "4-2", "100"])
 def test_bad_counts(text: str) -> None:
-    with pytest.raises(UsageError, match="-n"):
+    with pytest.raises(UsageError, match=r"^counts=") as err:  # from Python: the parameter
         parse_counts(text)
+    assert err.value.cli_message.startswith("-n ")  # on the command line: the flag
 
 
 def test_counts_with_a_range() -> None:
@@ -174,3 +177,46 @@ def test_a_copy_that_got_faster_is_not_called_slower() -> None:
     assert _rec_title(1.10).endswith("each copy 9 % slower")
     assert _rec_title(2.5).endswith("each copy 2.50× slower")
     assert "0.93" not in _rec_title(0.93)
+
+
+# Prints 7.0 the first time it runs, 5.19 after (a numbered file each run): one copy alone makes
+# 7.0 M samples/s, each of two copies 5.19 M; the wall times are whatever the machine gives.
+COUNTED_RATE = (
+    "import os, sys\n"
+    "d = sys.argv[1]\n"
+    "i = 0\n"
+    "while True:\n"
+    "    try:\n"
+    "        os.close(os.open(os.path.join(d, str(i)), os.O_CREAT | os.O_EXCL)); break\n"
+    "    except FileExistsError:\n"
+    "        i += 1\n"
+    "print('rate:', 7.0 if i == 0 else 5.19, 'Msamples/s')\n"
+)
+
+
+def test_with_a_rate_the_slowdown_is_each_copys_rate_not_the_wall_time(tmp_path) -> None:
+    """Issue 41: "each copy as fast" when each copy ran 0.74x (5.19 M vs 7.0 M samples/s): the
+    slowdown column used the wall time even when the rate was given."""
+    cmd = [sys.executable, "-c", COUNTED_RATE, str(tmp_path)]
+    r = pack(cmd, [1, 2], rate=r"rate: ([0-9.]+) Msamples/s")
+    one, two = r.levels
+    assert [c.rate for c in one.copies] == [7.0] and [c.rate for c in two.copies] == [5.19] * 2
+    assert one.slowdown == 1.0
+    assert two.slowdown == pytest.approx(7.0 / 5.19)  # 1.349, whatever the wall times were
+    text = str(r)
+    rows = {m[1]: m[2] for m in re.finditer(r"(?m)^[ *] +([12]) +\S+ +\S+ +(\S+)", text)}
+    assert rows == {"1": "1.00x", "2": "1.35x"}  # the slowdown column
+    assert "slowdown: of each copy's rate" in " ".join(text.split())
+    rec = next(f for f in r.findings if f.id == "pack-recommend")
+    if r.recommended == 2:  # 10.38 M in total against 7.0 M: 1.48x
+        assert "each copy 26 % slower" in rec.title and "as fast" not in rec.title
+
+
+def test_slowdown_of_without_a_rate_is_the_copy_time_and_unknown_rates_are_unknown() -> None:
+    from gpuprobe.tools.monitor.pack_model import slowdown_of
+
+    base = PackLevel(n=1, copies=(), wall_s=2.0, mean_copy_s=2.0, throughput=7.0)
+    lv = PackLevel(n=2, copies=(), wall_s=3.0, mean_copy_s=3.0, throughput=10.38)
+    assert slowdown_of(lv, base, rated=False) == pytest.approx(1.5)
+    assert slowdown_of(lv, base, rated=True) == pytest.approx(7.0 / 5.19)
+    assert slowdown_of(replace(lv, throughput=None), base, rated=True) is None

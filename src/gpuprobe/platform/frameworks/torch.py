@@ -171,8 +171,10 @@ def profiler_modules() -> tuple[Any, Any]:
         import torch
         import torch.profiler
     except ImportError as exc:
+        from gpuprobe.platform.install import torch_install
+
         raise UsageError(
-            f"gpuprobe.profile needs PyTorch ({exc}); install it: pip install torch"
+            f"gpuprobe.profile needs PyTorch ({exc}); install it: {torch_install()}"
         ) from None
     return torch, torch.profiler
 
@@ -435,8 +437,10 @@ def require(feature: str) -> Any:
     try:
         import torch
     except ImportError as exc:
+        from gpuprobe.platform.install import torch_install
+
         raise UsageError(
-            f"{feature} needs PyTorch ({exc}); install it: pip install torch"
+            f"{feature} needs PyTorch ({exc}); install it: {torch_install()}"
         ) from None
     return torch
 

@@ -104,14 +104,68 @@ def _os_name() -> str:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory this machine can give a process now without swapping (psutil's
-    ``available``: free plus reclaimable cache), or None when it cannot be read."""
+    """Bytes this process can still allocate without swapping or passing a cap: the least of
+    the machine's available memory (psutil's ``available``: free plus reclaimable cache), its
+    memory cgroup's limit less what the cgroup uses (v2 ``memory.max`` − ``memory.current``,
+    v1 ``memory.limit_in_bytes`` − ``memory.usage_in_bytes``: a container's or systemd's
+    MemoryMax) and its address-space limit less what it has mapped (``RLIMIT_AS``, as ``ulimit
+    -v`` or ``prlimit --as`` set it). None when none of them can be read."""
+    room: list[int] = []
     try:
         import psutil
 
-        return int(psutil.virtual_memory().available)
+        room.append(int(psutil.virtual_memory().available))
+        limit = _address_space_limit()
+        if limit is not None:
+            room.append(max(0, limit - int(psutil.Process().memory_info().vms)))
     except Exception:  # no /proc, a sandbox: unknown
+        pass
+    cgroup = _cgroup_room()
+    if cgroup is not None:
+        room.append(cgroup)
+    return min(room) if room else None
+
+
+def _address_space_limit() -> int | None:
+    """This process's RLIMIT_AS in bytes (None: unlimited or unknown)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
         return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _cgroup_room(root: Path = CGROUP_ROOT) -> int | None:
+    """Bytes this process's memory cgroup can still take (limit less usage), v2 or v1; None
+    where there is no limit or it cannot be read."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    v2 = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), "/")
+    v1 = next((ln.split(":", 2)[2] for ln in lines if ":memory:" in ln), "/")
+    candidates = [
+        (root / v2.lstrip("/") / "memory.max", root / v2.lstrip("/") / "memory.current"),
+        (root / "memory.max", root / "memory.current"),
+        (root / "memory" / v1.lstrip("/") / "memory.limit_in_bytes",
+         root / "memory" / v1.lstrip("/") / "memory.usage_in_bytes"),
+        (root / "memory" / "memory.limit_in_bytes", root / "memory" / "memory.usage_in_bytes"),
+    ]  # fmt: skip
+    for limit_file, usage_file in candidates:
+        try:
+            limit_text = limit_file.read_text().strip()
+            usage = int(usage_file.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if limit_text == "max" or int(limit_text) >= 1 << 60:  # v1's "no limit" is ~2**63
+            return None
+        return max(0, int(limit_text) - usage)
+    return None
 
 
 def read_host(*, libraries: bool = True) -> Host:

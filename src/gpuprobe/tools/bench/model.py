@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuprobe.core import render
-from gpuprobe.core.findings import Finding, worst
+from gpuprobe.core.findings import Finding, status_counts
 from gpuprobe.core.records import Record
 from gpuprobe.platform.measurement import Measurement
 
@@ -243,11 +243,11 @@ class BenchReport(Record):
     def __repr__(self) -> str:
         pairs = sorted({f"{w.framework} {w.device}" for w in self.workers})
         measured = sum(r.ok for r in self.results)
-        return (
-            f"BenchReport({', '.join(self.workloads)} on {', '.join(pairs) or 'nothing'}: "
-            f"{measured}/{len(self.results)} measured, {len(self.findings)} findings "
-            f"(worst {worst(self.findings).value}), "
-            f"{self.elapsed_s or 0:.1f} s)"
+        return render.one_line(
+            "BenchReport",
+            f"{', '.join(self.workloads)} on {', '.join(pairs) or 'nothing'}: "
+            f"{measured}/{len(self.results)} measured, {self.elapsed_s or 0:.1f} s; "
+            f"findings: {status_counts(self.findings)}",
         )
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ through NVML.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from gpuprobe.platform.hardware.types import GpuSample
 from gpuprobe.platform.measurement import Measurement, rel_error
 from gpuprobe.platform.timing import measure
 
-__all__ = ["SIZES", "WorkerResult", "run_checks"]
+__all__ = ["E1_HOST_BYTES", "E1_MEMORY_FRACTION", "SIZES", "WorkerResult", "e1_size", "run_checks"]
 
 # Problem sizes (full, quick). E1 is the note's 10000x10000; matmuls are timed at a size where a
 # GPU should win clearly and checked for correctness at a size whose float64 reference is cheap.
@@ -31,6 +32,16 @@ SIZES: dict[str, tuple[int, int]] = {
     "h2d_bytes": (256 * 2**20, 64 * 2**20),
 }
 TIME_BUDGET_S = (0.5, 0.2)  # per timed measurement (full, quick)
+# Host bytes E1 holds per element of its n×n array at its peak: the float32 input and, for
+# NumPy's float64 run, its float64 copy and the two temporaries NumPy keeps (sin(x)**2 and
+# cos(x)**2; the ** and the / reuse their operand's buffer): 28 B, the 2.8 GB peak RSS measured
+# for the note's 10000×10000; torch on the CPU: the input, its tensor and two temporaries;
+# on a GPU the host keeps only the float32 input.
+E1_HOST_BYTES = {"numpy": 4 + 8 + 2 * 8, "cpu": 4 + 4 + 2 * 4, "gpu": 4}
+# The share of the memory this process may still take that E1 may use (gpuprobe's choice:
+# room for the other checks' arrays and what the libraries allocate meanwhile).
+E1_MEMORY_FRACTION = 0.6
+E1_MIN_N = 500  # smaller than this, E1 times the call, not the arithmetic
 LOAD_SECONDS = 0.5  # how long the card is kept busy while NVML is read under load
 
 
@@ -46,6 +57,10 @@ class WorkerResult(Record):
     measurements: tuple[Measurement, ...] = ()
     under_load: tuple[GpuSample, ...] = ()
     notes: tuple[str, ...] = ()
+    # the error is the doctor's own arrays not fitting in the memory it may take, not a fault
+    # of the framework
+    out_of_memory: bool = False
+    available_memory: int | None = None  # bytes this process could still take, before E1
 
     def measurement(self, name: str) -> Measurement | None:
         """The measurement called ``name`` (``e1-float32``, ``matmul-float32``, ``h2d-pinned``)."""
@@ -69,6 +84,24 @@ def _nvml_index(uuid: str | None) -> tuple[Any, int | None]:
     return session, None
 
 
+def e1_size(wanted: int, bytes_per_element: int, available: int | None) -> int:
+    """E1's n: ``wanted`` (the note's 10000, or the quick size), or the largest multiple of 100
+    whose n×n arrays take at most :data:`E1_MEMORY_FRACTION` of the ``available`` bytes (from
+    :func:`~gpuprobe.platform.hardware.host.available_memory`: the machine's, a cgroup's or an
+    address-space cap), never below :data:`E1_MIN_N`."""
+    if available is None:
+        return wanted
+    fits = int(math.sqrt(max(available, 0) * E1_MEMORY_FRACTION / bytes_per_element)) // 100
+    return max(min(wanted, fits * 100), min(wanted, E1_MIN_N))
+
+
+def _out_of_memory(exc: BaseException, b: Any) -> bool:
+    try:
+        return bool(b.is_out_of_memory(exc))
+    except Exception:
+        return isinstance(exc, MemoryError)
+
+
 def run_checks(
     framework: str, device: str, quick: bool = False, time_matmul: bool = True
 ) -> WorkerResult:
@@ -86,6 +119,9 @@ def run_checks(
         uuid = b.uuid()
     except Exception as exc:
         return WorkerResult(framework, device, error=f"{type(exc).__name__}: {exc}")
+    from gpuprobe.platform.hardware.host import available_memory
+
+    free = available_memory()
     rel: dict[str, float] = {}
     ms: list[Measurement] = []
     under_load: list[GpuSample] = []
@@ -106,8 +142,14 @@ def run_checks(
         x64 = x.astype(np.float64)
         rel["e1-float32"] = rel_error(out, (np.sin(x64) ** 2 / np.cos(x64) ** 2).sum())
 
-        # Speed: E1 at the note's size, float32 everywhere, float64 on NumPy as the note did.
-        n = SIZES["e1"][q]
+        # Speed: E1 at the note's size, float32 everywhere, float64 on NumPy as the note did;
+        # smaller where its arrays would not fit in the memory this process may still take
+        asked = SIZES["e1"][q]
+        per_element = E1_HOST_BYTES[
+            "gpu" if b.is_gpu else framework if framework == "numpy" else "cpu"
+        ]
+        n = e1_size(asked, per_element, free)
+        sized = {} if n == asked else {"asked_n": asked, "available": free}
         dtypes = ("float64", "float32") if framework == "numpy" else ("float32",)
         x32 = rng.random((n, n), dtype=np.float32)
         for dt in dtypes:
@@ -125,14 +167,19 @@ def run_checks(
                     min_runs=1,
                     warmup=0 if not b.is_gpu else 1,
                     work={"bytes": float(n * n * np.dtype(dt).itemsize)},
-                    metadata={"n": n, "dtype": dt},
+                    metadata={"n": n, "dtype": dt, **sized},
                 )
             )
             del xd
         del x32
         if not time_matmul:
             return WorkerResult(
-                framework, device, uuid=uuid, rel_errors=rel, measurements=tuple(ms)
+                framework,
+                device,
+                uuid=uuid,
+                rel_errors=rel,
+                measurements=tuple(ms),
+                available_memory=free,
             )
         n = SIZES["matmul"][q]
         am, cm = (
@@ -187,6 +234,8 @@ def run_checks(
             device,
             uuid=uuid,
             error=msg,
+            out_of_memory=_out_of_memory(exc, b),
+            available_memory=free,
             rel_errors=rel,
             measurements=tuple(ms),
             under_load=tuple(under_load),
@@ -198,6 +247,7 @@ def run_checks(
         rel_errors=rel,
         measurements=tuple(ms),
         under_load=tuple(under_load),
+        available_memory=free,
     )
 
 

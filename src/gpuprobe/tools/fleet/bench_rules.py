@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules, rule
-from gpuprobe.tools.fleet.model import BenchPoint, Figure, NodeBench
+from gpuprobe.tools.fleet.model import BenchPoint, Figure, NodeBench, nodes_and_workers
 from gpuprobe.tools.fleet.rules import missing_nodes, node_failures
 
 __all__ = [
@@ -191,7 +191,7 @@ def bench_alike(nodes: Sequence[NodeBench], points: Sequence[BenchPoint]) -> lis
         Finding(
             id="fleet-bench-alike",
             status=Status.OK,
-            title=f"{len(points)} point(s) on {len(nodes)} node(s): every figure within "
+            title=f"{len(points)} point(s) on {nodes_and_workers(nodes)}: every figure within "
             f"{OUTLIER_MIN_GAP:.0%} or {OUTLIER_MADS:g} MADs of its peers' median",
             evidence=(Evidence("points", len(points)), Evidence("figures", figures)),
             group="fleet",

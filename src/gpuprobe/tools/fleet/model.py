@@ -6,6 +6,7 @@ and the rules (``rules.py``, ``bench_rules.py``) both use them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpuprobe.core import render
@@ -22,6 +23,7 @@ __all__ = [
     "FleetDoctorReport",
     "NodeBench",
     "NodeResult",
+    "nodes_and_workers",
 ]
 
 NodeStatus = str  # "ok" (reported), "lost" (died or timed out), "no-gpuprobe", "error"
@@ -64,6 +66,14 @@ class ConfigGroup(Record):
 
     config: dict[str, str]
     nodes: tuple[str, ...]
+
+
+def nodes_and_workers(rows: Sequence[NodeResult | NodeBench]) -> str:
+    """``1 node(s), 2 worker(s)``: a node is a host, however many workers (and rows: a worker of
+    its own when it differs, every worker in bench) it runs, in every fleet report alike."""
+    hosts = {r.host for r in rows}
+    workers = {w for r in rows for w in r.workers} or {r.name for r in rows}
+    return f"{len(hosts)} node(s), {len(workers)} worker(s)"
 
 
 class _FleetReport(render.Shown, Record):

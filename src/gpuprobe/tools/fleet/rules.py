@@ -12,7 +12,7 @@ from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import Rule, apply_rules, rule
 from gpuprobe.platform.hardware.types import Gpu
 from gpuprobe.tools.fleet.config import CONFIG_KEYS, FRAMEWORKS, HARDWARE_KEYS
-from gpuprobe.tools.fleet.model import NodeBench, NodeResult
+from gpuprobe.tools.fleet.model import NodeBench, NodeResult, nodes_and_workers
 
 __all__ = ["RULES", "alike", "judge_fleet"]
 
@@ -350,7 +350,7 @@ def alike(nodes: Sequence[NodeResult]) -> list[Finding]:
         Finding(
             id="fleet-alike",
             status=Status.OK,
-            title=f"{len(ready)} node(s), one configuration, no node failing its checks",
+            title=f"{nodes_and_workers(ready)}, one configuration, no node failing its checks",
             evidence=(
                 Evidence("nodes", len(ready)),
                 Evidence("workers", sum(len(n.workers) for n in ready)),

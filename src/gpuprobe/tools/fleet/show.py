@@ -21,6 +21,7 @@ from gpuprobe.tools.fleet.model import (
     FleetDoctorReport,
     NodeBench,
     NodeResult,
+    nodes_and_workers,
 )
 from gpuprobe.ui.findings import findings_html, print_findings
 from gpuprobe.ui.reprs import capture
@@ -48,10 +49,9 @@ def _group_of(report: FleetDoctorReport) -> dict[str, str]:
 
 
 def _headline(r: FleetDoctorReport) -> str:
-    workers = sum(len(n.workers) for n in r.nodes)
     slowest = f" (slowest node {r.slowest_node_s:.1f} s)" if r.slowest_node_s else ""
     return (
-        f"{len(r.nodes)} node(s), {workers} worker(s), {len(r.groups)} configuration(s), "
+        f"{nodes_and_workers(r.nodes)}, {len(r.groups)} configuration(s), "
         f"{r.elapsed_s or 0:.1f} s{slowest}"
     )
 
@@ -175,7 +175,7 @@ def _any_headline(r: FleetDoctorReport | FleetBenchReport) -> str:
 
 def fleet_repr(r: FleetDoctorReport | FleetBenchReport) -> str:
     """``<FleetDoctorReport tcp://…: 3 nodes, 4 workers, 2 configurations; 1 warn, 1 ok>``,
-    ``<FleetBenchReport tcp://…: 3 node(s), matmul, …; 1 warn, 1 ok>``."""
+    ``<FleetBenchReport tcp://…: 1 node(s), 2 worker(s), matmul, …; 1 warn, 1 ok>``."""
     from gpuprobe.core.findings import status_counts
 
     return one_line(
@@ -193,7 +193,7 @@ def _bench_headline(r: FleetBenchReport) -> str:
     how = "one at a time" if r.one_at_a_time else "a host's workers in turn"
     slowest = f" (slowest node {r.slowest_node_s:.1f} s)" if r.slowest_node_s else ""
     return (
-        f"{len(r.nodes)} node(s), {', '.join(r.workloads)}{', quick' if r.quick else ''}, "
+        f"{nodes_and_workers(r.nodes)}, {', '.join(r.workloads)}{', quick' if r.quick else ''}, "
         f"{how}, {r.elapsed_s or 0:.1f} s{slowest}"
     )
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from gpuprobe.core.errors import GpuprobeError, UsageError
+from gpuprobe.core.errors import GpuprobeError, UsageError, bad_argument
 from gpuprobe.core.text import strip_control
 from gpuprobe.platform.hardware.host import usable_cores
 from gpuprobe.platform.hardware.load import others_cores
@@ -45,6 +45,7 @@ from gpuprobe.tools.monitor.pack_model import (
     PackReport,
     Sharing,
     core_capacity,
+    slowdown_of,
 )
 from gpuprobe.tools.monitor.records import Sample
 from gpuprobe.tools.monitor.rules.pack import judge
@@ -101,6 +102,10 @@ def rate_unit(pattern: str) -> str:
     return word if _UNIT_RX.fullmatch(word) else RATE_UNIT_FALLBACK
 
 
+def _bad_counts(text: str, why: str) -> UsageError:
+    return bad_argument("counts", text, why, flag="-n", shown=text or repr(text))
+
+
 def parse_counts(text: str) -> list[int]:
     """``"1,2,3,4"`` -> [1, 2, 3, 4]; ``"1-4"`` too. A clear UsageError for 0, negatives,
     non-integers and more than :data:`MAX_COUNT`."""
@@ -110,18 +115,18 @@ def parse_counts(text: str) -> list[int]:
             continue
         m = re.fullmatch(r"(-?\d+)(?:-(\d+))?", part)
         if not m:
-            raise UsageError(f"-n {text}: {part!r} is not a whole number; give counts like 1,2,3,4")
+            raise _bad_counts(text, f"{part!r} is not a whole number; give counts like 1,2,3,4")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         if lo < 1 or hi < 1:
-            raise UsageError(f"-n {text}: copies must be 1 or more, like 1,2,3,4")
+            raise _bad_counts(text, "copies must be 1 or more, like 1,2,3,4")
         if hi < lo:
-            raise UsageError(f"-n {text}: the range {part} runs backwards")
+            raise _bad_counts(text, f"the range {part} runs backwards")
         out.extend(range(lo, hi + 1))
     if not out:
-        raise UsageError(f"-n {text!r}: give the numbers of copies, like 1,2,3,4")
+        raise _bad_counts(text, "give the numbers of copies, like 1,2,3,4")
     if max(out) > MAX_COUNT:
-        raise UsageError(f"-n {text}: at most {MAX_COUNT} copies at once")
+        raise _bad_counts(text, f"at most {MAX_COUNT} copies at once")
     return sorted(set(out))
 
 
@@ -339,7 +344,7 @@ def pack(
         try:
             rate_rx = re.compile(rate)
         except re.error as exc:
-            raise UsageError(f"--rate {rate!r} is not a regular expression: {exc}") from None
+            raise bad_argument("rate", rate, f"not a regular expression: {exc}") from None
         if rate_rx.groups < 1:
             raise UsageError(
                 f"--rate {rate!r} has no group: put the number in parentheses, e.g. "
@@ -363,10 +368,9 @@ def pack(
             )
             left, ended = _leftovers(run_id, started, kill_leftovers)
             lv = _level(n, copies, wall, samples, rate_rx is not None)
-            base = levels[0].mean_copy_s if levels else lv.mean_copy_s
             lv = replace(
                 lv,
-                slowdown=lv.mean_copy_s / base if levels else 1.0,
+                slowdown=slowdown_of(lv, levels[0] if levels else lv, rate_rx is not None),
                 unit=unit,
                 leftovers=left,
                 leftovers_ended=ended,

@@ -24,6 +24,7 @@ __all__ = [
     "PackReport",
     "Sharing",
     "core_capacity",
+    "slowdown_of",
 ]
 
 # One more level of packing must raise the total throughput by at least this fraction over the
@@ -70,7 +71,9 @@ class PackLevel(Record):
     wall_s: float  # first start to last exit
     mean_copy_s: float
     throughput: float | None  # jobs/h, or the summed rate (None: a rate was not found)
-    slowdown: float | None = None  # mean copy time / mean copy time at the smallest N
+    # how much slower each copy ran than at the smallest N (slowdown_of): with --rate, one copy's
+    # rate then over one copy's rate now; else the mean copy time over the mean copy time then
+    slowdown: float | None = None
     cpu_percent: float | None = None  # the copies' CPU seconds / level wall, % of one core
     host_busy_percent: float | None = None  # mean over cores and samples, 0-100
     tree_cpu_percent: float | None = None  # the copies together, % of one core (mean)
@@ -141,3 +144,17 @@ def core_capacity(levels: Sequence[PackLevel], cores: int | None) -> int | None:
     if per_copy < CORE_BOUND_MIN_CORES:
         return None
     return max(1, math.floor(cores / per_copy + CORE_CAPACITY_SLACK))
+
+
+def slowdown_of(level: PackLevel, base: PackLevel, rated: bool) -> float | None:
+    """How much slower each copy of ``level`` ran than each copy of ``base`` (the smallest N).
+    With a rate (``--rate``, ``rated``), the rate is the measure, not the wall time (a job that
+    runs for a fixed time, or prints its own rate after a warm-up, takes as long at any N): one
+    copy's rate at ``base`` over one copy's rate at ``level`` (7.0 M vs 5.19 M samples/s per
+    copy: 1.35, each copy 26 % slower); None where either rate was not found. Without a rate,
+    the mean copy time over ``base``'s."""
+    if rated:
+        if not level.throughput or not base.throughput:
+            return None
+        return (base.throughput / base.n) / (level.throughput / level.n)
+    return level.mean_copy_s / base.mean_copy_s if base.mean_copy_s > 0 else None

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from gpuprobe.core.errors import UsageError
+from gpuprobe.core.errors import bad_argument
 from gpuprobe.platform.hardware.host import read_host
 from gpuprobe.platform.hardware.nvml import NvmlUnavailable, nvml_session
 from gpuprobe.platform.hardware.types import Driver, Gpu, GpuProcess, GpuSample
@@ -110,7 +110,7 @@ class Sampler:
         on_new_process: Callable[[psutil.Process], None] | None = None,
     ) -> None:
         if not MIN_HZ <= hz <= MAX_HZ:
-            raise UsageError(f"--hz must be between {MIN_HZ:g} and {MAX_HZ:g}, not {hz:g}")
+            raise bad_argument("hz", hz, f"give {MIN_HZ:g} to {MAX_HZ:g} samples per second")
         self.hz = float(hz)
         self.pid = pid
         self.pcie_throughput = pcie_throughput

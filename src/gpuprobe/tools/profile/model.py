@@ -118,6 +118,7 @@ class ProfileReport(Record):
 
     @property
     def status(self) -> Status:
+        """The worst of :attr:`findings` (skipped when there are none)."""
         return worst(self.findings) if self.findings else Status.SKIPPED
 
     @property

@@ -35,6 +35,7 @@ from gpuprobe.core.errors import UsageError
 from gpuprobe.core.records import Record
 from gpuprobe.core.units import NA, gib
 from gpuprobe.platform.cluster import CONNECT_TIMEOUT_S, connect_client
+from gpuprobe.platform.install import DASK_INSTALL
 
 __all__ = [
     "DASK_INSTALL_HINT",
@@ -58,7 +59,7 @@ __all__ = [
     "workers_state",
 ]
 
-DASK_INSTALL_HINT = 'pip install "gpuprobe[dask]"'
+DASK_INSTALL_HINT = DASK_INSTALL  # the one line every message gives (platform/install.py)
 
 # Fraction of each card's memory a dask-cuda worker may fill before it spills to host memory;
 # dask-cuda's own default (LocalCUDACluster device_memory_limit=0.8).

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.core.errors import InputError, UsageError
+from gpuprobe.core.errors import InputError, UsageError, bad_argument
 from gpuprobe.core.findings import Finding
 from gpuprobe.core.rules import apply_rules
 from gpuprobe.core.units import gib
@@ -87,10 +87,11 @@ def synthetic_problem(
 
     if kind not in PROBLEMS:
         raise UsageError(f"problem {kind!r}: use one of {', '.join(PROBLEMS)}")
-    if rows < 1 or cols < 1:
-        raise UsageError(f"--rows {rows} --cols {cols}: both must be at least 1")
+    for name, value in (("rows", rows), ("cols", cols)):
+        if value < 1:
+            raise bad_argument(name, value, "give at least 1")
     if cond < 1:
-        raise UsageError(f"--cond {cond}: a condition number is at least 1")
+        raise bad_argument("cond", cond, "a condition number is at least 1")
     step = chunk_rows or default_chunk_rows(rows, cols, 8, workers)
     v = (
         dask.delayed(_orthogonal, pure=True)(cols, seed)
@@ -191,7 +192,8 @@ def _dask_baseline(
 def _parse_sizes(workers: Sequence[int]) -> list[int]:
     sizes = sorted({int(w) for w in workers})
     if not sizes or sizes[0] < 1:
-        raise UsageError(f"--workers {','.join(map(str, workers))}: give worker counts ≥ 1")
+        shown = ",".join(map(str, workers))
+        raise bad_argument("workers", tuple(workers), "give worker counts ≥ 1", shown=shown)
     return sizes
 
 
@@ -222,9 +224,10 @@ def scale_lstsq(
     sizes = _parse_sizes(workers)
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
-        raise UsageError(f"--method {','.join(methods)}: use one or more of {', '.join(METHODS)}")
+        why = f"use one or more of {', '.join(METHODS)}"
+        raise bad_argument("methods", tuple(methods), why, flag="--method", shown=",".join(methods))
     if repeats < 1:
-        raise UsageError(f"--repeats {repeats}: run each at least once")
+        raise bad_argument("repeats", repeats, "run each at least once")
     say = progress or (lambda _msg: None)
     cores = available_cores()
     per_worker = max(1, cores // sizes[-1])
@@ -251,7 +254,8 @@ def scale_lstsq(
         client = engine.client
         addrs = engine.worker_addresses()
         if sizes[-1] > len(addrs):
-            raise UsageError(f"--workers {sizes[-1]}: the cluster has only {len(addrs)} worker(s)")
+            why = f"the cluster has only {len(addrs)} worker(s)"
+            raise bad_argument("workers", tuple(workers), why, shown=str(sizes[-1]))
         baselines: list[Baseline] = []
         x_ref = None
         if compare_numpy:

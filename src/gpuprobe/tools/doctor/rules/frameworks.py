@@ -12,6 +12,7 @@ from gpuprobe.platform.frameworks import FRAMEWORKS
 from gpuprobe.platform.frameworks.base import FrameworkInfo
 from gpuprobe.platform.hardware.specs import arch_supports
 from gpuprobe.platform.hardware.types import Gpu
+from gpuprobe.platform.install import torch_install
 from gpuprobe.platform.inventory import Inventory
 from gpuprobe.tools.doctor.model import DoctorContext
 
@@ -269,7 +270,7 @@ def check_frameworks(ctx: DoctorContext) -> list[Finding]:
                 "no-gpu-framework",
                 Status.INFO if not inv.has_gpu else Status.WARN,
                 "No GPU array framework (torch, cupy, jax, numba) is installed",
-                fix="pip install 'gpuprobe[torch]'",
+                fix=torch_install(inv.has_gpu or bool(inv.pci_nvidia)),
                 group=GROUP,
             )
         ]

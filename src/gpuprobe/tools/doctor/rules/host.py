@@ -1,5 +1,6 @@
 """The rule on the host while the kernel checks ran: other processes that kept its cores busy
-slow the CPU timings, so the GPU's speedup over the CPU looks larger than it is."""
+slow the CPU timings (so, on a machine with a GPU, the GPU's speedup over the CPU looks larger
+than it is)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def host_busy(ctx: DoctorContext) -> list[Finding]:
         ctx.others_cores,
         host.usable_cores or host.logical_cores,
         effect="the CPU timings (E1, docs/experiments.md#e1) are slowed and the GPU's speedup over "
-        "the CPU looks larger than on an idle machine",
+        "the CPU looks larger than on an idle machine"
+        if ctx.inventory.gpus
+        else "the CPU timings (E1, docs/experiments.md#e1) are slower than this machine is when "
+        "idle",
         fix="re-run 'gpuprobe doctor' when the machine is idle (see 'gpuprobe top')",
         group="performance",
         subject="host",

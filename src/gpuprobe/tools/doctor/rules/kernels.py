@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from gpuprobe.core.findings import Evidence, Finding, Status
 from gpuprobe.core.rules import rule
-from gpuprobe.core.units import seconds
+from gpuprobe.core.units import seconds, size
 from gpuprobe.platform.frameworks import FRAMEWORKS
 from gpuprobe.platform.hardware.specs import pcie_link_gbs
 from gpuprobe.platform.hardware.types import Gpu, GpuSample
 from gpuprobe.platform.inventory import Inventory
 from gpuprobe.tools.doctor.model import DoctorContext
-from gpuprobe.tools.doctor.worker import WorkerResult
+from gpuprobe.tools.doctor.worker import E1_HOST_BYTES, WorkerResult
 
 __all__ = [
     "E1_NOTE",
@@ -98,10 +98,19 @@ def _correctness(r: WorkerResult, subject: str) -> list[Finding]:
     return out
 
 
-def _note_text(n: object) -> str:
-    """How this run's E1 compares with the note's: the same size, or says it differs."""
+def _note_text(n: object, meta: dict[str, object] | None = None) -> str:
+    """How this run's E1 compares with the note's: the same size, or says it differs (and why:
+    ``--quick``, or the memory this machine had free, ``meta``'s ``asked_n`` and ``available``)."""
     if n == E1_NOTE_N:
         return " (the note: NumPy 4.12 s, torch CPU 738 ms on a 4-vCPU VM)"
+    meta = meta or {}
+    free = meta.get("available")
+    if isinstance(n, int) and n > 0 and "asked_n" in meta and isinstance(free, int):
+        return (
+            f" (sized to the memory free here, {size(free)}: the note's {E1_NOTE_N}×{E1_NOTE_N} "
+            f"would need {size(E1_NOTE_N**2 * E1_HOST_BYTES['numpy'])}; not comparable with the "
+            "note's NumPy 4.12 s and torch CPU 738 ms)"
+        )
     if isinstance(n, int) and n > 0:
         ratio = (E1_NOTE_N / n) ** 2
         return (
@@ -119,8 +128,24 @@ def judge_cpu(ctx: DoctorContext) -> list[Finding]:
     out: list[Finding] = []
     ev: list[Evidence] = []
     parts = []
+    sizes: list[object] = []
     for r in results:
         if r.device != "cpu":
+            continue
+        if r.error and r.out_of_memory:  # the doctor's own arrays did not fit: numpy is fine
+            out.append(
+                Finding(
+                    "cpu-e1",
+                    Status.SKIPPED,
+                    f"E1 on {r.framework} not measured: the doctor's own arrays did not fit in the "
+                    f"memory this process may take ({r.error})",
+                    (Evidence("error", r.error), Evidence("available", r.available_memory, "B")),
+                    fix="free memory (other processes: see 'gpuprobe top'), or run "
+                    "'gpuprobe doctor --quick' (smaller arrays)",
+                    group=GROUP,
+                    subject="cpu",
+                )
+            )
             continue
         if r.error:
             out.append(
@@ -139,25 +164,25 @@ def judge_cpu(ctx: DoctorContext) -> list[Finding]:
                 continue
             label = f"{r.framework} {'cpu ' if r.framework != 'numpy' else ''}{m.metadata['dtype']}"
             ev.append(_ev_time(f"e1 {label}", m.median))
-            parts.append(f"{label} {seconds(m.median)}")
+            n_here = m.metadata.get("n")
+            if sizes and n_here != sizes[0]:  # a worker that sized its own E1 smaller
+                parts.append(f"{label} {seconds(m.median)} at {n_here}×{n_here}")
+            else:
+                parts.append(f"{label} {seconds(m.median)}")
+            sizes.append(n_here)
             note = E1_NOTE.get(label)
             if note is not None and m.metadata.get("n") == E1_NOTE_N:
                 ev.append(_ev_time(f"note: {label}", note))
     if parts:
-        n = next(
-            (
-                m.metadata.get("n")
-                for r in results
-                for m in r.measurements
-                if m.name.startswith("e1-")
-            ),
-            None,
-        )
+        first = next((m for r in results for m in r.measurements if m.name.startswith("e1-")), None)
+        n = first.metadata.get("n") if first is not None else None
         out.append(
             Finding(
                 "cpu-e1",
                 Status.INFO,
-                f"CPU on E1 (sin²/cos² summed over {n}×{n}): " + ", ".join(parts) + _note_text(n),
+                f"CPU on E1 (sin²/cos² summed over {n}×{n}): "
+                + ", ".join(parts)
+                + _note_text(n, dict(first.metadata) if first is not None else None),
                 (*ev, Evidence("experiment", "docs/experiments.md#e1")),
                 group=GROUP,
                 subject="cpu",

@@ -26,6 +26,25 @@ def _something_fits(r: FitResult) -> bool:
     return r.best is not None
 
 
+_SHRINK = "shrink the model: mixed precision, activation checkpointing"
+
+
+def _nothing_fits_fix(r: FitResult) -> str:
+    """What to change when nothing fits, for this search: the cap it was given (raise it), the
+    GPU's memory (free it: nvidia-smi, torch's cache) or the host's (other processes)."""
+    if r.memory_limit is not None:
+        return (
+            f"raise the memory cap (it was {size(r.memory_limit)}: --memory-limit, memory_limit= "
+            f"in Python) or leave it out, or {_SHRINK}"
+        )
+    if r.device.startswith("cuda"):
+        return (
+            "free GPU memory first (other processes: nvidia-smi; torch.cuda.empty_cache()), "
+            f"or {_SHRINK}"
+        )
+    return f"free host memory first (other processes: see 'gpuprobe top'), or {_SHRINK}"
+
+
 @rule("fit-nothing-fits", applies=lambda r: r.best is None)
 def nothing_fits(r: FitResult) -> list[Finding]:
     """Even the smallest batch runs out of memory."""
@@ -41,8 +60,7 @@ def nothing_fits(r: FitResult) -> list[Finding]:
                 else "runs out of memory"
             ),
             evidence=(*_search_evidence(r), *_cap_evidence(r)),
-            fix="free memory first (other processes: nvidia-smi; torch.cuda.empty_cache()), "
-            "or shrink the model: mixed precision, activation checkpointing",
+            fix=_nothing_fits_fix(r),
             group="fit",
             details=(smallest.error,) if smallest and smallest.error else (),
         )

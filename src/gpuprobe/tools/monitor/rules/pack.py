@@ -108,6 +108,7 @@ def recommendation(r: PackReport) -> list[Finding]:
         if nxt is not None and nxt.throughput is not None
         else ""
     )
+    each = f", each copy {speed_change(1 / rec.slowdown)}" if rec.slowdown else ""
     cap = core_capacity(r.levels, r.cores)
     if (
         nxt is not None
@@ -130,14 +131,14 @@ def recommendation(r: PackReport) -> list[Finding]:
                 f"run one copy at a time: {count(rec.throughput)} {r.unit}{beyond}"
                 if rec.n == 1
                 else f"run {rec.n} at once: {count(rec.throughput)} {r.unit} in total, "
-                f"{gain:.2f}x N={first.n}, each copy {speed_change(1 / (rec.slowdown or 1))}{beyond}"
+                f"{gain:.2f}x N={first.n}{each}{beyond}"
             )
             if gain is not None
             else f"run {rec.n} at once",
             evidence=(
                 Evidence("recommended", rec.n),
                 Evidence("throughput", round(rec.throughput, 3), r.unit),
-                Evidence("slowdown", round(rec.slowdown or 1, 3), "x"),
+                Evidence("slowdown", None if rec.slowdown is None else round(rec.slowdown, 3), "x"),
                 Evidence("min_gain", round(100 * PACK_MIN_GAIN), "%"),
                 Evidence("cores", r.cores),
                 Evidence("core_capacity", cap),

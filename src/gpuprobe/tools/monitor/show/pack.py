@@ -35,15 +35,16 @@ def pack_text(r: PackReport) -> str:
         gpu = f"{lv.gpu_util_percent:.0f} %" if lv.gpu_util_percent is not None else "n/a"
         host = f"{lv.host_busy_percent:.0f} %" if lv.host_busy_percent is not None else "n/a"
         used = f"{lv.cpu_percent:.0f} %" if lv.cpu_percent is not None else "n/a"
+        slow = f"{lv.slowdown:.2f}x" if lv.slowdown is not None else "n/a"
         lines.append(
             f"{mark}{lv.n:>3}  {lv.wall_s:>6.2f}s  {lv.mean_copy_s:>7.2f}s  "
-            f"{(lv.slowdown or 1):>7.2f}x  {count(lv.throughput):>10}  {used:>10}  {host:>9}"
+            f"{slow:>8}  {count(lv.throughput):>10}  {used:>10}  {host:>9}"
             + (f"  {gpu:>8}" if gpu_col else "")
             + failed
         )
     lines.append(
         f"  * recommended; throughput: {r.unit}"
-        + (", the copies' --rate summed" if r.rate_regex else "")
+        + (", the copies' --rate summed; slowdown: of each copy's rate" if r.rate_regex else "")
         + "; copies CPU: their CPU seconds over the wall "
         "time, % of one core; host busy: all cores, whoever used them"
     )

@@ -147,7 +147,12 @@ def lstsq_summary(report: LstsqReport) -> list[tuple[str, str]]:
 
 
 def lstsq_repr(report: LstsqReport) -> str:
-    """One line: the method, the size, where it ran, the residual, κ and the times."""
+    """``<LstsqReport normal, 400×8 in process: residual …>``: one line, as every result's."""
+    return one_line("LstsqReport", _lstsq_line(report))
+
+
+def _lstsq_line(report: LstsqReport) -> str:
+    """The method, the size, where it ran, the residual, κ and the times."""
     err = (
         ""
         if report.error_vs_reference is None
@@ -159,7 +164,7 @@ def lstsq_repr(report: LstsqReport) -> str:
         else f", off the exact solution by {report.distance_from_exact:.2g}"
     )
     return (
-        f"LstsqReport({report.method}, {report.rows}×{report.cols} "
+        f"{report.method}, {report.rows}×{report.cols} "
         + (
             "in process"
             if report.engine.cluster == "in-process"
@@ -167,7 +172,7 @@ def lstsq_repr(report: LstsqReport) -> str:
         )
         + f": residual {report.residual_norm:.6g}, κ≈{_fmt(report.cond_estimate, '.3g')}, "
         f"{report.wall_s:.3f} s (compute {report.compute_s:.3f} s, communication "
-        f"{report.communication_s:.3f} s){err}{off})"
+        f"{report.communication_s:.3f} s){err}{off}"
     )
 
 
@@ -274,7 +279,9 @@ def scale_repr(result: ScaleResult) -> str:
     """One line: the size and each method's time on its largest worker count."""
     best = {r.requested: r for r in result.results}
     parts = ", ".join(f"{m} {r.wall_s:.3g} s on {r.workers}" for m, r in best.items())
-    return f"ScaleResult({result.rows}×{result.cols}, {len(result.results)} runs: {parts})"
+    return one_line(
+        "ScaleResult", f"{result.rows}×{result.cols}, {len(result.results)} runs: {parts}"
+    )
 
 
 def scale_html(result: ScaleResult) -> str:
@@ -289,9 +296,9 @@ def scale_html(result: ScaleResult) -> str:
 
 
 def result_repr(result: LstsqResult) -> str:
-    """``<LstsqResult x: 8 values; LstsqReport(...)>``: the solution's size and its report's
+    """``<LstsqResult x: 8 values; normal, 400×8 …>``: the solution's size and its report's
     line, not the solution's numbers."""
-    return one_line("LstsqResult", f"x: {result.x.size} values; {lstsq_repr(result.report)}")
+    return one_line("LstsqResult", f"x: {result.x.size} values; {_lstsq_line(result.report)}")
 
 
 render.summary.register(LstsqReport, lstsq_summary)
