@@ -109,6 +109,7 @@ class HangingLine:
         self.overflow = overflow
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.cells import cell_len
         from rich.text import Text
 
         text: Text = self.text
@@ -125,6 +126,14 @@ class HangingLine:
             indent = len(plain) - len(plain.lstrip(" "))
             first, pad = Text(" " * indent), " " * (indent + 2)
             room = max(width - indent - 2, MIN_BODY_WIDTH)
+            if longest_unbreakable(plain[indent:], cell_len) > width - indent:
+                # a word longer than the whole line is cut however it is placed: cut it where
+                # the line ends and flow the rest after it, as before
+                for i, line in enumerate(
+                    wrap_text(text[indent:], room, first=width - indent, fold=fold)
+                ):
+                    yield _one_line(Text.assemble(first if i == 0 else pad, line), self.overflow)
+                return
             lines = wrap_text(text[indent:], room, first=width - indent, fold=False)
             for i, line in enumerate(lines):
                 if i and line.cell_len > room and line.cell_len <= width - indent:
