@@ -53,7 +53,8 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch, pynvml_copy: str | None) -> Itera
 
     def install(name_or_dict: str | dict[str, Any], **kwargs: Any) -> nvml_lib.FakeNvmlLibrary:
         snap = snapshot_dict(name_or_dict) if isinstance(name_or_dict, str) else name_or_dict
-        mod = nvml_lib.load_pynvml(pynvml_copy)
+        # the run's one copy, as loaded; a second library in the same test gets a copy of its own
+        mod = nvml_lib.load_pynvml(pynvml_copy) if libs else nvml_lib.as_loaded_pynvml(pynvml_copy)
         lib = nvml_lib.FakeNvmlLibrary(snap, **kwargs)
         nvml_lib.attach(mod, lib)
         monkeypatch.setitem(sys.modules, "pynvml", mod)
