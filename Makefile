@@ -10,13 +10,22 @@ PIP     = $(BIN)/python -m pip --disable-pip-version-check -q
 TORCH_ARG = $(if $(strip $(TORCH)),"$(TORCH)")
 NO_TORCH = $(if $(strip $(TORCH)),,$(PIP) uninstall -y torch)
 
-.PHONY: run test setup setup-test lint typecheck bench clean gpu-wheels FORCE
+.PHONY: run test test-fast setup setup-test lint typecheck bench clean gpu-wheels FORCE
 
 run: $(VENV)/.run-ok
 	$(BIN)/gpuprobe doctor
 
 test: $(VENV)/.test-ok
 	$(BIN)/python -m pytest -q
+
+# The edit loop: the suite less the tests marked slow and the modules that start real clusters,
+# real profiled runs or the GPU sweep's scripts (README, "Two commands", says which). `make test`
+# runs them all; CI runs `make test`.
+FAST_SKIPS = tests/tools/profile/test_profile.py tests/tools/fleet/test_fleet_cluster.py \
+	tests/tools/fleet/test_fleet_kernels.py tests/tools/fleet/test_fleet_bench_cluster.py \
+	tests/test_gpu_sweep.py tests/test_no_leftovers.py
+test-fast: $(VENV)/.test-ok
+	$(BIN)/python -m pytest -q -m "not slow" $(addprefix --ignore=,$(FAST_SKIPS))
 
 setup: $(VENV)/.run-ok
 setup-test: $(VENV)/.test-ok

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -622,6 +623,33 @@ def load_pynvml(folder: str | Path | None = None) -> types.ModuleType:
             sys.modules.pop("pynvml", None)
         else:
             sys.modules["pynvml"] = before
+    return mod
+
+
+# folder (None: the installed copy) -> (its one loaded copy, its namespace as loaded)
+_LOADED: dict[str | None, tuple[types.ModuleType, dict[str, Any]]] = {}
+
+
+def as_loaded_pynvml(folder: str | Path | None = None) -> types.ModuleType:
+    """The copy of ``pynvml`` loaded for ``folder`` once per test run, its namespace put back as
+    it was loaded (every name rebound since, by a test or by :func:`attach`, is undone; the
+    function-pointer cache is emptied and the library lock is new), so each test sees it as
+    fresh from :func:`load_pynvml`.
+
+    Not a new copy per test: ctypes keeps every structure class a copy defines, and the array
+    types made of them, in its own caches for the life of the process, so a copy never goes
+    away. One per test kept ~4,200 objects each alive (1.5 M after test_nvml_failures.py), and
+    every later ``gc.collect()`` walked them all: ``fit`` collects twice a trial, and its tests
+    took minutes instead of seconds."""
+    key = None if folder is None else str(folder)
+    if key not in _LOADED:
+        mod = load_pynvml(folder)
+        _LOADED[key] = (mod, dict(mod.__dict__))
+    mod, names = _LOADED[key]
+    mod.__dict__.clear()
+    mod.__dict__.update(names)
+    mod._nvmlGetFunctionPointer_cache.clear()
+    mod.libLoadLock = threading.Lock()
     return mod
 
 

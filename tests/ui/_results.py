@@ -1,6 +1,7 @@
 """Every public result type of gpuprobe, built from the real fixtures in tests/data (or, for the
 measuring tools, from a short real run on this machine): what the repr, str, HTML and plot tests
-go through, one builder per type in ``gpuprobe._TYPES``."""
+go through, one builder per type in ``gpuprobe._TYPES``. A builder that runs something (a
+profile, a run, a cluster, a fit) runs it once a test session; the tests only read what it built."""
 
 from __future__ import annotations
 
@@ -121,6 +122,7 @@ def _lstsq() -> Any:
     return gpuprobe.lstsq(a, a @ np.arange(8.0), reference="numpy")
 
 
+@functools.cache
 def _recording() -> Any:
     import gpuprobe
 
@@ -129,6 +131,7 @@ def _recording() -> Any:
     return rec
 
 
+@functools.cache
 def _run() -> Any:
     import gpuprobe
 
@@ -136,6 +139,7 @@ def _run() -> Any:
     return gpuprobe.run([sys.executable, "-c", "print(sum(range(10**6)))"], out, hz=20.0)
 
 
+@functools.cache
 def _profile() -> Any:
     import os
 
@@ -152,13 +156,16 @@ def _profile() -> Any:
         del os.environ["STEPS"]
 
 
+@functools.cache
 def _scale() -> Any:
     import gpuprobe
 
     return gpuprobe.scale_lstsq(400, 4, workers=(1,), methods=("normal",), chunk_rows=200)
 
 
-def _fleet(what: str) -> Any:
+@functools.cache
+def _fleet_reports() -> tuple[Any, Any]:
+    """Both fleet reports from one cluster of two worker processes, started once."""
     from distributed import Client, LocalCluster
 
     import gpuprobe
@@ -169,9 +176,14 @@ def _fleet(what: str) -> Any:
         ) as cluster,
         Client(cluster) as client,
     ):
-        if what == "doctor":
-            return gpuprobe.fleet_doctor(client, run_kernels=False)
-        return gpuprobe.fleet_bench(client, ("matmul",), ("numpy",), quick=True)
+        return (
+            gpuprobe.fleet_doctor(client, run_kernels=False),
+            gpuprobe.fleet_bench(client, ("matmul",), ("numpy",), quick=True),
+        )
+
+
+def _fleet(what: str) -> Any:
+    return _fleet_reports()[0 if what == "doctor" else 1]
 
 
 # type name in gpuprobe._TYPES -> a builder; the types that are not results (a sampler, a server,

@@ -1,5 +1,5 @@
-"""Shared fixtures for the parallel tests: one small in-process Dask cluster per test module, and
-test problems with known conditioning."""
+"""Shared fixtures for the parallel tests: one small in-process Dask cluster for the whole run,
+and test problems with known conditioning."""
 
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ if importlib.util.find_spec("distributed") is None:  # Dask is optional: gpuprob
     collect_ignore_glob = ["test_*.py"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client() -> Iterator[Any]:
-    """Two workers of one thread each, in this process: quick to start, shared by a module."""
+    """Two workers of one thread each, in this process: started once, by the first test that asks,
+    and shared by every test after it (a cluster per module was started and stopped seven
+    times). The tests submit work and read results; none changes the cluster itself (the ones
+    that kill or add workers start clusters of their own)."""
     from distributed import Client, LocalCluster
 
     with (
