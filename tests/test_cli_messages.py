@@ -135,3 +135,101 @@ def test_make_reinstalls_when_torch_changes(tmp_path: Path) -> None:
         "-m pip --disable-pip-version-check -q uninstall -y torch",
     ]
     assert make("TORCH=") == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--hz", "100", "--out", "{out}", "--", "true"],
+        ["run", "--hz", "0.05", "--no-hook", "--out", "{out}", "--", "true"],
+        ["profile", "--hz", "0.05", "--out", "{out}", "--", "true"],
+        ["run", "--out", "{out}", "--", "/nonexistent/cmd"],
+        ["profile", "--out", "{out}", "--", "/"],
+    ],
+)
+def test_a_refused_run_leaves_no_files_so_the_corrected_one_runs(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "given"
+    argv = [a.replace("{out}", str(out)) for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code  # type: ignore[assignment]
+    assert code in (2, 127)
+    _one_line(capsys)
+    assert not out.exists()  # issue 41, item 2: not even an empty timeline
+    assert main(["run", "--no-report", "--out", str(out), "--", "true"]) == 0
+
+
+@pytest.mark.parametrize("call", ["run", "run-no-hook", "profile", "record"])
+def test_the_api_refuses_a_sampling_rate_before_making_a_folder(tmp_path: Path, call: str) -> None:
+    import gpuprobe
+    from gpuprobe.core.errors import UsageError
+
+    out = tmp_path / "given"
+    with pytest.raises(UsageError, match=r"hz=100: give 0\.1 to 20 samples per second"):
+        if call == "run":
+            gpuprobe.run(["true"], out, hz=100)
+        elif call == "run-no-hook":
+            gpuprobe.run(["true"], out, hz=100, hook=False)
+        elif call == "profile":
+            gpuprobe.profile_command(["true"], out, hz=100)
+        else:
+            with gpuprobe.record(out, hz=100):
+                pass
+    assert not out.exists()
+
+
+def test_every_sampling_command_refuses_a_rate_in_the_same_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpuprobe.cli._args import MAX_HZ, MIN_HZ
+    from gpuprobe.tools.monitor import sampler
+
+    assert (MIN_HZ, MAX_HZ) == (sampler.MIN_HZ, sampler.MAX_HZ)  # the CLI's copy of the range
+    said = {}
+    for command, rest in (
+        ("run", ["--", "true"]),
+        ("profile", ["--", "true"]),
+        ("pack", ["-n", "1", "--", "true"]),
+        ("export", []),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main([command, "--hz", "100", *rest])
+        assert exc.value.code == 2
+        said[command] = _one_line(capsys).replace(f"gpuprobe {command} --help", "HELP")
+    assert len(set(said.values())) == 1, said
+    assert "100: give 0.1 to 20 samples per second" in said["run"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["info", "--jsn"], "--jsn; did you mean --json? (see 'gpuprobe info --help')"),
+        (["info", "--json", "extra"], "extra (see 'gpuprobe info --help')"),
+        (
+            ["scale", "lstsq", "--rowz", "9"],
+            "did you mean --rows? (see 'gpuprobe scale lstsq --help')",
+        ),
+    ],
+)
+def test_an_unknown_argument_points_to_its_commands_help(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert says in _one_line(capsys)
+
+
+def test_a_directory_given_as_the_command_is_called_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--out", str(tmp_path / "r"), "--", str(tmp_path)]) == 127
+    err = _one_line(capsys)
+    assert "a directory, not a command" in err and "chmod" not in err
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n")
+    assert main(["run", "--out", str(tmp_path / "r"), "--", str(script)]) == 127
+    assert "not executable (chmod +x it" in _one_line(capsys)

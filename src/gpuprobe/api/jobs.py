@@ -64,13 +64,13 @@ def run(
     import time
     from pathlib import Path
 
-    from gpuprobe.tools.monitor.run import finish_run, resolve_command, run_command
+    from gpuprobe.tools.monitor.run import check_run, finish_run, run_command
     from gpuprobe.tools.profile.hook import HookSettings, hook_env, prepare_out
 
     out = Path(out) if out is not None else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
     env = None
     if hook:
-        resolve_command(cmd)  # 127 before the folder is made
+        check_run(cmd, hz)  # 127 for the command, 2 for --hz, before the folder is made
         prepare_out(out)
         env = hook_env(out, HookSettings(mode="later"))
     result = run_command(

@@ -40,10 +40,44 @@ COMMANDS: tuple[str, ...] = (
 )
 
 
+_DEEPEST = "_gpuprobe_parser"  # in the namespace while parsing: the innermost (sub-)parser used
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """One line, exit code 2: argparse's own usage dump is too long for a typo."""
         self.exit(EXIT_USAGE, f"gpuprobe: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        ns, extras = super().parse_known_args(args, namespace)
+        if not hasattr(ns, _DEEPEST):  # the innermost finishes first, so it is kept
+            setattr(ns, _DEEPEST, self)
+        return ns, extras
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse's, but what is not understood is refused by the (sub-)command it was
+        given to, pointing to that command's help (``info --jsn``: ``gpuprobe info --help``),
+        with the option it resembles, if any."""
+        ns, extras = self.parse_known_args(args, namespace)
+        parser = getattr(ns, _DEEPEST, self)
+        if hasattr(ns, _DEEPEST):
+            delattr(ns, _DEEPEST)
+        if extras:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_resembles(parser, extras)}")
+        return ns
+
+
+def _resembles(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """``; did you mean --json?`` for an option that resembles one of ``parser``'s."""
+    import difflib
+
+    known = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    for word in extras:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     old = _stop_on_signals()
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # here, not at exit: a reader gone by now is a broken pipe below
+        return code
     except _Stopped as exc:  # SIGTERM/SIGHUP: `finally` blocks ran, helpers were stopped
         print(f"gpuprobe: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
         return 128 + exc.signum
@@ -122,19 +158,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
         return 130
-    except OSError as exc:
-        if isinstance(exc, BrokenPipeError) or exc.errno not in _PATH_ERRORS:
-            raise
-        # a path the user gave that cannot be used (a 300-character --out, a read-only folder)
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"gpuprobe: {where}{exc.strerror or exc}; give another path", file=sys.stderr)
-        return EXIT_USAGE
-    except BrokenPipeError:  # `gpuprobe ... | head`: the reader went away
+    except BrokenPipeError:  # `gpuprobe ... | head`: the reader went away; no check failed
         from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone
 
         stdout_gone()
         say("gpuprobe: broken pipe: the reader of the output went away before it was written")
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno not in _PATH_ERRORS:
+            raise
+        # a path the user gave that cannot be used (a 300-character --out, a read-only folder)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"gpuprobe: {where}{exc.strerror or exc}; give another path", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)

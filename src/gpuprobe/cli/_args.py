@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "HZ_HELP",
     "MAX_BATCH",
     "MAX_SIZE_BYTES",
     "MIN_SIZE_BYTES",
@@ -20,12 +21,17 @@ __all__ = [
     "float_in",
     "int_in",
     "positive_int",
+    "sample_rate",
     "size_bytes",
 ]
 
 MAX_BATCH = 1 << 24  # batch sizes: 16,777,216, 64x fit's largest default (262,144 on a GPU)
 MIN_SIZE_BYTES = 1 << 20  # 1 MiB: a memory cap below this cannot even start a trial
 MAX_SIZE_BYTES = 1 << 50  # 1 PiB: more memory than any one machine has
+# samples/s for --hz: the sampler's own range (MIN_HZ, MAX_HZ in tools/monitor/sampler.py, which
+# the command line does not import to stay fast; tests/test_cli_messages.py checks they agree)
+MIN_HZ = 0.1
+MAX_HZ = 20.0
 
 
 def int_in(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
@@ -65,6 +71,9 @@ def float_in(
 
 
 positive_int = int_in(1, MAX_BATCH)
+# --hz of every command that samples (run, profile, pack, export): one range, one wording
+sample_rate = float_in(MIN_HZ, MAX_HZ, "samples per second", open_low=False)
+HZ_HELP = f"samples per second ({MIN_HZ:g}-{MAX_HZ:g})"
 
 
 def size_bytes(text: str) -> int:

@@ -14,6 +14,8 @@ __all__ = ["register", "run"]
 
 def register(sub: Any) -> None:
     """Add ``gpuprobe export``."""
+    from gpuprobe.cli._args import HZ_HELP, sample_rate
+
     p = sub.add_parser(
         "export",
         help="serve GPU and host metrics to Prometheus (dcgm-exporter names)",
@@ -29,7 +31,7 @@ def register(sub: Any) -> None:
         default=19400,  # monitor.exporter.DEFAULT_PORT (not imported: --help stays fast)
         help="port (default 19400, beside dcgm-exporter's 9400; 0 picks a free one)",
     )
-    p.add_argument("--hz", type=float, default=1.0, help="samples per second (default 1)")
+    p.add_argument("--hz", type=sample_rate, default=1.0, help=f"{HZ_HELP} (default 1)")
     p.add_argument("--pcie", action="store_true", help="also read PCIe rx/tx (20 ms per GPU)")
     p.add_argument(
         "--json", action="store_true", help="print where it listens as one JSON line, then serve"

@@ -11,6 +11,8 @@ __all__ = ["register", "run"]
 
 def register(sub: Any) -> None:
     """Add ``gpuprobe pack``."""
+    from gpuprobe.cli._args import HZ_HELP, sample_rate
+
     p = sub.add_parser(
         "pack",
         help="how many copies of a job to run at once on one GPU (or CPU)",
@@ -32,7 +34,7 @@ def register(sub: Any) -> None:
         help="read each copy's rate from its output: the first group of the last match, "
         "e.g. '([0-9.]+) samples/s'; the total is their sum",
     )
-    p.add_argument("--hz", type=float, default=2.0, help="samples per second (default 2)")
+    p.add_argument("--hz", type=sample_rate, default=2.0, help=f"{HZ_HELP} (default 2)")
     p.add_argument(
         "--kill-leftovers",
         action="store_true",

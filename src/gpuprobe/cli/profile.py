@@ -22,7 +22,7 @@ MAX_S = 7 * 86_400.0  # s: a week, for --seconds, --delay and --timeout
 
 def register(sub: Any) -> None:
     """Add ``gpuprobe profile``."""
-    from gpuprobe.cli._args import add_command, float_in, int_in
+    from gpuprobe.cli._args import HZ_HELP, add_command, float_in, int_in, sample_rate
 
     p = sub.add_parser(
         "profile",
@@ -60,9 +60,7 @@ def register(sub: Any) -> None:
     p.add_argument("--with-stack", action="store_true", help="record Python stacks (the line)")
     p.add_argument("--memory", action="store_true", help="record tensor allocations")
     p.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
-    p.add_argument(
-        "--hz", type=float_in(0, 20, "per second"), default=2.0, help="timeline samples/s (2)"
-    )
+    p.add_argument("--hz", type=sample_rate, default=2.0, help=f"timeline {HZ_HELP} (2)")
     p.add_argument(
         "--later",
         action="store_true",

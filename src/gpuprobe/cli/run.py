@@ -18,7 +18,7 @@ __all__ = ["register", "run"]
 
 def register(sub: Any) -> None:
     """Add ``gpuprobe run``."""
-    from gpuprobe.cli._args import add_command
+    from gpuprobe.cli._args import HZ_HELP, add_command, sample_rate
 
     p = sub.add_parser(
         "run",
@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
         "process tree until it exits, print findings and write DIR/timeline.jsonl, "
         "DIR/report.html and DIR/report.png. The exit code is CMD's.",
     )
-    p.add_argument("--hz", type=float, default=2.0, help="samples per second (0.1-20, default 2)")
+    p.add_argument("--hz", type=sample_rate, default=2.0, help=f"{HZ_HELP} (default 2)")
     p.add_argument("--out", metavar="DIR", help="where to write (default ./gpuprobe-run-DATE)")
     p.add_argument(
         "--pcie",

@@ -6,6 +6,7 @@ no trailing spaces. Tables, panels and other renderables print as rich draws the
 from __future__ import annotations
 
 import copy
+import errno
 import re
 from typing import Any
 
@@ -306,6 +307,12 @@ def make_console(**kwargs: Any) -> Any:
                     obj = _table_cells(self, obj)
                 objects = (_hanging(self, obj, kw.get("markup")),)
             super().print(*objects, **kw)
+
+        def on_broken_pipe(self) -> None:
+            # rich's own exits with code 1, which reads as "a check failed": the reader of
+            # the output went away, which the command line reports as a broken pipe (141)
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
         def _render_buffer(self, buffer: Any) -> str:
             out = super()._render_buffer(buffer)

@@ -103,7 +103,7 @@ def test_gpu_side_replays_through_the_sampler() -> None:
 
 
 def test_hz_out_of_range() -> None:
-    with pytest.raises(UsageError, match=r"between 0\.1 and 20"):
+    with pytest.raises(UsageError, match=r"hz=50: give 0\.1 to 20 samples per second"):
         Sampler(hz=50)
     with pytest.raises(UsageError):
         Sampler(hz=0)

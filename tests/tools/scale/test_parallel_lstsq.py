@@ -305,7 +305,7 @@ def test_missing_dask_names_the_extra(monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "distributed" else real(name)
     )
-    with pytest.raises(UsageError, match=r'pip install "gpuprobe\[dask\]"'):
+    with pytest.raises(UsageError, match=r"pip install 'gpuprobe\[dask\]'"):
         lstsq(np.ones((3, 2)), np.ones(3), engine="dask")
     # in memory, no cluster is needed
     x, rep = lstsq(np.eye(3, 2), np.array([1.0, 2.0, 3.0]))

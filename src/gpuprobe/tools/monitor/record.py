@@ -127,11 +127,12 @@ def record(
 ) -> Iterator[Recording]:
     """Record every GPU, the host and process ``pid`` (default: this one) with its children
     while the block runs. ``out`` is a new or empty directory (default: a new temporary one)."""
+    kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
+    # the sampler first: a rate it refuses leaves no folder behind
+    sampler = Sampler(hz=hz, pid=None, pcie_throughput=pcie_throughput, **kwargs)
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="gpuprobe-rec-"))
     writer = TimelineWriter.create(out_dir)
-    kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     watched = os.getpid() if pid is None else pid
-    sampler = Sampler(hz=hz, pid=None, pcie_throughput=pcie_throughput, **kwargs)
     rec = Recording(out_dir, sampler)
     error: BaseException | None = None
     try:

@@ -44,7 +44,7 @@ from gpuprobe.core import render
 from gpuprobe.core.errors import GpuprobeError, UsageError
 from gpuprobe.core.findings import status_counts
 from gpuprobe.platform.proc import RUN_ID_ENV, end_processes, find_leftovers, new_run_id
-from gpuprobe.tools.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler
+from gpuprobe.tools.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler, check_hz
 from gpuprobe.tools.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ __all__ = [
     "EXIT_NOT_FOUND",
     "FORWARDED_SIGNALS",
     "RunResult",
+    "check_run",
     "finish_run",
     "resolve_command",
     "run_command",
@@ -169,7 +170,12 @@ def resolve_command(cmd: Sequence[str]) -> str:
         path = Path(name)
         if not path.exists():
             raise GpuprobeError(f"{name}: no such file", EXIT_NOT_FOUND)
-        if path.is_dir() or not os.access(path, os.X_OK):
+        if path.is_dir():
+            raise GpuprobeError(
+                f"{name}: a directory, not a command; give the program to run in it",
+                EXIT_NOT_FOUND,
+            )
+        if not os.access(path, os.X_OK):
             raise GpuprobeError(
                 f"{name}: not executable (chmod +x it, or run it with its interpreter)",
                 EXIT_NOT_FOUND,
@@ -179,6 +185,14 @@ def resolve_command(cmd: Sequence[str]) -> str:
     if found is None:
         raise GpuprobeError(f"{name}: command not found on PATH", EXIT_NOT_FOUND)
     return found
+
+
+def check_run(cmd: Sequence[str], hz: float) -> str:
+    """Everything about a run that can be refused, refused before any file or folder is made:
+    the command (:func:`resolve_command`) and the sampling rate. Returns the executable."""
+    executable = resolve_command(cmd)
+    check_hz(hz)
+    return executable
 
 
 def _exit_code(returncode: int) -> int:
@@ -220,7 +234,7 @@ def run_command(
     Refuses an unwritable ``out_dir`` (:class:`~gpuprobe.core.errors.InputError`, exit 2) and a
     command that is not found or not executable (exit 127) before anything starts.
     """
-    executable = resolve_command(cmd)
+    executable = check_run(cmd, hz)
     cmd = list(cmd)
     writer = TimelineWriter.create(out_dir)  # refuses before the command starts
     forwarded: list[str] = []

@@ -46,6 +46,7 @@ __all__ = [
     "TREE_RESCAN_S",
     "NvmlLike",
     "Sampler",
+    "check_hz",
 ]
 
 # samples/s; NVML's own utilization period is 1/6 s to 1 s (nvmlDeviceGetUtilizationRates docs)
@@ -91,6 +92,14 @@ class _GpuProcs:
 NvmlFactory = Callable[[], AbstractContextManager[Any]]
 
 
+def check_hz(hz: float) -> float:
+    """``hz`` when the sampler can keep it (:data:`MIN_HZ` to :data:`MAX_HZ` samples/s), else a
+    :class:`~gpuprobe.core.errors.UsageError`; callers check before they make any file."""
+    if not MIN_HZ <= hz <= MAX_HZ:  # NaN fails too
+        raise bad_argument("hz", hz, f"give {MIN_HZ:g} to {MAX_HZ:g} samples per second")
+    return float(hz)
+
+
 class Sampler:
     """Samples every GPU, the host and (optionally) a process tree.
 
@@ -109,9 +118,7 @@ class Sampler:
         nvml: NvmlFactory = nvml_session,
         on_new_process: Callable[[psutil.Process], None] | None = None,
     ) -> None:
-        if not MIN_HZ <= hz <= MAX_HZ:
-            raise bad_argument("hz", hz, f"give {MIN_HZ:g} to {MAX_HZ:g} samples per second")
-        self.hz = float(hz)
+        self.hz = check_hz(hz)
         self.pid = pid
         self.pcie_throughput = pcie_throughput
         self._nvml_factory = nvml

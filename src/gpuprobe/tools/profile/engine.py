@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuprobe.core.errors import GpuprobeError
-from gpuprobe.tools.monitor.run import WriteFiles, finish_run, resolve_command, run_command
+from gpuprobe.tools.monitor.run import WriteFiles, check_run, finish_run, run_command
 from gpuprobe.tools.monitor.sampler import DEFAULT_HZ
 from gpuprobe.tools.profile.hook import HookSettings, hook_env, prepare_out, read_processes
 from gpuprobe.tools.profile.model import ProcessVerdict, ProfiledProcess, ProfileReport
@@ -48,7 +48,7 @@ def profile_command(
 
     Refuses a command that is not found (exit 127) and an unusable ``out_dir`` (exit 2) before
     anything starts; afterwards never raises for what it reads or writes."""
-    resolve_command(cmd)
+    check_run(cmd, hz)  # before the folder is made
     out = Path(out_dir)
     prepare_out(out)
     result = run_command(cmd, out, hz=hz, env=hook_env(out, settings))
