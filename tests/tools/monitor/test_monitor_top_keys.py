@@ -77,3 +77,62 @@ def test_no_gpu_lists_the_processes_using_the_cpu() -> None:
     assert cpu > 20, cpu
     assert rss > 1_000_000 and name.startswith("python")
     assert user == psutil.Process(os.getpid()).username()
+
+
+def test_a_q_typed_during_any_wait_quits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keyboard is read once per wait: a ``q`` that arrives in the second read of a refresh
+    quits too (it used to be compared with ``Q`` only, and lost)."""
+    import contextlib
+    import io
+
+    from replay_nvml import no_nvml
+    from rich.console import Console
+
+    from gpuprobe.tools.monitor.show import top as top_view
+
+    reads: list[float] = []
+
+    def wait(seconds: float) -> str:
+        reads.append(seconds)
+        if len(reads) == 2:
+            return "q"
+        if len(reads) > 2:
+            time.sleep(seconds)
+        return ""
+
+    monkeypatch.setattr(top_view, "_keys", lambda: contextlib.nullcontext(wait))
+    console = Console(file=io.StringIO(), force_terminal=True, width=100, height=40)
+    view = top_view.run_top(interval=0.2, iterations=5, console=console, nvml=no_nvml)
+    assert len(reads) == 2, reads  # quit at the key, before the first frame was sampled
+    assert len(view.samples) == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pty stands in for the terminal")
+def test_top_on_a_dumb_terminal_prints_frames_and_q_quits() -> None:
+    """TERM=dumb cannot redraw in place: each frame is printed (it used to be blank until the
+    end) and ``q`` quits."""
+    master, slave = pty.openpty()
+    e = env()
+    e.update(COLUMNS="100", LINES="40", TERM="dumb")
+    proc = subprocess.Popen(
+        gpuprobe_argv("top", "--interval", "0.2"),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=e,
+        close_fds=True,
+    )
+    os.close(slave)
+    try:
+        shown = _read_until(master, b"Host", 60)
+        shown += _read_until(master, b"Host", 10)  # a second frame after the first
+        os.write(master, b"q")
+        code = proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert code == 0
+    assert shown.count(b"Host") >= 2, shown[-500:]
+    assert b"\x1b[?1049h" not in shown  # no alternate screen on a terminal that has none

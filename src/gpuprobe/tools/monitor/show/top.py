@@ -323,8 +323,8 @@ def run_top(
     pcie_throughput: bool = False,
 ) -> TopView:
     """Show the view every ``interval`` seconds, ``iterations`` times (forever when None) and
-    return it. On a terminal the screen is redrawn in place and ``q`` quits; otherwise each frame
-    is printed."""
+    return it. On a terminal the screen is redrawn in place and ``q`` quits (on a dumb one,
+    ``TERM=dumb``, each frame is printed and ``q`` still quits); otherwise each frame is printed."""
     from rich.live import Live
 
     console = console or make_console()
@@ -343,7 +343,10 @@ def run_top(
         def step(wait: Callable[[float], str]) -> None:
             nonlocal deadline, done, quit_asked
             while (delay := deadline - time.monotonic()) > 0:
-                if any(k in wait(delay) for k in QUIT_KEYS):
+                typed = wait(
+                    delay
+                )  # once per wait: a key read here is compared with every quit key
+                if any(k in typed for k in QUIT_KEYS):
                     quit_asked = True
                     return
             deadline = max(deadline + interval, time.monotonic())
@@ -353,7 +356,15 @@ def run_top(
                 sink(sample)
             done += 1
 
-        if console.is_terminal and iterations != 1:
+        if console.is_terminal and console.is_dumb_terminal and iterations != 1:
+            # TERM=dumb cannot redraw in place (rich's Live would show nothing until the end):
+            # each frame is printed, and q still quits
+            with _keys() as wait:
+                while (iterations is None or done < iterations) and not quit_asked:
+                    step(wait)
+                    if not quit_asked:
+                        console.print(render_top(view))
+        elif console.is_terminal and iterations != 1:
             with (
                 _keys() as wait,
                 Live(
