@@ -3,6 +3,7 @@ on stderr, never "a check failed" (exit 1) nor a traceback (issue 41, item 12)."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -50,3 +51,27 @@ def test_a_reader_that_went_away_is_a_broken_pipe(args: tuple[str, ...]) -> None
     lines = r.stderr.strip().splitlines()
     assert lines[-1].startswith("gpuprobe: broken pipe"), r.stderr
     assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("info", "--frameworks", "static", "--json"), ("diagnose", str(TRACE))],
+    ids=["info-json", "diagnose"],
+)
+def test_a_closed_stdout_is_refused_in_one_line(args: tuple[str, ...]) -> None:
+    """``gpuprobe ... >&-``: the report has nowhere to go; it was an AttributeError traceback
+    (sys.stdout is None) or exit 0 with the report lost (issue 40, group 5)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuprobe", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [
+        "gpuprobe: standard output is closed, so the report would be lost; send it "
+        "somewhere (> FILE, or > /dev/null to drop it)"
+    ]

@@ -139,6 +139,14 @@ def _stop_on_signals() -> dict[int, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    if sys.stdout is None:  # `gpuprobe ... >&-`: Python found no file 1; the report would be lost
+        if sys.stderr is not None:
+            print(
+                "gpuprobe: standard output is closed, so the report would be lost; send it "
+                "somewhere (> FILE, or > /dev/null to drop it)",
+                file=sys.stderr,
+            )
+        return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
