@@ -41,6 +41,11 @@ def test_the_recorded_fleet_doctor_reads_back_and_is_judged_the_same(
     recorded["nodes"] = [
         {**n, "kernels_on": [], "kernels_by": [], "kernels_note": None} for n in recorded["nodes"]
     ]
+    # and before a worker said how much memory it could take and whether it ran out
+    for n in recorded["nodes"]:
+        n["report"]["workers"] = [
+            {**w, "available_memory": None, "out_of_memory": False} for w in n["report"]["workers"]
+        ]
     assert doctor.to_dict() == recorded
     assert [n.config["gpus"] for n in doctor.nodes] == ["1 × NVIDIA H200"] * 2
     assert {n.config["driver"] for n in doctor.nodes} == {"580.159.04"}
