@@ -144,14 +144,9 @@ step() {
     [ "$DRY" = 1 ] || echo "$name" >>"$OUT/started.txt"
     if [ "$DRY" = 1 ]; then
         case "$kind" in
-            gp) "$PY" - "$@" <<'EOF' >>"$LOG" 2>&1
-import sys
-from gpuprobe.cli import build_parser
-argv = sys.argv[1:]
-args = build_parser().parse_args(argv)  # exits 2 with the parser's message on a bad line
-assert getattr(args, "handler", None) is not None, f"no command in {argv}"
-EOF
-                rc=$? ;;
+            gp)  # one checker for every line (a Python start each was most of the dry run)
+                printf '%s\x1f' "$@" >&"${CHECK[1]}"; printf '\n' >&"${CHECK[1]}"
+                read -r rc <&"${CHECK[0]}" || rc=1 ;;
             py) "$PY" -m py_compile "$1" >>"$LOG" 2>&1; rc=$? ;;
             pyc) "$PY" "$@" --check >>"$LOG" 2>&1; rc=$? ;;
             cmd) command -v "$1" >/dev/null 2>&1; rc=$? ;;
@@ -170,6 +165,22 @@ EOF
 
 if [ "$DRY" = 1 ]; then
     say "dry run: checking everything but the card, into $OUT"
+    # every gp line parses with gpuprobe's own parser: one line of arguments (split by \x1f) in,
+    # its exit code out (2 with the parser's message in the log on a bad line)
+    coproc CHECK { "$PY" -c '
+import sys
+from gpuprobe.cli import build_parser
+for line in sys.stdin:
+    argv = line.rstrip("\n").split("\x1f")[:-1]
+    try:
+        args = build_parser().parse_args(argv)
+        rc = 0 if getattr(args, "handler", None) is not None else 1
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+    if rc:
+        print(f"bad command line: {argv}", file=sys.stderr, flush=True)
+    print(rc, flush=True)
+' 2>>"$LOG"; }
     # the project's wheel builds (no network: the build backend already installed here), from a
     # copy of the checkout: setuptools builds in the source folder, and leaves build/ there
     WHL="$OUT/.wheel"
