@@ -38,7 +38,7 @@ def test_on_the_cpu_it_is_the_largest_size_and_has_no_pct_peak() -> None:
     def small_bench(workloads: Any, backends: Any, quick: bool = False) -> BenchReport:
         asked.update(workloads=workloads, backends=backends, quick=quick)
         return gpuprobe.bench(workloads, backends, ["cpu"], quick, sizes={"matmul": [16, 64]},
-                              budget_s=2.0, isolate=False, save=False)  # fmt: skip
+                              budget_s=0.2, isolate=False, save=False)  # fmt: skip
 
     ns = _run(small_bench)
     assert asked == {"workloads": ["matmul"], "backends": ["torch"], "quick": True}
