@@ -57,6 +57,7 @@ IMPLEMENTATIONS = {
 # api functions that put several calls together (no one implementation to compare with)
 COMPOSED = {
     "demo_encoder",
+    "energy",
     "demo_fit_step",
     "demo_models",
     "plot_timeline",

@@ -24,6 +24,7 @@ from gpuprobe.core.errors import GpuprobeError, InputError, UsageError
 
 if TYPE_CHECKING:
     from gpuprobe.core.findings import Finding, Status
+    from gpuprobe.platform.energy import EnergyMeter, EnergyReading
     from gpuprobe.platform.inventory import Inventory
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.diagnose.analysis import TraceContext
@@ -56,6 +57,8 @@ _TYPES: dict[str, str] = {
     "CycleDiagnosis": "gpuprobe.tools.diagnose.cycles_model:CycleDiagnosis",
     "Diagnosis": "gpuprobe.tools.diagnose.model:Diagnosis",
     "DoctorReport": "gpuprobe.tools.doctor.model:DoctorReport",
+    "EnergyMeter": "gpuprobe.platform.energy:EnergyMeter",
+    "EnergyReading": "gpuprobe.platform.energy:EnergyReading",
     "Finding": "gpuprobe.core.findings:Finding",
     "FleetBenchReport": "gpuprobe.tools.fleet.model:FleetBenchReport",
     "FleetDoctorReport": "gpuprobe.tools.fleet.model:FleetDoctorReport",
@@ -91,6 +94,8 @@ _TYPES: dict[str, str] = {
 # A tool's result loads its views with its tool (the tool's package imports its show package); the
 # public types below the tools are shown by ui/, which is loaded with them here.
 _VIEWS: dict[str, str] = {
+    "EnergyMeter": "gpuprobe.ui.energy",
+    "EnergyReading": "gpuprobe.ui.energy",
     "Finding": "gpuprobe.ui.findings",
     "Inventory": "gpuprobe.ui.inventory",
 }
@@ -100,6 +105,8 @@ __all__ = [
     "CycleDiagnosis",
     "Diagnosis",
     "DoctorReport",
+    "EnergyMeter",
+    "EnergyReading",
     "Finding",
     "FitResult",
     "FitTrial",

@@ -155,6 +155,7 @@ class FakeNvmlLibrary:
         utilization_samples: Mapping[int, list[tuple[int, int]]] | None = None,
         pcie_kbs: tuple[int, int] | None = None,
         clock_mask: int | None = None,
+        energy_mj: Mapping[int, Iterable[int]] | None = None,
     ) -> None:
         self.gpus: list[dict[str, Any]] = list(snapshot.get("gpus", []))
         self.driver: dict[str, Any] = dict(snapshot.get("driver") or {})
@@ -166,6 +167,9 @@ class FakeNvmlLibrary:
         self.utilization_samples = dict(utilization_samples or {})
         self.pcie_kbs = pcie_kbs
         self.clock_mask = clock_mask
+        # GPU index -> the total-energy counter's readings in turn (the last one repeats); a GPU
+        # not named has no counter (NVML_ERROR_NOT_SUPPORTED, as on cards older than Volta)
+        self.energy_mj = {i: list(v) for i, v in (energy_mj or {}).items()}
         self._table: dict[str, Callable[..., int]] = {
             name[len("_c_") :]: getattr(self, name) for name in dir(self) if name.startswith("_c_")
         }
@@ -378,6 +382,15 @@ class FakeNvmlLibrary:
 
     def _c_nvmlDeviceGetPowerUsage(self, h: Any, out: Any) -> int:
         return self._milliwatts(h, out, "power_draw_w")
+
+    def _c_nvmlDeviceGetTotalEnergyConsumption(self, h: Any, out: Any) -> int:
+        obj = self._out(out, ctypes.c_ulonglong)
+        gpu, mig = self._handle(h)
+        script = self.energy_mj.get(gpu) if mig is None else None
+        if not script:
+            return ERROR_NOT_SUPPORTED
+        obj.value = script.pop(0) if len(script) > 1 else script[0]
+        return SUCCESS
 
     def _c_nvmlDeviceGetEnforcedPowerLimit(self, h: Any, out: Any) -> int:
         return self._milliwatts(h, out, "power_limit_w")

@@ -122,6 +122,16 @@ def _lstsq() -> Any:
     return gpuprobe.lstsq(a, a @ np.arange(8.0), reference="numpy")
 
 
+def _energy() -> Any:
+    from gpuprobe.platform.energy import EnergyReading, GpuEnergy, HostEnergy
+
+    return EnergyReading(
+        seconds=12.5,
+        gpus=(GpuEnergy(0, "NVIDIA H200", 3125.0, "counter"),),
+        host=HostEnergy(812.5, ("package-0", "package-1")),
+    )
+
+
 @functools.cache
 def _recording() -> Any:
     import gpuprobe
@@ -189,6 +199,7 @@ def _fleet(what: str) -> Any:
 # type name in gpuprobe._TYPES -> a builder; the types that are not results (a sampler, a server,
 # settings, a status, a live view, a function) are left out on purpose, named in NOT_RESULTS
 BUILDERS: dict[str, Callable[[], Any]] = {
+    "EnergyReading": _energy,
     "BenchReport": _bench,
     "CycleDiagnosis": lambda: __import__("gpuprobe").diagnose_folder(DIAG / "cycles_r50_nw0"),
     "Diagnosis": lambda: _ctx()[0],
@@ -222,5 +233,14 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "TraceContext": lambda: _ctx()[1],
 }
 NOT_RESULTS = frozenset(
-    {"GpuprobeCollector", "MetricsServer", "Sampler", "SgdSettings", "Status", "TopView", "profile"}
+    {
+        "EnergyMeter",
+        "GpuprobeCollector",
+        "MetricsServer",
+        "Sampler",
+        "SgdSettings",
+        "Status",
+        "TopView",
+        "profile",
+    }
 )

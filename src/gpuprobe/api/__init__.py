@@ -31,6 +31,7 @@ from gpuprobe.api.jobs import (
 from gpuprobe.api.machine import (
     bench,
     doctor,
+    energy,
     fleet_bench,
     fleet_doctor,
     inventory,
@@ -77,6 +78,7 @@ __all__ = [
     "diagnose_ranks",
     "diagnose_with_context",
     "doctor",
+    "energy",
     "explain_oom",
     "find_trace_files",
     "fit",

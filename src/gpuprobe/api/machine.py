@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the types only; at run time each function imports what it calls
     from collections.abc import Callable, Iterable, Sequence
+    from contextlib import AbstractContextManager
     from pathlib import Path
 
+    from gpuprobe.platform.energy import EnergyMeter
     from gpuprobe.platform.inventory import FrameworkMode, Inventory
     from gpuprobe.tools.bench.model import BenchReport
     from gpuprobe.tools.bench.runner import Progress
@@ -17,6 +19,7 @@ if TYPE_CHECKING:  # the types only; at run time each function imports what it c
 __all__ = [
     "bench",
     "doctor",
+    "energy",
     "fleet_bench",
     "fleet_doctor",
     "inventory",
@@ -32,6 +35,25 @@ def inventory(frameworks: FrameworkMode = "auto") -> Inventory:
     from gpuprobe.platform.inventory import inventory as _inventory
 
     return _inventory(frameworks)
+
+
+def energy(
+    *,
+    nvml: Callable[[], AbstractContextManager[Any]] | None = None,
+    rapl_root: str | Path = "/sys/class/powercap",
+    power_hz: float = 10.0,
+) -> EnergyMeter:
+    """``with gpuprobe.energy() as e: ...`` measures the energy the machine uses while the block
+    runs: ``e.joules`` (GPUs and host), ``e.gpu_joules``, ``e.host_joules``, ``e.seconds``, and
+    ``e.reading`` with each GPU's figure, how it was measured (the card's energy counter, or
+    power × time where there is none, marked as an estimate) and why a figure is missing (RAPL
+    readable by root only, no GPU). ``e.read()`` gives the figures so far inside the block."""
+    from pathlib import Path
+
+    import gpuprobe.ui.energy  # noqa: F401  (registers how an EnergyReading shows itself)
+    from gpuprobe.platform.energy import EnergyMeter
+
+    return EnergyMeter(nvml=nvml, rapl_root=Path(rapl_root), power_hz=power_hz)
 
 
 def doctor(
