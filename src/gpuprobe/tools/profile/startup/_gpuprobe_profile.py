@@ -47,6 +47,7 @@ from _gpuprobe_parts import (
     world_size_of,
     wrap_step,
 )
+from _gpuprobe_private import own_dir, private_dir, read_own, write_private
 
 ENV = "GPUPROBE_PROFILE"  # the settings, JSON
 CONTROL = ".gpuprobe-profile"  # under the output folder: statuses and requests
@@ -477,15 +478,17 @@ class _Hook:
 
         path = os.path.join(self.control, REQUEST)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError:
             return
         seen = (st.st_ino, st.st_mtime_ns, st.st_size)  # a request is a new file (os.replace)
         if seen == self.request_seen:
             return
         self.request_seen = seen
-        with open(path, encoding="utf-8") as f:
-            req = json.load(f)
+        # only a request of this process's user, in a folder of theirs, never through a link
+        if not own_dir(self.control):
+            raise PermissionError(f"{self.control} is not this user's own folder: ignored")
+        req = json.loads(read_own(path).decode("utf-8"))
         rid = str(req["id"])
         if rid in self.requests or float(req.get("t", 0)) < (self.t_torch or 0):
             return  # answered, or asked before this process had torch: not for it
@@ -552,7 +555,6 @@ class _Hook:
     def _write_status(self, final):
         import json
         import socket
-        import threading
         import time
 
         rank, world = rank_of(self.torch), world_size_of(self.torch)
@@ -582,11 +584,8 @@ class _Hook:
             "t": time.time(),
         }
         try:
-            os.makedirs(self.control, exist_ok=True)
+            private_dir(self.control)  # 0700; a link or someone else's folder is not written in
             path = os.path.join(self.control, f"proc-{os.getpid()}.json")
-            tmp = f"{path}.{threading.get_ident()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(doc, f)
-            os.replace(tmp, path)
+            write_private(path, json.dumps(doc).encode("utf-8"))  # 0600: it holds the argv
         except OSError:
             pass  # the folder went away: the parent says what it found
