@@ -5,7 +5,13 @@ The request is a file, ``DIR/.gpuprobe-profile/request.json`` (written whole, th
 hook in each of the job's processes polls it twice a second, opens a window at its next step
 boundary and writes ``DIR/now-ID/``. This side waits until every process that was alive has
 answered (or exited, or the time is up), then diagnoses what they wrote. A second request while
-one is being answered is refused in one line. Times are seconds.
+one is being answered is refused in one line.
+
+Only the user's own jobs: a folder or a process of another user's is refused as such (the hook
+obeys only a request file of its own user), a status folder that is a link or someone else's
+is never written in, and the request goes to a random name (``O_EXCL|O_NOFOLLOW``, 0600) before
+it is renamed. A PID is the job's own process or gpuprobe's (whose children are looked at, no
+deeper: a shell's or init's pid names no job). Times are seconds.
 """
 
 from __future__ import annotations

@@ -20,13 +20,16 @@ Armed by gpuprobe's ``sitecustomize`` in every Python process of a command run u
   ``active`` steps (their ``ProfilerStep#N`` numbered as the process counted them), writes
   ``traces/[rankR-]HOST_PID.pt.trace.json.gz`` and stops: later steps run unprofiled.
 - **On demand.** A thread polls ``.gpuprobe-profile/request.json`` twice a second; a new request
-  opens a window of its steps at the next step boundary, written under ``now-ID/``.
+  opens a window of its steps at the next step boundary, written under ``now-ID/``. Only a
+  request file of this process's own user, in a folder of theirs, read without following a
+  link, is obeyed (``_gpuprobe_private``).
 - **Never in the way.** DataLoader workers are never profiled. A script that runs its own
   torch.profiler (before or during the window), or a profiler that cannot start, makes gpuprobe
   stand aside and say why in its status; the script runs as if gpuprobe were not there. At exit,
   an open window writes the steps recorded so far (a crash included).
-- **What happened** goes to ``.gpuprobe-profile/proc-PID.json`` (written whole, then renamed), for
-  the gpuprobe process that reads it once the command is done.
+- **What happened** goes to ``.gpuprobe-profile/proc-PID.json`` (written whole to a random name,
+  0600, then renamed; the folder made 0700 here, never a link or someone else's), for the
+  gpuprobe process that reads it once the command is done. Traces are 0600 in 0700 folders.
 
 Standalone: the standard library, and torch once the script has imported it; never gpuprobe.
 Python 3.8 or later. Times are seconds.
