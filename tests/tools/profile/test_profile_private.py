@@ -439,3 +439,18 @@ def test_now_on_another_users_process_or_folder_is_refused_as_not_theirs(
         f"{out} belongs to uid {OTHER}, not you; only its owner can profile the job in it "
         "(run gpuprobe profile --now as that user)"
     )
+
+
+def test_now_on_a_process_hidden_from_this_user_says_whose_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def hidden(self: psutil.Process) -> object:  # /proc mounted hidepid=2
+        raise psutil.AccessDenied(self.pid)
+
+    monkeypatch.setattr(psutil.Process, "uids", hidden)
+    with pytest.raises(InputError) as refused:
+        find_job(str(os.getpid()))
+    assert refused.value.message == (
+        f"process {os.getpid()} belongs to another user, not you; only its owner can profile it "
+        "(run gpuprobe profile --now as that user)"
+    )

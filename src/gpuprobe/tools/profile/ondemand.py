@@ -66,6 +66,11 @@ def find_job(target: str) -> Path:
         uid = proc.uids().real
     except psutil.NoSuchProcess:
         raise InputError(f"no process {pid}; give the job's --out folder or a live PID") from None
+    except psutil.AccessDenied:  # a system that hides other users' processes
+        raise InputError(
+            f"process {pid} belongs to another user, not you; only its owner can profile it "
+            "(run gpuprobe profile --now as that user)"
+        ) from None
     if uid != os.getuid():
         raise InputError(
             f"process {pid} belongs to {user_name(uid)}, not you; only its owner can profile it "

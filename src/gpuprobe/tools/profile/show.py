@@ -134,11 +134,11 @@ def write_verdict_page(verdict: Any, ctx: Any, out: Path) -> Path:
     path = out / "diagnosis.html"
     if not out.is_dir():
         private_subdir(out)  # now-ID/ is made 0700 by the hook; the run's folder is there
-    from gpuprobe.tools.diagnose.show.html import write_html, write_page
+    from gpuprobe.tools.diagnose.show.html import render_html, write_page
 
     # 0600, as every file of the run's folder: the page shows the job's code and its trace
     if ctx is not None:
-        write_html(str(path), verdict, ctx, None, private=True)
+        write_page(path, render_html(verdict, ctx, None), private=True)
     else:
         page = f"<!doctype html><meta charset='utf-8'><title>gpuprobe profile</title>{render.html(verdict)}"
         write_page(path, page, private=True)  # whole or not at all

@@ -173,11 +173,9 @@ def write_page(path: str | os.PathLike[str], text: str, *, private: bool = False
     return str(path)
 
 
-def write_html(
-    path: str, d: Diagnosis, ctx: TraceContext, step: int | None = None, *, private: bool = False
-) -> str:
-    """Write the page to ``path`` (``private``: 0600); returns the path."""
-    return write_page(path, render_html(d, ctx, step), private=private)
+def write_html(path: str, d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str:
+    """Write the page to ``path``; returns the path."""
+    return write_page(path, render_html(d, ctx, step))
 
 
 def _headline_html(d: Diagnosis) -> str:
