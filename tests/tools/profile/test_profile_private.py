@@ -231,10 +231,25 @@ def test_a_status_folder_someone_else_made_is_refused_and_its_request_left(
     with pytest.raises(InputError) as refused:
         gpuprobe.run([PY, "-c", "pass"], out)
     assert refused.value.message == (
-        f"{control} was made by uid {OTHER} or can be written by others (mode 0777); gpuprobe "
-        "trusts no request or status in it: give a folder of your own"
+        f"{control} belongs to uid {OTHER}, not you; gpuprobe trusts no request or status in "
+        "it: give a folder of your own"
     )
     assert request.is_file() and not (out / "timeline.jsonl").exists()  # nothing ran
+
+
+def test_a_status_folder_others_can_write_in_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    control = out / ".gpuprobe-profile"
+    control.mkdir(parents=True)
+    control.chmod(0o777)
+    (control / "request.json").write_text('{"id": "x", "steps": 3}')
+    with pytest.raises(InputError) as refused:
+        gpuprobe.run([PY, "-c", "pass"], out)
+    assert refused.value.message == (
+        f"{control} can be written by other users (mode 0777); gpuprobe trusts no request or "
+        f"status in it: remove it (rm -r {control}) and try again"
+    )
+    assert (control / "request.json").is_file() and not (out / "timeline.jsonl").exists()
 
 
 def test_a_linked_status_folder_is_refused_and_nothing_in_its_target_deleted(

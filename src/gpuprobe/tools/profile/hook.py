@@ -156,14 +156,20 @@ def _open_control(out_dir: Path) -> int | None:
                 f"{path} is a link or a file, not gpuprobe's status folder; remove it "
                 f"(rm {path}) and try again"
             ) from None
-        raise
+        raise InputError(f"cannot open {path}: {exc.strerror or exc}") from None
     st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o022:
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid():
         os.close(fd)
         raise InputError(
-            f"{path} was made by {user_name(st.st_uid)} or can be written by others (mode "
-            f"{stat.S_IMODE(st.st_mode):04o}); gpuprobe trusts no request or status in it: "
-            "give a folder of your own"
+            f"{path} belongs to {user_name(st.st_uid)}, not you; gpuprobe trusts no request or "
+            "status in it: give a folder of your own"
+        )
+    if mode & 0o022:
+        os.close(fd)
+        raise InputError(
+            f"{path} can be written by other users (mode {mode:04o}); gpuprobe trusts no "
+            f"request or status in it: remove it (rm -r {path}) and try again"
         )
     return fd
 
