@@ -391,10 +391,16 @@ def _children(pid: int, n: int) -> list[int]:
         time.sleep(0.02)
 
 
-def _launcher(*outs: Path) -> subprocess.Popen[bytes]:
+def _launcher(*outs: Path, timeline: bool = True) -> subprocess.Popen[bytes]:
     """A stand-in for ``gpuprobe run``'s own process: its children carry the hook's settings
-    for ``outs`` (one job each), it does not."""
-    script = "".join(f'GPUPROBE_PROFILE="$JOB{i}" exec sleep 30 & ' for i in range(len(outs)))
+    for ``outs`` (one job each), it does not, and (with ``timeline``) it holds each job's
+    timeline open, as gpuprobe does while the job runs."""
+    script = "".join(
+        f'exec {3 + i}>>"{o}/timeline.jsonl"; ' for i, o in enumerate(outs) if timeline
+    )
+    script += "".join(
+        f'GPUPROBE_PROFILE="$JOB{i}" exec sleep 30 {3 + i}>&- & ' for i in range(len(outs))
+    )
     env = {**os.environ, **{f"JOB{i}": json.dumps({"dir": str(o)}) for i, o in enumerate(outs)}}
     return subprocess.Popen(["sh", "-c", script + "wait"], env=env)
 
@@ -407,6 +413,7 @@ def test_now_by_pid_takes_the_process_or_gpuprobes_own_children_never_a_job_furt
     _status(other, 1)
     one = _launcher(out)
     two = _launcher(out, other)
+    orphans = _launcher(out, timeline=False)  # init's pid, over a job whose gpuprobe died
     try:
         (command,) = _children(one.pid, 1)
         assert find_job(str(command)) == out  # one of the job's processes
@@ -422,8 +429,11 @@ def test_now_by_pid_takes_the_process_or_gpuprobes_own_children_never_a_job_furt
         _children(two.pid, 2)
         with pytest.raises(InputError, match=f"process {two.pid} started 2 jobs"):
             find_job(str(two.pid))
+        _children(orphans.pid, 1)
+        with pytest.raises(InputError, match=f"process {orphans.pid} was not started under"):
+            find_job(str(orphans.pid))
     finally:
-        for p in (one, two):
+        for p in (one, two, orphans):
             for kid in psutil.Process(p.pid).children():
                 kid.kill()
             p.kill()

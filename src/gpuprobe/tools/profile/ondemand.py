@@ -77,15 +77,18 @@ def find_job(target: str) -> Path:
             "(run gpuprobe profile --now as that user)"
         )
     # the process itself (the command, a rank), or gpuprobe's own process: its children, never
-    # deeper (a shell's or init's pid must not pick some job started under it)
+    # deeper, and only the job whose timeline it is writing (a shell's or init's pid must not
+    # pick some job started under it, nor an orphan of a gpuprobe that died)
     found: dict[str, int] = {}
     with contextlib.suppress(psutil.Error):
         for p in [proc, *proc.children(recursive=False)]:
             with contextlib.suppress(psutil.Error, ValueError, KeyError, TypeError):
-                cfg = safejson.loads(p.environ()[ENV])
-                found.setdefault(str(cfg["dir"]), p.pid)
+                folder = str(safejson.loads(p.environ()[ENV])["dir"])
                 if p is proc:
+                    found = {folder: p.pid}
                     break
+                if _writes_timeline(proc, folder):
+                    found.setdefault(folder, p.pid)
     if not found:
         raise InputError(
             f"process {pid} was not started under gpuprobe run or gpuprobe profile --later (no "
@@ -100,6 +103,12 @@ def find_job(target: str) -> Path:
         )
     (folder,) = found
     return _own_job(Path(folder), folder)
+
+
+def _writes_timeline(proc: psutil.Process, folder: str) -> bool:
+    """``proc`` holds ``folder``'s timeline open: it is the gpuprobe that runs that job."""
+    timeline = os.path.realpath(os.path.join(folder, TIMELINE_NAME))
+    return any(os.path.realpath(f.path) == timeline for f in proc.open_files())
 
 
 def _own_job(path: Path, target: str) -> Path:
