@@ -235,11 +235,8 @@ def test_run_without_report_writes_the_timeline_only(tmp_path: Path) -> None:
     result = gpuprobe.run([sys.executable, "-c", "pass"], tmp_path / "r", report=False)
     assert result.exit_code == 0 and result.summary is not None
     assert [p.name for p in result.files] == ["timeline.jsonl"]
-    # and the hidden folder through which `gpuprobe profile --now` reaches its PyTorch processes
-    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
-        ".gpuprobe-profile",
-        "timeline.jsonl",
-    ]
+    # no .gpuprobe-profile/: a process that never imports torch leaves no status (issue 41 #20)
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["timeline.jsonl"]
 
 
 def test_run_refuses_a_missing_command(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import gpuprobe.core.files as files
+from gpuprobe.core.errors import InputError
 from gpuprobe.core.files import atomic_open, private_dir, write_atomic
 
 
@@ -72,5 +73,5 @@ def test_private_dir_is_0700_when_made_and_an_existing_one_is_left(tmp_path: Pat
     assert made.is_dir() and _mode(made) == 0o700
     assert _mode(mine) == 0o755
     (tmp_path / "file").write_text("")
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="is a file, not a directory"):
         private_dir(tmp_path / "file")

@@ -61,11 +61,13 @@ def run(
     With ``hook``, its PyTorch processes can be profiled while it runs: :func:`profile_now`.
     Processes the command leaves running when it exits are named in a finding
     (``monitor-leftover-processes``); ``kill_leftovers`` ends them (SIGTERM, then SIGKILL)."""
+    import contextlib
     import time
     from pathlib import Path
 
+    from gpuprobe.core.errors import GpuprobeError
     from gpuprobe.tools.monitor.run import check_run, finish_run, run_command
-    from gpuprobe.tools.profile.hook import HookSettings, hook_env, prepare_out
+    from gpuprobe.tools.profile.hook import HookSettings, clear_control, hook_env, prepare_out
 
     out = Path(out) if out is not None else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
     env = None
@@ -76,6 +78,9 @@ def run(
     result = run_command(
         cmd, out, hz=hz, pcie_throughput=pcie_throughput, env=env, kill_leftovers=kill_leftovers
     )
+    if hook:  # the job is over: nothing to ask it any more, no .gpuprobe-profile/ left behind
+        with contextlib.suppress(GpuprobeError):
+            clear_control(out)
     if not report:
         return finish_run(result, None)
     from gpuprobe.tools.monitor.show.files import write_run_files

@@ -437,9 +437,8 @@ def test_spawned_dataloader_workers_leave_no_status(tmp_path, context):
         _script("spawn_workers.py", context), tmp_path / "p", skip=3, warmup=1, active=3
     )
     assert report.exit_code == 0
-    assert [p.steps for p in report.processes] == [20]
-    statuses = list((tmp_path / "p" / ".gpuprobe-profile").glob("proc-*.json"))
-    assert len(statuses) == 1
+    assert [p.steps for p in report.processes] == [20]  # the statuses read: no worker's
+    assert not (tmp_path / "p" / ".gpuprobe-profile").exists()  # removed once read
 
 
 @pytest.mark.slow
@@ -519,7 +518,7 @@ def test_run_arms_the_hook_dormant_unless_told_not_to(tmp_path):
         text=True,
     )
     assert armed.returncode == 0 and armed.stdout.split() == ["later"]
-    assert (tmp_path / "a" / ".gpuprobe-profile").is_dir()
+    assert not (tmp_path / "a" / ".gpuprobe-profile").exists()  # no torch, no status folder
     code = "import os; print(os.environ.get('GPUPROBE_PROFILE'))"
     plain = subprocess.run(
         [

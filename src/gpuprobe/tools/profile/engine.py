@@ -11,6 +11,7 @@ becomes a note, and the exit code survives.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -20,7 +21,13 @@ from typing import TYPE_CHECKING
 from gpuprobe.core.errors import GpuprobeError
 from gpuprobe.tools.monitor.run import WriteFiles, check_run, finish_run, run_command
 from gpuprobe.tools.monitor.sampler import DEFAULT_HZ
-from gpuprobe.tools.profile.hook import HookSettings, hook_env, prepare_out, read_processes
+from gpuprobe.tools.profile.hook import (
+    HookSettings,
+    clear_control,
+    hook_env,
+    prepare_out,
+    read_processes,
+)
 from gpuprobe.tools.profile.model import ProcessVerdict, ProfiledProcess, ProfileReport
 
 if TYPE_CHECKING:
@@ -54,6 +61,8 @@ def profile_command(
     result = run_command(cmd, out, hz=hz, env=hook_env(out, settings))
     result = finish_run(result, write_run)
     processes = read_processes(out)
+    with contextlib.suppress(GpuprobeError):
+        clear_control(out)  # the statuses are read: no empty .gpuprobe-profile/ left behind
     traces = [t for p in processes for w in p.windows if w.request is None and (t := w.trace)]
     report = ProfileReport(
         command=tuple(cmd),

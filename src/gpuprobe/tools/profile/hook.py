@@ -12,8 +12,10 @@ Times are seconds.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any, Literal
 
 from gpuprobe.core import safejson
 from gpuprobe.core.errors import InputError, UsageError
-from gpuprobe.core.files import private_dir
+from gpuprobe.core.files import check_own_dir, private_dir, read_own_file, user_name
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfiledWindow
 
@@ -32,9 +34,12 @@ __all__ = [
     "REQUEST",
     "TRACES",
     "HookSettings",
+    "check_control",
+    "clear_control",
     "control_dir",
     "hook_env",
     "prepare_out",
+    "read_control",
     "read_processes",
 ]
 
@@ -115,41 +120,126 @@ def control_dir(out_dir: Path) -> Path:
 
 
 def prepare_out(out: Path) -> None:
-    """Make ``out`` and its status folder, or refuse in one line before anything starts: a file,
-    an unwritable place, or a folder that already holds a recording."""
+    """Make ``out``, or refuse in one line before anything starts: a file, an unwritable place,
+    a folder that already holds a recording, a folder that is not the user's own or that another
+    user can write in (:func:`~gpuprobe.core.files.check_own_dir`), or a status folder in it that
+    is a link or someone else's. The status folder itself is made by the first process that
+    imports torch (a command that never does leaves none); a stale one of the user's own is
+    emptied."""
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a directory; give a directory")
+    if os.path.lexists(out):
+        check_own_dir(out)  # someone else's folder first: what is in it is theirs to say
     if (out / TIMELINE_NAME).exists():
         raise InputError(f"{out / TIMELINE_NAME} already holds a recording; give another --out")
     try:
-        private_dir(out)  # 0700 when made here: the run's files hold its command line
-        control_dir(out).mkdir(exist_ok=True)
-        probe = control_dir(out) / ".writable"
-        probe.write_bytes(b"")
-        probe.unlink()
+        private_dir(out)  # 0700 when made here; an existing one must be the user's alone
+        if os.path.lexists(control_dir(out)):
+            clear_control(out, remove=False)
     except OSError as exc:
         raise InputError(
             f"cannot create --out {out}: {exc.strerror or exc}; give a writable directory"
         ) from None
-    for stale in (*control_dir(out).glob("proc-*.json"), control_dir(out) / REQUEST):
+
+
+def _open_control(out_dir: Path) -> int | None:
+    """A descriptor of ``out_dir``'s status folder, or None when there is none; refuses
+    (:class:`~gpuprobe.core.errors.InputError`) a link or a folder that is not the user's."""
+    path = control_dir(out_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if os.path.islink(path) or exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise InputError(
+                f"{path} is a link or a file, not gpuprobe's status folder; remove it "
+                f"(rm {path}) and try again"
+            ) from None
+        raise InputError(f"cannot open {path}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid():
+        os.close(fd)
+        raise InputError(
+            f"{path} belongs to {user_name(st.st_uid)}, not you; gpuprobe trusts no request or "
+            "status in it: give a folder of your own"
+        )
+    if mode & 0o022:
+        os.close(fd)
+        raise InputError(
+            f"{path} can be written by other users (mode {mode:04o}); gpuprobe trusts no "
+            f"request or status in it: remove it (rm -r {path}) and try again"
+        )
+    return fd
+
+
+def check_control(out_dir: Path) -> None:
+    """Refuse (InputError) a status folder that is a link or not the user's own."""
+    fd = _open_control(out_dir)
+    if fd is not None:
+        os.close(fd)
+
+
+def _own_entries(fd: int) -> list[str]:
+    return [n for n in os.listdir(fd) if n.startswith(("proc-", REQUEST, "."))]
+
+
+def clear_control(out_dir: Path, *, remove: bool = True) -> None:
+    """Empty ``out_dir``'s status folder of what gpuprobe writes there (statuses, the request,
+    their temporary files), through its descriptor (a link in it is removed, never followed);
+    with ``remove``, the folder too, once the job is done (it is left where something else
+    is in it). Refuses a link or a folder of someone else's (InputError)."""
+    fd = _open_control(out_dir)
+    if fd is None:
+        return
+    try:
+        for name in _own_entries(fd):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if remove:
         with contextlib.suppress(OSError):
-            stale.unlink()
+            os.rmdir(control_dir(out_dir))
+
+
+def read_control(out_dir: Path, name: str) -> bytes:
+    """The bytes of one file of ``out_dir``'s status folder when it is a regular file of the
+    user's own; ``OSError`` otherwise (``EPERM``: someone else's; ``ELOOP``: a link)."""
+    fd = _open_control(out_dir)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "no status folder", str(control_dir(out_dir)))
+    try:
+        return read_own_file(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def read_processes(out_dir: Path) -> list[ProfiledProcess]:
-    """Every status the command's Python processes wrote, by pid; a torn or foreign file is
-    left out (a process killed while writing leaves only its ``.tmp``)."""
+    """Every status the command's Python processes wrote, by pid; a torn file, a link, or one
+    that is not the user's own is left out (a process killed while writing leaves only its
+    ``.tmp``), and so is a trace path outside ``out_dir``."""
     out: list[ProfiledProcess] = []
-    folder = control_dir(out_dir)
-    for path in sorted(folder.glob("proc-*.json")) if folder.is_dir() else []:
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            doc = safejson.loads(path.read_text(encoding="utf-8"))
-            out.append(_process(doc, Path(out_dir)))
+    try:
+        fd = _open_control(out_dir)
+    except InputError:
+        return out
+    if fd is None:
+        return out
+    try:
+        names = sorted(n for n in os.listdir(fd) if n.startswith("proc-") and n.endswith(".json"))
+        for name in names:
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                doc = safejson.loads(read_own_file(name, dir_fd=fd).decode("utf-8"))
+                out.append(_process(doc, Path(out_dir)))
+    finally:
+        os.close(fd)
     return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid))
 
 
 def _process(doc: dict[str, Any], out_dir: Path) -> ProfiledProcess:
-    windows = [_window(w) for w in doc.get("windows") or ()]
+    windows = [_window(w, out_dir) for w in doc.get("windows") or ()]
     requests = {str(k): str(v.get("state")) for k, v in (doc.get("requests") or {}).items()}
     return ProfiledProcess(
         pid=int(doc["pid"]),
@@ -170,7 +260,15 @@ def _process(doc: dict[str, Any], out_dir: Path) -> ProfiledProcess:
     )
 
 
-def _window(w: dict[str, Any]) -> ProfiledWindow:
+def _inside(trace: Any, out_dir: Path) -> str | None:
+    """``trace`` when it is a path inside ``out_dir`` (a status names no file elsewhere)."""
+    if not isinstance(trace, str):
+        return None
+    root = os.path.realpath(out_dir)
+    return trace if os.path.commonpath([root, os.path.realpath(trace)]) == root else None
+
+
+def _window(w: dict[str, Any], out_dir: Path) -> ProfiledWindow:
     return ProfiledWindow(
         request=None if w.get("request") is None else str(w["request"]),
         first_step=int(w.get("first_step") or 0),
@@ -179,6 +277,6 @@ def _window(w: dict[str, Any]) -> ProfiledWindow:
         seconds=w.get("seconds"),
         cuda=bool(w.get("cuda")),
         state=str(w.get("state") or ""),
-        trace=w.get("trace"),
+        trace=_inside(w.get("trace"), out_dir),
         error=w.get("error"),
     )

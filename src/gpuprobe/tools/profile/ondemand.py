@@ -5,7 +5,13 @@ The request is a file, ``DIR/.gpuprobe-profile/request.json`` (written whole, th
 hook in each of the job's processes polls it twice a second, opens a window at its next step
 boundary and writes ``DIR/now-ID/``. This side waits until every process that was alive has
 answered (or exited, or the time is up), then diagnoses what they wrote. A second request while
-one is being answered is refused in one line. Times are seconds.
+one is being answered is refused in one line.
+
+Only the user's own jobs: a folder or a process of another user's is refused as such (the hook
+obeys only a request file of its own user), a status folder that is a link or someone else's
+is never written in, and the request goes to a random name (``O_EXCL|O_NOFOLLOW``, 0600) before
+it is renamed. A PID is the job's own process or gpuprobe's (whose children are looked at, no
+deeper: a shell's or init's pid names no job). Times are seconds.
 """
 
 from __future__ import annotations
@@ -21,8 +27,18 @@ import psutil
 
 from gpuprobe.core import safejson
 from gpuprobe.core.errors import GpuprobeError, InputError, UsageError
+from gpuprobe.core.files import user_name, write_atomic
+from gpuprobe.tools.monitor.timeline import TIMELINE_NAME
 from gpuprobe.tools.profile.engine import WriteVerdict, diagnose_traces
-from gpuprobe.tools.profile.hook import ENV, REQUEST, control_dir, read_processes
+from gpuprobe.tools.profile.hook import (
+    CONTROL,
+    ENV,
+    REQUEST,
+    check_control,
+    control_dir,
+    read_control,
+    read_processes,
+)
 from gpuprobe.tools.profile.model import ProfiledProcess, ProfileReport
 
 __all__ = ["DEFAULT_TIMEOUT_S", "find_job", "request_now"]
@@ -34,32 +50,86 @@ PICKUP_S = 3.0  # s a process has to take a request before it counts as not answ
 
 def find_job(target: str) -> Path:
     """The output folder of the job ``target`` names: that folder itself, or the PID of one of
-    its processes (gpuprobe's own, or one of the command's)."""
+    its processes (gpuprobe's own, or one of the command's). Only the user's own jobs: a folder
+    or a process of someone else's is refused as such (root included: the job's hook trusts
+    only requests of its own user)."""
     path = Path(target)
     if path.is_dir():
-        if control_dir(path).is_dir():
-            return path
-        if path.name == control_dir(path).name and path.is_dir():
-            return path.parent
-        raise InputError(f"{target}: not a job's --out folder (gpuprobe run or profile --later)")
+        if path.name == CONTROL:
+            path = path.parent
+        return _own_job(path, target)
     if not target.isdigit():
         raise InputError(f"{target}: no such folder; give the job's --out folder or its PID")
     pid = int(target)
     try:
         proc = psutil.Process(pid)
-        candidates = [proc, *proc.children(recursive=True)]
+        uid = proc.uids().real
     except psutil.NoSuchProcess:
         raise InputError(f"no process {pid}; give the job's --out folder or a live PID") from None
-    except psutil.AccessDenied:
-        raise InputError(f"process {pid} belongs to another user; run as that user") from None
-    for p in candidates:
-        with contextlib.suppress(psutil.Error, ValueError, KeyError, TypeError):
-            cfg = safejson.loads(p.environ()[ENV])
-            return Path(cfg["dir"])
-    raise InputError(
-        f"process {pid} was not started under gpuprobe run or gpuprobe profile --later (no "
-        "profiling hook in it or its children); start it so: gpuprobe profile --later -- CMD"
-    )
+    except psutil.AccessDenied:  # a system that hides other users' processes
+        raise InputError(
+            f"process {pid} belongs to another user, not you; only its owner can profile it "
+            "(run gpuprobe profile --now as that user)"
+        ) from None
+    if uid != os.getuid():
+        raise InputError(
+            f"process {pid} belongs to {user_name(uid)}, not you; only its owner can profile it "
+            "(run gpuprobe profile --now as that user)"
+        )
+    # the process itself (the command, a rank), or gpuprobe's own process: its children, never
+    # deeper, and only the job whose timeline it is writing (a shell's or init's pid must not
+    # pick some job started under it, nor an orphan of a gpuprobe that died)
+    found: dict[str, int] = {}
+    with contextlib.suppress(psutil.Error):
+        for p in [proc, *proc.children(recursive=False)]:
+            with contextlib.suppress(psutil.Error, ValueError, KeyError, TypeError):
+                folder = str(safejson.loads(p.environ()[ENV])["dir"])
+                if p is proc:
+                    found = {folder: p.pid}
+                    break
+                if _writes_timeline(proc, folder):
+                    found.setdefault(folder, p.pid)
+    if not found:
+        raise InputError(
+            f"process {pid} was not started under gpuprobe run or gpuprobe profile --later (no "
+            "profiling hook in it, and it is not gpuprobe's own process); give the job's --out "
+            "folder, or start it so: gpuprobe profile --later -- CMD"
+        )
+    if len(found) > 1:
+        dirs = ", ".join(sorted(found)[:3])
+        raise InputError(
+            f"process {pid} started {len(found)} jobs ({dirs}); give the --out folder of the "
+            "one to profile"
+        )
+    (folder,) = found
+    return _own_job(Path(folder), folder)
+
+
+def _writes_timeline(proc: psutil.Process, folder: str) -> bool:
+    """``proc`` holds ``folder``'s timeline open: it is the gpuprobe that runs that job."""
+    timeline = os.path.realpath(os.path.join(folder, TIMELINE_NAME))
+    return any(os.path.realpath(f.path) == timeline for f in proc.open_files())
+
+
+def _own_job(path: Path, target: str) -> Path:
+    """``path`` when it is a job's folder of the user's own, or a one-line refusal."""
+    if not path.is_dir():
+        raise InputError(f"{target}: the job's folder is gone; nothing to profile")
+    st = path.stat()
+    if st.st_uid != os.geteuid():
+        raise InputError(
+            f"{target} belongs to {user_name(st.st_uid)}, not you; only its owner can profile "
+            "the job in it (run gpuprobe profile --now as that user)"
+        )
+    if os.path.lexists(control_dir(path)):
+        check_control(path)
+        return path
+    if (path / TIMELINE_NAME).exists():
+        raise InputError(
+            f"no process of the job in {target} has imported torch yet (or it runs with "
+            "--no-hook, or has ended); nothing to profile"
+        )
+    raise InputError(f"{target}: not a job's --out folder (gpuprobe run or profile --later)")
 
 
 def _alive(pid: int) -> bool:
@@ -108,10 +178,9 @@ def request_now(
     rid = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
     request = {"id": rid, "steps": steps, "warmup": warmup, "seconds": seconds, "t": time.time()}
     path = control_dir(out) / REQUEST
-    tmp = path.with_suffix(".tmp")
     try:
-        tmp.write_text(json.dumps(request), encoding="utf-8")
-        os.replace(tmp, path)
+        check_control(out)  # a link or someone else's folder is refused, never written through
+        write_atomic(path, json.dumps(request), private=True)  # a random name, O_EXCL|O_NOFOLLOW
     except OSError as exc:
         raise InputError(f"cannot write the request in {path.parent}: {exc.strerror}") from None
     waiting = {p.pid for p in live}
@@ -157,9 +226,8 @@ def request_now(
 def _refuse_if_busy(out: Path, live: list[ProfiledProcess]) -> None:
     """A request that a live process is still answering (or has not picked up yet) refuses a
     second one."""
-    path = control_dir(out) / REQUEST
     try:
-        last = safejson.loads(path.read_text(encoding="utf-8"))
+        last = safejson.loads(read_control(out, REQUEST).decode("utf-8"))
         rid = str(last["id"])
         age = time.time() - float(last.get("t", 0))
     except (OSError, ValueError, KeyError, TypeError):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprobe.core import render
+from gpuprobe.core.files import private_subdir
 from gpuprobe.core.findings import Status, status_counts
 from gpuprobe.core.units import seconds
 from gpuprobe.core.wrap import TEXT_WIDTH
@@ -131,14 +132,16 @@ def render_html(report: ProfileReport) -> str:
 def write_verdict_page(verdict: Any, ctx: Any, out: Path) -> Path:
     """``out/diagnosis.html``: the one trace's page with its timeline, or the ranks' page."""
     path = out / "diagnosis.html"
-    out.mkdir(parents=True, exist_ok=True)
-    from gpuprobe.tools.diagnose.show.html import write_html, write_page
+    if not out.is_dir():
+        private_subdir(out)  # now-ID/ is made 0700 by the hook; the run's folder is there
+    from gpuprobe.tools.diagnose.show.html import render_html, write_page
 
+    # 0600, as every file of the run's folder: the page shows the job's code and its trace
     if ctx is not None:
-        write_html(str(path), verdict, ctx, None)
+        write_page(path, render_html(verdict, ctx, None), private=True)
     else:
         page = f"<!doctype html><meta charset='utf-8'><title>gpuprobe profile</title>{render.html(verdict)}"
-        write_page(path, page)  # whole or not at all
+        write_page(path, page, private=True)  # whole or not at all
     return path
 
 

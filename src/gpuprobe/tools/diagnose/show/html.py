@@ -155,10 +155,11 @@ def render_html(d: Diagnosis, ctx: TraceContext, step: int | None = None) -> str
     return page(f"gpuprobe diagnose: {s.path}", body)
 
 
-def write_page(path: str | os.PathLike[str], text: str) -> str:
+def write_page(path: str | os.PathLike[str], text: str, *, private: bool = False) -> str:
     """Write a page to ``path`` whole or not at all (a full disk leaves the page that was there,
-    never a cut one); a device or a pipe (``/dev/stdout``) is written as it is. Returns the path
-    (one-line error when it cannot be written)."""
+    never a cut one); a device or a pipe (``/dev/stdout``) is written as it is. ``private``:
+    0600 (a page in a run's folder). Returns the path (one-line error when it cannot be
+    written)."""
     from gpuprobe.core.files import write_atomic
 
     try:
@@ -166,7 +167,7 @@ def write_page(path: str | os.PathLike[str], text: str) -> str:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         else:
-            write_atomic(path, text)
+            write_atomic(path, text, private=private)
     except OSError as exc:
         raise InputError(f"--html {path}: cannot write ({exc.strerror or exc})") from None
     return str(path)

@@ -7,6 +7,8 @@ import contextlib
 import os
 import sys
 
+from _gpuprobe_private import FILE_MODE, open_new, private_dir, temp_beside
+
 
 class Window:
     """One torch.profiler window: ``warmup`` then ``active`` steps (or ``seconds`` of time)."""
@@ -93,9 +95,9 @@ class Window:
     def _export(self, prof):
         out = self.spec["out"]
         try:
-            os.makedirs(out, exist_ok=True)
+            private_dir(out)  # 0700: the trace shows the job's code and data shapes
             path = os.path.join(out, trace_name())
-            prof.export_chrome_trace(path)
+            export_private(prof, path)
             self.trace = path
         except Exception as exc:
             self.error = f"trace not written: {exc!r}"
@@ -139,6 +141,28 @@ class Window:
             stopped=time.time(),
         )
         return info
+
+
+def export_private(prof, path):
+    """``prof``'s trace gzipped at ``path``, 0600, with every temporary file inside ``path``'s
+    own (private) folder: torch's ``.gz`` export would put the plain trace in ``$TMPDIR``, where
+    its exporter's ``.tmp`` is world-readable and stays there when the process is killed."""
+    import gzip
+    import shutil
+
+    plain = temp_beside(path, ".json")
+    packed = temp_beside(path, ".gz.tmp")
+    try:
+        prof.export_chrome_trace(plain)
+        os.chmod(plain, FILE_MODE)
+        with open(plain, "rb") as fin, open_new(packed) as raw:  # noqa: SIM117 (Python 3.8)
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+        os.replace(packed, path)
+    finally:
+        for tmp in (plain, packed, plain + ".tmp"):
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
 
 def wrap_step(cls, hook):

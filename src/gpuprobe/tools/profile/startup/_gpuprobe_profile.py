@@ -20,13 +20,16 @@ Armed by gpuprobe's ``sitecustomize`` in every Python process of a command run u
   ``active`` steps (their ``ProfilerStep#N`` numbered as the process counted them), writes
   ``traces/[rankR-]HOST_PID.pt.trace.json.gz`` and stops: later steps run unprofiled.
 - **On demand.** A thread polls ``.gpuprobe-profile/request.json`` twice a second; a new request
-  opens a window of its steps at the next step boundary, written under ``now-ID/``.
+  opens a window of its steps at the next step boundary, written under ``now-ID/``. Only a
+  request file of this process's own user, in a folder of theirs, read without following a
+  link, is obeyed (``_gpuprobe_private``).
 - **Never in the way.** DataLoader workers are never profiled. A script that runs its own
   torch.profiler (before or during the window), or a profiler that cannot start, makes gpuprobe
   stand aside and say why in its status; the script runs as if gpuprobe were not there. At exit,
   an open window writes the steps recorded so far (a crash included).
-- **What happened** goes to ``.gpuprobe-profile/proc-PID.json`` (written whole, then renamed), for
-  the gpuprobe process that reads it once the command is done.
+- **What happened** goes to ``.gpuprobe-profile/proc-PID.json`` (written whole to a random name,
+  0600, then renamed; the folder made 0700 here, never a link or someone else's), for the
+  gpuprobe process that reads it once the command is done. Traces are 0600 in 0700 folders.
 
 Standalone: the standard library, and torch once the script has imported it; never gpuprobe.
 Python 3.8 or later. Times are seconds.
@@ -47,6 +50,7 @@ from _gpuprobe_parts import (
     world_size_of,
     wrap_step,
 )
+from _gpuprobe_private import own_dir, private_dir, read_own, write_private
 
 ENV = "GPUPROBE_PROFILE"  # the settings, JSON
 CONTROL = ".gpuprobe-profile"  # under the output folder: statuses and requests
@@ -477,15 +481,17 @@ class _Hook:
 
         path = os.path.join(self.control, REQUEST)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError:
             return
         seen = (st.st_ino, st.st_mtime_ns, st.st_size)  # a request is a new file (os.replace)
         if seen == self.request_seen:
             return
         self.request_seen = seen
-        with open(path, encoding="utf-8") as f:
-            req = json.load(f)
+        # only a request of this process's user, in a folder of theirs, never through a link
+        if not own_dir(self.control):
+            raise PermissionError(f"{self.control} is not this user's own folder: ignored")
+        req = json.loads(read_own(path).decode("utf-8"))
         rid = str(req["id"])
         if rid in self.requests or float(req.get("t", 0)) < (self.t_torch or 0):
             return  # answered, or asked before this process had torch: not for it
@@ -552,7 +558,6 @@ class _Hook:
     def _write_status(self, final):
         import json
         import socket
-        import threading
         import time
 
         rank, world = rank_of(self.torch), world_size_of(self.torch)
@@ -582,11 +587,8 @@ class _Hook:
             "t": time.time(),
         }
         try:
-            os.makedirs(self.control, exist_ok=True)
+            private_dir(self.control)  # 0700; a link or someone else's folder is not written in
             path = os.path.join(self.control, f"proc-{os.getpid()}.json")
-            tmp = f"{path}.{threading.get_ident()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(doc, f)
-            os.replace(tmp, path)
+            write_private(path, json.dumps(doc).encode("utf-8"))  # 0600: it holds the argv
         except OSError:
             pass  # the folder went away: the parent says what it found
