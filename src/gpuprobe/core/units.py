@@ -22,6 +22,7 @@ __all__ = [
     "figure",
     "gib",
     "gib_value",
+    "joules",
     "parse_size",
     "rate",
     "seconds",
@@ -153,3 +154,13 @@ def parse_size(text: str) -> int:
     if unit not in _UNITS:
         raise ValueError(f"{text!r}: unknown unit {m.group(2)!r} (use B, KiB, MiB, GiB, MB, GB)")
     return int(float(m.group(1).replace(",", "")) * _UNITS[unit])
+
+
+def joules(j: float | None, missing: str = NA) -> str:
+    """Energy in the unit that fits, three significant figures: ``250 J``, ``3.13 kJ``."""
+    if j is None:
+        return missing
+    for unit, scale in (("MJ", 1e6), ("kJ", 1e3)):
+        if abs(j) >= scale:
+            return f"{j / scale:.3g} {unit}"
+    return f"{j:.3g} J"

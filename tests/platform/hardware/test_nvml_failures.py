@@ -66,7 +66,11 @@ INVENTORY_CALLS = (
     "nvmlDeviceGetGraphicsRunningProcesses_v3",
     "nvmlDeviceGetCurrentClocksEventReasons",
 )
-SAMPLER_ONLY_CALLS = ("nvmlDeviceGetPcieThroughput", "nvmlDeviceGetProcessUtilization")
+SAMPLER_ONLY_CALLS = (
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetTotalEnergyConsumption",
+)
 # Reached only when the call named first fails: the error goes on the fallback, the first is absent.
 FALLBACKS: dict[str, frozenset[str]] = {
     "nvmlSystemGetCudaDriverVersion": frozenset({"nvmlSystemGetCudaDriverVersion_v2"}),
@@ -264,9 +268,9 @@ def test_the_list_is_every_call_the_commands_make(
 
 def test_coverage_numbers() -> None:
     # The closing note's numbers: NVML entry points x driver errors covered above.
-    assert len(ALL_CALLS) == 49
+    assert len(ALL_CALLS) == 50
     assert len(DRIVER_ERRORS) == 7
-    assert len(CASES) == 49 * 7
+    assert len(CASES) == 50 * 7
 
 
 @pytest.mark.parametrize("error", ["GpuIsLost", "NoPermission"])

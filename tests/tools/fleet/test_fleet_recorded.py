@@ -44,7 +44,14 @@ def test_the_recorded_fleet_doctor_reads_back_and_is_judged_the_same(
     # and before a worker said how much memory it could take and whether it ran out
     for n in recorded["nodes"]:
         n["report"]["workers"] = [
-            {**w, "available_memory": None, "out_of_memory": False} for w in n["report"]["workers"]
+            {
+                **w,
+                "available_memory": None,
+                "out_of_memory": False,
+                # and before a GPU sample carried the energy counter
+                "under_load": [{**u, "energy_mj": None} for u in w["under_load"]],
+            }
+            for w in n["report"]["workers"]
         ]
     assert doctor.to_dict() == recorded
     assert [n.config["gpus"] for n in doctor.nodes] == ["1 × NVIDIA H200"] * 2

@@ -116,8 +116,10 @@ def test_per_process_reads_are_not_made_every_tick(fake_nvml: Any, names: list[i
     # the per-process SM samples every second tick (count, then fill): 10 reads, not 20
     assert calls["nvmlDeviceGetProcessUtilization"] == 2 * (TICKS // SM_EVERY) == 20
     # 9 C calls per tick for the state plus 26 for the processes over 20 ticks: before, each tick
-    # also read both lists and the SM samples (5 more) and tried the v2 memory call first (1 more)
-    assert sum(calls.values()) == 9 * TICKS + 2 * reads + reads + 20 == 206
+    # also read both lists and the SM samples (5 more) and tried the v2 memory call first (1 more);
+    # the energy counter is tried once: this card has none (NOT_SUPPORTED), which lasts
+    assert calls["nvmlDeviceGetTotalEnergyConsumption"] == 1
+    assert sum(calls.values()) == 9 * TICKS + 2 * reads + reads + 20 + 1 == 207
     # and every tick still shows the process, its memory and its SM %; its name was looked up once
     expected = (GpuProcSample(pid=PID, used_memory=GIB, sm_percent=37),)
     assert [t.gpus[0].processes for t in ticks] == [expected] * TICKS

@@ -39,6 +39,7 @@ def build(
     rss: Callable[[int], int] = lambda i: 2 * GIB,
     available: Callable[[int], int] = lambda i: 20 * GIB,
     gpu_pids: Callable[[int], Sequence[int]] = lambda i: (MAIN_PID,),
+    energy_mj: Callable[[int], int | None] = lambda i: None,
     gpus: bool = True,
     end: bool = True,
     exit_code: int = 0,
@@ -84,6 +85,7 @@ def build(
                         temperature_c=70,
                         sm_clock_mhz=clock(i),
                         clock_event_reasons=tuple(reasons(i)),
+                        energy_mj=energy_mj(i),
                     ),
                     processes=tuple(
                         GpuProcSample(pid=p, used_memory=GIB, sm_percent=u) for p in gpu_pids(i)

@@ -519,6 +519,7 @@ class NvmlSession:
             pcie_width=q("nvmlDeviceGetCurrPcieLinkWidth", h),
             pcie_rx_kbs=rx,
             pcie_tx_kbs=tx,
+            energy_mj=q("nvmlDeviceGetTotalEnergyConsumption", h),
         )
         self._lost_during(index, lost_before)
         return sample

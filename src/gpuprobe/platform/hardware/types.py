@@ -254,6 +254,7 @@ class GpuSample(Record):
     pcie_width: int | None = None
     pcie_rx_kbs: int | None = None  # KiB/s (NVML's "KB/s"), only on request: 20 ms a reading
     pcie_tx_kbs: int | None = None
+    energy_mj: int | None = None  # the total-energy counter (mJ since the driver loaded; Volta+)
 
 
 @dataclass(frozen=True)

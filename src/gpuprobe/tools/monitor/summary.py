@@ -14,6 +14,7 @@ Times are seconds from the start of the recording; utilization is percent.
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import statistics
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,10 @@ class GpuStats(Record):
     memory_total: int | None = None
     power_mean_w: float | None = None
     power_max_w: float | None = None
+    # joules over the recording: the energy counter's rise ("counter"), or the power samples
+    # integrated ("power × time", an estimate) where the card has no counter
+    energy_j: float | None = None
+    energy_method: str | None = None
     temperature_max_c: int | None = None
     sm_clock_median_mhz: float | None = None
     reasons: dict[str, float] = field(default_factory=dict)  # reason -> fraction of busy samples
@@ -188,6 +193,8 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
     utils: list[float] = []
     mems: list[int] = []
     powers: list[float] = []
+    power_at: list[tuple[float, float]] = []
+    counter: list[int] = []
     temps: list[int] = []
     clocks: list[float] = []
     reason_hits: dict[str, int] = {}
@@ -205,6 +212,9 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
             mem_first = s.memory_used if mem_first is None else mem_first
         if s.power_w is not None:
             powers.append(s.power_w)
+            power_at.append((rel, s.power_w))
+        if s.energy_mj is not None:
+            counter.append(s.energy_mj)
         if s.temperature_c is not None:
             temps.append(s.temperature_c)
         if s.sm_clock_mhz is not None:
@@ -226,6 +236,7 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
         used = (bool(utils) and max(utils) > 0) or rose
     n = len(utils)
     ordered = sorted(utils)
+    energy_j, energy_method = _energy(counter, power_at)
     return GpuStats(
         index=index,
         name=gpu.name if gpu else None,
@@ -241,6 +252,8 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
         memory_total=gpu.memory_total if gpu else None,
         power_mean_w=round(statistics.fmean(powers), 1) if powers else None,
         power_max_w=round(max(powers), 1) if powers else None,
+        energy_j=energy_j,
+        energy_method=energy_method,
         temperature_max_c=max(temps) if temps else None,
         sm_clock_median_mhz=statistics.median(clocks) if clocks else None,
         reasons={r: round(c / busy, 3) for r, c in reason_hits.items()} if busy else {},
@@ -330,3 +343,17 @@ def run_context(tl: Timeline) -> RunContext:
         sampler_cost=100.0 * tl.sampler_cpu_s / wall if wall > 0 else None,
         idle_samples=_idle_samples(tl),
     )
+
+
+def _energy(
+    counter: Sequence[int], power_at: Sequence[tuple[float, float]]
+) -> tuple[float | None, str | None]:
+    """Joules between the first and the last sample: the counter's rises summed (a fall, a
+    driver reload, is skipped rather than read as negative energy), else trapezoids of power."""
+    if len(counter) >= 2:
+        rises = sum(b - a for a, b in itertools.pairwise(counter) if b >= a)
+        return round(rises / 1000.0, 3), "counter"
+    if len(power_at) >= 2:
+        j = sum(0.5 * (wa + wb) * (tb - ta) for (ta, wa), (tb, wb) in itertools.pairwise(power_at))
+        return round(j, 3), "power × time"
+    return None, None

@@ -18,7 +18,7 @@ from pathlib import Path
 from gpuprobe.core import render
 from gpuprobe.core.files import write_atomic
 from gpuprobe.core.findings import Finding, Status
-from gpuprobe.core.units import size
+from gpuprobe.core.units import joules, size
 from gpuprobe.tools.monitor.record import Recording
 from gpuprobe.tools.monitor.summary import GpuStats, RunSummary, command_text
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME, Timeline
@@ -86,6 +86,14 @@ def _gpu_table(summary: RunSummary) -> str:
             ),
         ),
         ("power max", lambda g: _unit(g.power_max_w, " W")),
+        (
+            "energy",
+            lambda g: (
+                None
+                if g.energy_j is None
+                else joules(g.energy_j) + ("" if g.energy_method == "counter" else " (estimate)")
+            ),
+        ),
         ("temp max", lambda g: _unit(g.temperature_max_c, " °C")),
         ("SM clock median", lambda g: _unit(g.sm_clock_median_mhz, " MHz")),
         ("clock events", lambda g: ", ".join(sorted(g.reasons)) or "none"),

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from gpuprobe.core import render
 from gpuprobe.core.render import one_line
-from gpuprobe.core.units import gib, size
+from gpuprobe.core.units import gib, joules, size
 from gpuprobe.tools.monitor.record import RECORDING_HTML_FOOTER, Recording
 from gpuprobe.tools.monitor.run import RunResult
 from gpuprobe.tools.monitor.summary import GpuStats, HostStats, RunSummary, command_text
@@ -50,6 +50,11 @@ def _gpu(g: GpuStats) -> str:
                 + " GiB",
             ),
             (g.power_max_w is not None, f"power max {g.power_max_w} W"),
+            (
+                g.energy_j is not None,
+                f"energy {joules(g.energy_j)}"
+                + ("" if g.energy_method == "counter" else " (power × time)"),
+            ),
             (g.temperature_max_c is not None, f"temp max {g.temperature_max_c} °C"),
         )
         or "no readings"
