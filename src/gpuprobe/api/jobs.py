@@ -243,14 +243,17 @@ def serve_metrics(
     hz: float = 1.0,
     pcie_throughput: bool = False,
     nvml: NvmlFactory | None = None,
+    allow_hosts: tuple[str, ...] = (),
 ) -> tuple[MetricsServer, Sampler, GpuprobeCollector]:
     """Serve ``/metrics`` for Prometheus (dcgm-exporter's metric names, and the host's): start
     the sampler and the HTTP server; returns (server, sampler, collector). ``port=0`` picks a
-    free port. Stop with ``server.shutdown(); server.server_close(); sampler.close()``."""
+    free port. Requests whose Host header names neither this machine nor one of
+    ``allow_hosts`` are refused (403: DNS rebinding); an empty ``host`` is a UsageError. Stop
+    with ``server.shutdown(); server.server_close(); sampler.close()``."""
     from gpuprobe.tools.monitor.exporter import serve
 
     server, sampler, collector = serve(
-        host, port, hz=hz, pcie_throughput=pcie_throughput, nvml=nvml
+        host, port, hz=hz, pcie_throughput=pcie_throughput, nvml=nvml, allow_hosts=allow_hosts
     )
     return server, sampler, collector
 

@@ -137,6 +137,14 @@ def _stop_on_signals() -> dict[int, Any]:
     return old
 
 
+def _exit_now_if_abandoned(code: int) -> None:
+    """Work left running in native code when the command was stopped (scale's numpy reference)
+    cannot end cleanly: the process ends now (:func:`gpuprobe.platform.proc.abandon`)."""
+    proc = sys.modules.get("gpuprobe.platform.proc")  # only where some command loaded it
+    if proc is not None:
+        proc.exit_now_if_abandoned(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     if sys.stdout is None:  # `gpuprobe ... >&-`: Python found no file 1; the report would be lost
@@ -159,12 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except _Stopped as exc:  # SIGTERM/SIGHUP: `finally` blocks ran, helpers were stopped
         print(f"gpuprobe: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        _exit_now_if_abandoned(128 + exc.signum)
         return 128 + exc.signum
     except GpuprobeError as exc:
         print(f"gpuprobe: {exc.cli_message}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gpuprobe: interrupted", file=sys.stderr)
+        _exit_now_if_abandoned(130)
         return 130
     except BrokenPipeError:  # `gpuprobe ... | head`: the reader went away; no check failed
         from gpuprobe.cli._common import EXIT_BROKEN_PIPE, say, stdout_gone

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -31,6 +32,14 @@ def register(sub: Any) -> None:
         default=19400,  # monitor.exporter.DEFAULT_PORT (not imported: --help stays fast)
         help="port (default 19400, beside dcgm-exporter's 9400; 0 picks a free one)",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME (a DNS name Prometheus scrapes "
+        "this machine by); others than this machine's names and addresses are refused (403)",
+    )
     p.add_argument("--hz", type=sample_rate, default=1.0, help=f"{HZ_HELP} (default 1)")
     p.add_argument("--pcie", action="store_true", help="also read PCIe rx/tx (20 ms per GPU)")
     p.add_argument(
@@ -47,7 +56,11 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0-65535, not {args.port}")
-    server, sampler, _ = serve_metrics(args.host, args.port, hz=args.hz, pcie_throughput=args.pcie)
+    server, sampler, collector = serve_metrics(
+        args.host, args.port, hz=args.hz, pcie_throughput=args.pcie,
+        allow_hosts=tuple(args.allow_host),
+    )  # fmt: skip
+    host = args.host.strip()
     port = server.server_port
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -56,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             json.dumps(
                 {
-                    "url": f"http://{url_host(args.host)}:{port}/metrics",
+                    "url": f"http://{url_host(host)}:{port}/metrics",
                     "port": port,
                     "gpus": len(sampler.gpus),
                     "driver": sampler.driver.status,
@@ -73,13 +86,14 @@ def run(args: argparse.Namespace) -> int:
         from gpuprobe.core.wrap import hang
 
         banner = (
-            f"gpuprobe export: serving http://{url_host(args.host)}:{port}/metrics, {gpus}, "
+            f"gpuprobe export: serving http://{url_host(host)}:{port}/metrics, {gpus}, "
             f"sampling at {sampler.hz:g} Hz; Ctrl-C stops"
         )
         print("\n".join(hang(banner)), flush=True)
+    said: set[int] = set()
     try:
         while not stop.wait(0.5):
-            pass
+            said |= _say_unreadable(collector, said)
     except KeyboardInterrupt:
         pass
     finally:
@@ -87,3 +101,14 @@ def run(args: argparse.Namespace) -> int:
         server.server_close()
         sampler.close()
     return 0
+
+
+def _say_unreadable(collector: Any, said: set[int]) -> set[int]:
+    """One line on stderr for each GPU that NVML cannot read any more (not in ``said``):
+    its series are gone from /metrics. The GPUs said now."""
+    from gpuprobe.core.wrap import hang
+
+    new = collector.unreadable_notes(said)
+    for note in new.values():
+        print("\n".join(hang(note)), file=sys.stderr, flush=True)
+    return set(new)

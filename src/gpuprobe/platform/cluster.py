@@ -20,19 +20,26 @@ Times in this module are seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import math
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuprobe.core.errors import UsageError
+from gpuprobe.core.errors import GpuprobeError, UsageError
 from gpuprobe.core.text import strip_control
 
 __all__ = [
     "CONNECT_TIMEOUT_MAX_S",
     "CONNECT_TIMEOUT_S",
+    "SchedulerLost",
     "check_connect_timeout",
+    "close_client",
     "connect_client",
     "identify",
+    "quiet_dask",
+    "scheduler_gone",
 ]
 
 # s for a --scheduler to answer as a Dask scheduler. The 10 s gpuprobe gave Client() before;
@@ -156,3 +163,76 @@ def connect_client(
             f"{flag} {strip_control(address)}: the scheduler answered, then the client "
             f"could not connect ({exc}); try again, or give a longer --connect-timeout"
         ) from None
+
+
+class SchedulerLost(GpuprobeError):
+    """The scheduler stopped answering during a run: its workers' results are lost with it
+    (exit code 1, one line naming the scheduler)."""
+
+
+# s the scheduler has to answer again after a worker's answer was lost, before it is called gone
+ALIVE_TIMEOUT_S = 3.0
+
+
+def scheduler_gone(address: str, timeout: float = ALIVE_TIMEOUT_S) -> str | None:
+    """Why the scheduler at ``address`` no longer answers as one (in words), or None when it
+    does: asked after workers' answers were lost, so that a dead scheduler is named as such,
+    not counted as every worker lost."""
+    try:
+        identify(address, timeout, "scheduler", "")
+    except UsageError as exc:
+        why = exc.message.split(": ", 1)[-1].rstrip("; ")
+        return why
+    return None
+
+
+# Dask's own loggers: on a scheduler that goes away, or a client closed with work in flight, the
+# client's event loop logs tracebacks (CommClosedError, CancelledError) to stderr; gpuprobe says
+# what happened in its own line instead.
+_DASK_LOGGERS = ("distributed", "tornado")
+
+
+@contextlib.contextmanager
+def quiet_dask(also: tuple[str, ...] = ()) -> Iterator[Callable[[], None]]:
+    """Dask's loggers (and those named in ``also``) raised to CRITICAL while a run talks to a
+    cluster, put back after; yields a function that keeps them quiet for good (a client that
+    could not be closed goes on logging from its own thread, reconnecting to a scheduler that
+    is gone; asyncio's "Task exception was never retrieved" for Dask's tasks cut short at
+    exit)."""
+    # each of Dask's loggers with a level of its own (distributed.client has one: set when
+    # distributed is imported, from Dask's config), not only the parents
+    with contextlib.suppress(ImportError):
+        import distributed  # noqa: F401
+    names = [n for n in logging.root.manager.loggerDict if n.split(".", 1)[0] in _DASK_LOGGERS]
+    loggers = [logging.getLogger(n) for n in sorted({*_DASK_LOGGERS, *names, *also})]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    keep = [False]
+    try:
+        yield lambda: keep.__setitem__(0, True)
+    finally:
+        if not keep[0]:
+            for lg, level in zip(loggers, levels, strict=True):
+                lg.setLevel(level)
+
+
+CLOSE_TIMEOUT_S = 5.0  # s a client has to close after a run
+CLOSE_INTERRUPTED_S = 0.5  # s after Ctrl-C or SIGTERM: the process is about to exit anyway
+
+
+def close_client(client: Any, timeout: float = CLOSE_TIMEOUT_S) -> bool:
+    """Close ``client``, waiting at most ``timeout`` s (in a daemon thread: a scheduler that does
+    not answer, or work in flight on a hung worker, does not hold the caller); whether it
+    closed in time and cleanly. Never raises."""
+    closed = [False]
+
+    def close() -> None:
+        with contextlib.suppress(Exception):
+            client.close(timeout=timeout)
+            closed[0] = client.status == "closed"
+
+    t = threading.Thread(target=close, name="gpuprobe-client-close", daemon=True)
+    t.start()
+    t.join(timeout + _JOIN_GRACE_S)
+    return closed[0] and not t.is_alive()

@@ -35,9 +35,11 @@ __all__ = [
     "PARENT_ENV",
     "RUN_ID_ENV",
     "Leftover",
+    "abandon",
     "child_env",
     "die_with_parent",
     "end_processes",
+    "exit_now_if_abandoned",
     "find_leftovers",
     "new_run_id",
     "python_module",
@@ -221,3 +223,29 @@ def end_processes(
     _, alive = psutil.wait_procs(alive, timeout=1.0)  # SIGKILL cannot be caught: 1 s is plenty
     left = sorted({*refused, *(p.pid for p in alive)})
     return sorted(p.pid for p in procs if p.pid not in left), left
+
+
+_ABANDONED: list[Any] = []  # threads left running native code when the command was stopped
+
+
+def abandon(thread: Any) -> None:
+    """Note a daemon thread left running native code (LAPACK) when the command was stopped:
+    the process must then end with :func:`exit_now_if_abandoned`. OpenBLAS's exit handler
+    joins its own server thread, which never ends while a call of the abandoned thread is cut
+    short: a normal exit hangs there for ever (issue 41 #1, seen under ``scale lstsq``)."""
+    _ABANDONED.append(thread)
+
+
+def exit_now_if_abandoned(code: int) -> None:
+    """End the process now with ``code`` (stdout and stderr flushed, no exit handlers) if a
+    thread was noted by :func:`abandon`; return otherwise."""
+    if not _ABANDONED:  # one that has ended since may have left OpenBLAS mid-call all the same
+        return
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is not None:  # the semaphores of Dask's worker queues, as a normal exit would
+        with contextlib.suppress(Exception):
+            mp_util._run_finalizers(0)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -170,6 +170,36 @@ def test_worker_killed_mid_solve_still_exact(cli_cluster, method):
     assert rep.residual_norm == pytest.approx(resid, rel=1e-10)
 
 
+def test_the_one_worker_asked_for_killed_mid_solve_is_not_waited_for(cli_cluster):
+    """Issue 40: with ``workers=[one address]`` the passes were pinned to it; killed, its nanny
+    started a worker at another address and the solve waited for the dead one (a hang until
+    the pass's timeout). Its work now goes to the workers that are left."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+    address, d = cli_cluster
+    ref, _ = _ref(d)
+    marker = d / "killed-the-only-one"
+    with distributed.Client(address, timeout="20s") as c:
+        c.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        only = sorted(c.scheduler_info(n_workers=-1)["workers"])[0]
+        c.register_plugin(KillOnce(str(marker), "_gram_block", after=2))
+        t0 = time.monotonic()
+        try:
+            x, rep = lstsq(str(d / "Ab.npy"), None, "normal", client=c, chunk_rows=CHUNK,
+                           workers=[only], timeout=120)  # fmt: skip
+        finally:
+            c.unregister_worker_plugin(KillOnce.name)
+        took = time.monotonic() - t0
+        assert marker.exists()  # the worker asked for died in the middle of the solve
+        c.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        assert only not in c.scheduler_info(n_workers=-1)["workers"]
+    print(f"\nsolved in {took:.1f} s with the one worker asked for killed")
+    assert rep.row_blocks == ROWS // CHUNK
+    assert np.linalg.norm(x - ref) / np.linalg.norm(ref) <= 1e-12
+    assert took < 60
+
+
 def test_cli_scale_against_the_cli_started_scheduler(cli_cluster):
     address, d = cli_cluster
     out = subprocess.run(

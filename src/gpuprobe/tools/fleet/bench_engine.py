@@ -23,6 +23,7 @@ from gpuprobe.tools.fleet.engine import (
     ask_every_worker,
     failure,
     per_worker,
+    read_reports,
     worker_label,
 )
 from gpuprobe.tools.fleet.model import FleetBenchReport, NodeBench
@@ -35,16 +36,20 @@ Progress = Callable[[str], None]
 
 def _rows(workers: dict[str, dict[str, Any]], answers: dict[str, Any]) -> list[NodeBench]:
     """One row per worker, named by its host (and the worker, where a host runs several)."""
+    answers, reports = read_reports(answers, BenchReport, "bench report")
     facts = per_worker(workers, answers)
     per_ip = Counter(ip for _, ip, _, _, _ in facts)
     rows = []
     for addr, ip, host, threads, got in facts:
         name = host if per_ip[ip] == 1 else f"{host}/{worker_label(addr, workers)}"
-        if isinstance(got, dict) and "report" in got:
+        report = reports.get(addr)
+        if report is not None:
+            devices = got.get("devices")
             rows.append(NodeBench(
                 name=name, host=host, workers=(addr,), threads=threads,
-                devices={str(k): str(v) for k, v in got.get("devices", {}).items()},
-                report=BenchReport.from_dict(got["report"]), elapsed_s=got.get("elapsed_s"),
+                devices={str(k): str(v) for k, v in devices.items()} if isinstance(devices, dict)
+                else {},
+                report=report, elapsed_s=got.get("elapsed_s"),
             ))  # fmt: skip
         else:
             status, error = failure(got)

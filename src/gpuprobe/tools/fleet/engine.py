@@ -13,30 +13,36 @@ others' results are kept."""
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from gpuprobe.core.errors import InputError
+from gpuprobe.core.records import Record
+from gpuprobe.core.text import strip_control
 from gpuprobe.tools.doctor.model import DoctorReport
 from gpuprobe.tools.fleet.config import node_config
 from gpuprobe.tools.fleet.model import ConfigGroup, FleetDoctorReport, NodeResult
-from gpuprobe.tools.fleet.node import in_thread, node_doctor
+from gpuprobe.tools.fleet.node import RAISED, in_thread, node_doctor
 from gpuprobe.tools.fleet.plan import host_of, kernel_checks, kernel_runners, lanes
 from gpuprobe.tools.fleet.rules import judge_fleet
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "NODE_TIMEOUT_S",
+    "BadAnswer",
+    "WorkerRaised",
     "ask_every_worker",
+    "check_scheduler",
     "connect",
     "error_status",
     "failure",
     "fleet_doctor",
     "gather",
     "per_worker",
+    "read_reports",
     "session",
     "worker_label",
     "workers_of",
@@ -46,6 +52,7 @@ CONNECT_TIMEOUT_S = 10.0  # s a scheduler has to answer before the address is ca
 NODE_TIMEOUT_S = 600.0  # s a worker has for its doctor (full doctor on a big node: ~1 min)
 
 Progress = Callable[[str], None]
+R = TypeVar("R", bound=Record)
 
 
 def connect(cluster: Any, timeout: float = CONNECT_TIMEOUT_S) -> tuple[Any, bool]:
@@ -103,7 +110,19 @@ def workers_of(client: Any) -> dict[str, dict[str, Any]]:
     return workers
 
 
+class BadAnswer(Exception):
+    """A worker's answer that is not what it was asked for (a report that does not read back):
+    that worker's error, not the fleet's."""
+
+
+class WorkerRaised(Exception):
+    """What a worker's function raised there, as its type's name and message
+    (:func:`~gpuprobe.tools.fleet.node.in_thread`)."""
+
+
 def error_status(err: BaseException | str) -> tuple[str, str]:
+    if isinstance(err, BadAnswer | WorkerRaised) and "No module named 'gpuprobe" not in str(err):
+        return "error", " ".join(strip_control(str(err)).split())[:500]
     text = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
     if "No module named 'gpuprobe" in text or 'No module named "gpuprobe' in text:
         return "no-gpuprobe", "gpuprobe is not importable there"
@@ -117,7 +136,10 @@ def _ask(client: Any, address: str, fn: Callable[..., Any], args: tuple[Any, ...
     out = client.run(in_thread, fn, *args, workers=[address], on_error="return")
     if address not in out:
         raise OSError(f"worker {address} left the cluster")
-    return out[address]
+    got = out[address]
+    if isinstance(got, dict) and RAISED in got:
+        raise WorkerRaised(f"{got[RAISED]}: {got.get('message')}")
+    return got
 
 
 def gather(
@@ -131,27 +153,44 @@ def gather(
     asked on its own (``Client.run`` for that worker): the lanes at once, the workers of a lane
     one after the other. Each worker's answer, or the exception that stands for it: a worker
     that gives none within ``node_timeout`` s from its own start is a TimeoutError (its lane goes
-    on with the next worker), the others' answers are kept."""
+    on with the next worker), the others' answers are kept.
+
+    Every ask and every lane is a daemon thread, and this thread waits in short joins: Ctrl-C
+    or SIGTERM (a KeyboardInterrupt or the CLI's stop, raised here) ends the wait at once, and
+    the process exits without waiting for a worker that hangs (a thread pool's threads are
+    joined at exit, so a hung worker held the first Ctrl-C, and its lanes ran on for 22 s)."""
     answers: dict[str, Any] = {}
-    # a hung worker keeps its thread, so there is one per worker
-    asks = cf.ThreadPoolExecutor(max_workers=max(1, sum(len(lane) for lane in lanes)))
+
+    def ask(addr: str, box: list[Any], done: threading.Event) -> None:
+        try:
+            box.append(_ask(client, addr, fn, args))
+        except Exception as e:  # a worker's failure is its row's, not the fleet's
+            box.append(e)
+        done.set()
 
     def run(lane: list[str]) -> None:
         for addr in lane:
-            future = asks.submit(_ask, client, addr, fn, args)
-            try:
-                answers[addr] = future.result(timeout=node_timeout)
-            except cf.TimeoutError:
+            box: list[Any] = []
+            done = threading.Event()
+            _daemon(ask, addr, box, done)
+            if done.wait(node_timeout) and box:
+                answers[addr] = box[0]
+            else:
                 answers[addr] = TimeoutError(f"no answer in {node_timeout:g} s")
-            except Exception as e:  # a worker's failure is its row's, not the fleet's
-                answers[addr] = e
 
-    try:
-        with cf.ThreadPoolExecutor(max_workers=max(1, min(64, len(lanes)))) as pool:
-            list(pool.map(run, lanes))
-    finally:
-        asks.shutdown(wait=False, cancel_futures=True)
+    for t in [_daemon(run, lane) for lane in lanes]:
+        while t.is_alive():
+            t.join(_WAIT_STEP_S)
     return answers
+
+
+_WAIT_STEP_S = 0.2  # s between two looks at the lanes: how soon a signal is acted on
+
+
+def _daemon(target: Callable[..., None], *args: Any) -> threading.Thread:
+    t = threading.Thread(target=target, args=args, name="gpuprobe-fleet-ask", daemon=True)
+    t.start()
+    return t
 
 
 def per_worker(
@@ -181,10 +220,31 @@ def _answered(got: Any) -> bool:
     return isinstance(got, dict) and "report" in got
 
 
-def _reports(answers: dict[str, Any]) -> dict[str, DoctorReport | None]:
-    """The doctor report in each worker's answer, read once (None: it gave none)."""
-    return {a: DoctorReport.from_dict(g["report"]) if _answered(g) else None
-            for a, g in answers.items()}  # fmt: skip
+def read_reports(
+    answers: dict[str, Any], record: type[R], what: str
+) -> tuple[dict[str, Any], dict[str, R | None]]:
+    """Each worker's answer read once: (the answers, with any that is not ``what`` — a report
+    of type ``record`` that reads back, a host name, a time — replaced by a :class:`BadAnswer`
+    saying why; the report of each, None for one that gave none). One malformed answer is its
+    worker's error; the other workers' reports are kept."""
+    checked: dict[str, Any] = {}
+    reports: dict[str, R | None] = {}
+    for addr, got in answers.items():
+        report = None
+        if _answered(got):
+            try:
+                report = record.from_dict(got["report"])
+                if not isinstance(got.get("host", ""), str):
+                    raise TypeError(f"host: {type(got['host']).__name__}, not a name")
+                float(got.get("elapsed_s") or 0.0)
+            except Exception as exc:
+                report = None
+                why = strip_control(f"{type(exc).__name__}: {exc}")[:200]
+                got = BadAnswer(f"its answer is not a {what} ({why})")
+        elif not isinstance(got, BaseException):
+            got = BadAnswer(f"its answer is not a {what} (a {type(got).__name__})")
+        checked[addr], reports[addr] = got, report
+    return checked, reports
 
 
 def _findings(report: DoctorReport | None) -> tuple[tuple[str, str], ...]:
@@ -227,7 +287,9 @@ def _worker_row(
             status, error = failure(ran)
             row.update(status=status, error=f"in the kernel checks: {error}", report=None)
     r = NodeResult(**row)
-    return (r.status, tuple(sorted(r.config.items())), _findings(env), _findings(full)), r
+    # workers that failed alike share a row; each with an error of its own has its own
+    key = (r.status, r.error, tuple(sorted(r.config.items())), _findings(env), _findings(full))
+    return key, r
 
 
 def _rows(
@@ -241,8 +303,9 @@ def _rows(
     worker. ``env``: each worker's environment answer (``env_reports``: their reports);
     ``kernels``: each kernel runner's full doctor; ``runner_of``: each worker -> the worker
     whose kernels stand for it."""
+    kernels, kernel_reports = read_reports(kernels, DoctorReport, "doctor report")
     kernel_s = {a: float(k.get("elapsed_s") or 0.0) for a, k in kernels.items() if _answered(k)}
-    reports = (env_reports, _reports(kernels))
+    reports = (env_reports, kernel_reports)
     per_host = [_worker_row(f, workers, reports, kernels, runner_of.get(f[0]))
                 for f in per_worker(workers, env)]  # fmt: skip
     rows: list[NodeResult] = []
@@ -313,14 +376,48 @@ def _groups(rows: list[NodeResult]) -> tuple[ConfigGroup, ...]:
 @contextlib.contextmanager
 def session(cluster: Any, connect_timeout: float) -> Iterator[tuple[Any, str, dict[str, Any]]]:
     """The client (:func:`connect`), the scheduler's address and its workers
-    (:func:`workers_of`); a client opened here is closed on the way out."""
-    client, owned = connect(cluster, connect_timeout)
-    try:
-        yield client, str(client.scheduler.address), workers_of(client)
-    finally:
-        if owned:
-            with contextlib.suppress(Exception):
-                client.close(timeout=5)
+    (:func:`workers_of`); a client opened here is closed on the way out, in at most
+    :data:`~gpuprobe.platform.cluster.CLOSE_TIMEOUT_S` (half a second after Ctrl-C or
+    SIGTERM). Dask's own loggers are quiet meanwhile (:func:`~gpuprobe.platform.cluster.
+    quiet_dask`): what went wrong is said in gpuprobe's words."""
+    from gpuprobe.platform.cluster import (
+        CLOSE_INTERRUPTED_S,
+        CLOSE_TIMEOUT_S,
+        close_client,
+        quiet_dask,
+    )
+
+    with quiet_dask() as keep_quiet:
+        client, owned = connect(cluster, connect_timeout)
+        limit = CLOSE_INTERRUPTED_S
+        try:
+            yield client, str(client.scheduler.address), workers_of(client)
+            limit = CLOSE_TIMEOUT_S
+        except Exception as exc:
+            from gpuprobe.platform.cluster import SchedulerLost
+
+            limit = CLOSE_INTERRUPTED_S if isinstance(exc, SchedulerLost) else CLOSE_TIMEOUT_S
+            raise
+        finally:  # a KeyboardInterrupt or the CLI's stop: closed in half a second at most
+            if owned and not close_client(client, limit):
+                keep_quiet()  # its thread goes on (reconnecting): its logs are not the user's
+
+
+def check_scheduler(address: str, workers: dict[str, Any], answers: dict[str, Any]) -> None:
+    """A :class:`~gpuprobe.platform.cluster.SchedulerLost` naming the scheduler when workers'
+    answers were lost and the scheduler no longer answers: it died, not they."""
+    if not any(isinstance(g, BaseException) and failure(g)[0] == "lost" for g in answers.values()):
+        return
+    from gpuprobe.platform.cluster import SchedulerLost, scheduler_gone
+
+    why = scheduler_gone(address)
+    if why is not None:
+        answered = sum(1 for g in answers.values() if not isinstance(g, BaseException))
+        raise SchedulerLost(
+            f"the scheduler at {address} went away during the run ({why}); "
+            f"{answered} of {len(workers)} worker(s) had answered. Start it again "
+            "(dask scheduler) and its workers, then run this again"
+        )
 
 
 _HOW = {"at-once": "", "per-host": ", a host's one at a time", "one-at-a-time": ", one at a time"}
@@ -344,7 +441,9 @@ def ask_every_worker(
     with session(cluster, connect_timeout) as (client, address, workers):
         if progress:
             progress(f"{what} on {len(workers)} worker(s){_HOW[order]}")
-        return address, workers, gather(client, lanes(workers, order), fn, args, node_timeout)
+        answers = gather(client, lanes(workers, order), fn, args, node_timeout)
+        check_scheduler(address, workers, answers)
+        return address, workers, answers
 
 
 def _runners(
@@ -377,7 +476,8 @@ def fleet_doctor(
         if progress:
             progress(f"environment on {len(workers)} worker(s)")
         env = gather(client, lanes(workers, "at-once"), node_doctor, (quick, False), node_timeout)
-        env_reports = _reports(env)
+        check_scheduler(address, workers, env)
+        env, env_reports = read_reports(env, DoctorReport, "doctor report")
         runner_of = {} if run_kernels is False else _runners(workers, env_reports)
         kernels: dict[str, Any] = {}
         if runner_of:
@@ -386,6 +486,7 @@ def fleet_doctor(
                 progress(f"kernels on {len(todo)} worker(s){_HOW['per-host']}")
             kernels = gather(client, lanes(todo, "per-host"), node_doctor, (quick, True),
                              node_timeout)  # fmt: skip
+            check_scheduler(address, todo, kernels)
     rows = _rows(workers, env, kernels, runner_of, env_reports)
     return FleetDoctorReport(
         scheduler=address,

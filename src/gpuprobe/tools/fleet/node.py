@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FLEET_SIZES", "FLEET_WORKLOADS", "in_thread", "node_bench", "node_doctor"]
+__all__ = ["FLEET_SIZES", "FLEET_WORKLOADS", "RAISED", "in_thread", "node_bench", "node_doctor"]
 
 _first_call = [True]
+RAISED = "gpuprobe_raised"  # the key of an answer that stands for an exception on the worker
 
 
 def _start() -> float:
@@ -51,7 +52,12 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     worker removed as dead. A coroutine function is awaited on the loop, which stays free."""
     import asyncio
 
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    except Exception as exc:
+        # as plain data: the exception itself would cross the wire pickled, and a class only
+        # the worker can import (pynvml's, a site package's) reaches the client as bytes
+        return {RAISED: type(exc).__name__, "message": str(exc)[:2000]}
 
 
 def node_doctor(quick: bool, run_kernels: bool | None) -> dict[str, Any]:

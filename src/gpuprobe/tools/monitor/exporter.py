@@ -16,11 +16,18 @@ import contextlib
 import errno
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from gpuprobe.core.text import url_host
 from gpuprobe.platform.hardware.types import CLOCK_EVENT_REASONS, Gpu, encode_clock_event_reasons
+from gpuprobe.tools.monitor.hosts import (
+    BAD_REQUEST,
+    HOST_REFUSED,
+    HostCheck,
+    check_listen_host,
+    request_host,
+)
 from gpuprobe.tools.monitor.records import Sample
 from gpuprobe.tools.monitor.sampler import NvmlFactory, Sampler
 
@@ -76,6 +83,45 @@ class GpuprobeCollector:
         with self._lock:
             self._latest = sample
 
+    def gpu_errors(self) -> dict[int, str]:
+        """GPU index -> the NVML error that makes it unreadable now (``NVMLError_GpuIsLost``
+        for a card that fell off the bus), for every GPU the sampler cannot read: one it could
+        not open, and one NVML lost after the exporter started."""
+        out = {g.index: g.nvml_error for g in self.sampler.gpus if g.nvml_error}
+        live = getattr(self.sampler.session, "device_errors", None)
+        if isinstance(live, dict):
+            out.update({int(k): str(v) for k, v in dict(live).items()})
+        return out
+
+    def nvml_status(self) -> str:
+        """``gpuprobe_nvml_up``'s status: the driver's (ok, no-library, no-gpu, …), or
+        ``gpu-lost`` / ``gpu-unreadable`` when NVML works but a GPU cannot be read."""
+        status = self.sampler.driver.status
+        if status != "ok":
+            return status
+        errors = self.gpu_errors()
+        if any(e == "NVMLError_GpuIsLost" for e in errors.values()):
+            return "gpu-lost"
+        return "gpu-unreadable" if errors else "ok"
+
+    def unreadable_notes(self, said: Collection[int] = ()) -> dict[int, str]:
+        """For each GPU NVML cannot read now that is not in ``said``: one line for a person
+        (what happened, where it shows in /metrics, the fix)."""
+        from gpuprobe.platform.hardware.nvml import lost_gpu_fix
+
+        out = {}
+        for index, error in sorted(self.gpu_errors().items()):
+            if index in said:
+                continue
+            lost = error == "NVMLError_GpuIsLost"
+            out[index] = (
+                f"gpuprobe export: GPU {index} {'is lost' if lost else 'cannot be read'} "
+                f"({error}): its series are no longer served; gpuprobe_gpu_up is 0 for it, "
+                f"gpuprobe_nvml_up status {self.nvml_status()}."
+                + (f" {lost_gpu_fix(index)}" if lost else "")
+            )
+        return out
+
     def collect(self) -> Iterator[Any]:
         """Build every metric family from the latest sample (called per scrape)."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -85,16 +131,27 @@ class GpuprobeCollector:
             self.scrapes += 1
         gpus = {g.index: g for g in self.sampler.gpus}
         host_l = ["Hostname"]
+        errors = self.gpu_errors()
+        status = self.nvml_status()
         up = GaugeMetricFamily(
             "gpuprobe_nvml_up",
-            "1 when NVML works and GPUs are read.",
+            "1 when NVML works and every GPU is read; 0 with the reason in status (gpu-lost: "
+            "a GPU fell off the bus, see gpuprobe_gpu_up).",
             labels=["Hostname", "status"],
         )
-        up.add_metric(
-            [self.hostname, self.sampler.driver.status],
-            1.0 if self.sampler.driver.status == "ok" else 0.0,
-        )
+        up.add_metric([self.hostname, status], 1.0 if status == "ok" else 0.0)
         yield up
+        if gpus:
+            gpu_up = GaugeMetricFamily(
+                "gpuprobe_gpu_up",
+                "1 when this GPU is read; 0 when NVML cannot read it (the NVML error in error; "
+                "its other series are absent then).",
+                labels=[*_GPU_LABELS, "error"],
+            )
+            for index, card in sorted(gpus.items()):
+                err = errors.get(index, "")
+                gpu_up.add_metric([*_labels(card, index, self.hostname), err], 0.0 if err else 1.0)
+            yield gpu_up
         count = GaugeMetricFamily(
             "DCGM_FI_DEV_COUNT", "Number of Devices on the node.", labels=host_l
         )
@@ -319,7 +376,9 @@ class MetricsServer:
     with no timeout.
     """
 
-    def __init__(self, host: str, port: int, registry: Any) -> None:
+    def __init__(
+        self, host: str, port: int, registry: Any, allow_hosts: tuple[str, ...] = ()
+    ) -> None:
         import selectors
         from concurrent.futures import ThreadPoolExecutor
 
@@ -330,6 +389,8 @@ class MetricsServer:
         self._sock.setblocking(False)
         self.server_address = self._sock.getsockname()
         self.server_port: int = self.server_address[1]
+        self.host_check = HostCheck(host, str(self.server_address[0]), allow_hosts)
+        self.refused_hosts = 0  # requests refused for their Host header
         self._handler = _in_memory(MetricsHandler.factory(registry))
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._sock, selectors.EVENT_READ)
@@ -394,7 +455,13 @@ class MetricsServer:
             self._sel.unregister(c.sock)
             self._reply(c, _TOO_LARGE)
         elif _request_complete(c.inbox, before):
-            self._sel.unregister(c.sock)  # a worker has it until its answer is built
+            self._sel.unregister(c.sock)
+            named = request_host(bytes(c.inbox))
+            if not self.host_check.allows(named):
+                self.refused_hosts += 1
+                self._reply(c, BAD_REQUEST if named is False else HOST_REFUSED)
+                return
+            # a worker has it until its answer is built
             c.busy = True
             self._pool.submit(self._answer, c, bytes(c.inbox))
 
@@ -508,11 +575,16 @@ def serve(
     hz: float = 1.0,
     pcie_throughput: bool = False,
     nvml: NvmlFactory | None = None,
+    allow_hosts: tuple[str, ...] = (),
 ) -> tuple[Any, Sampler, GpuprobeCollector]:
     """Start the sampler and an HTTP server for ``/metrics`` (:class:`MetricsServer`); return
-    (server, sampler, collector). ``port=0`` picks a free port (``server.server_port``). Stop
-    with ``server.shutdown(); sampler.close()``."""
+    (server, sampler, collector). ``port=0`` picks a free port (``server.server_port``).
+    ``allow_hosts``: more names its requests may give as their Host (:class:`HostCheck`). An
+    empty ``host`` is a :class:`~gpuprobe.core.errors.UsageError`. Stop with
+    ``server.shutdown(); sampler.close()``."""
     from prometheus_client import CollectorRegistry
+
+    host = check_listen_host(host)
 
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
     sampler = Sampler(hz=hz, pcie_throughput=pcie_throughput, **kwargs)
@@ -522,7 +594,7 @@ def serve(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
-        server = MetricsServer(host, port, registry)
+        server = MetricsServer(host, port, registry, tuple(allow_hosts))
     except OSError as exc:
         sampler.close()
         from gpuprobe.core.errors import UsageError

@@ -336,6 +336,25 @@ def _resolve_devices(devices: str | Sequence[int] | None) -> tuple[str, tuple[in
     return "gpu", ids
 
 
+WORKER_PRELOAD = "gpuprobe.platform.cluster_worker"  # imported by each worker process started here
+INTERRUPTED_CLOSE_S = 0.5  # s the client and the cluster have to close after Ctrl-C or SIGTERM
+
+
+def _kill_workers(cluster: Any) -> None:
+    """SIGKILL every worker process of a LocalCluster started here (a nanny's child); never
+    raises."""
+    import os
+    import signal
+
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        with contextlib.suppress(Exception):
+            nanny.auto_restart = False  # a killed worker is not started again
+        pid = getattr(getattr(nanny, "process", None), "pid", None)
+        if isinstance(pid, int) and pid > 0:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
 class Engine:
     """A Dask client plus what it took to get it; close it (or use ``with``) to tear down what it
     started. An existing cluster is never closed."""
@@ -362,8 +381,22 @@ class Engine:
         """See :func:`release_memory`."""
         release_memory(self.client)
 
-    def close(self) -> None:
-        """Close the client and cluster this engine started; restore this process's BLAS."""
+    def close(self, interrupted: bool = False) -> None:
+        """Close the client and cluster this engine started; restore this process's BLAS.
+        ``interrupted`` (Ctrl-C, SIGTERM): the worker processes this engine started are killed
+        first, and the rest is given at most :data:`INTERRUPTED_CLOSE_S` (a graceful close of a
+        LocalCluster takes 2-4 s, the process is about to exit, and its workers would die with
+        it)."""
+        if interrupted and self._cluster is not None:
+            _kill_workers(self._cluster)
+            from gpuprobe.platform.cluster import close_client, quiet_dask
+
+            cluster, self._cluster = self._cluster, None
+            with quiet_dask(also=("asyncio",)) as keep_quiet:
+                keep_quiet()  # its threads go on a moment: their logs are not the user's
+                if self._close_client:
+                    close_client(self.client, INTERRUPTED_CLOSE_S)
+                close_client(cluster, INTERRUPTED_CLOSE_S)
         if self._close_client:
             with contextlib.suppress(Exception):
                 self.client.close()
@@ -379,8 +412,9 @@ class Engine:
     def __enter__(self) -> Engine:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # KeyboardInterrupt, or the command line's stop on SIGTERM: not an Exception
+        self.close(interrupted=kind is not None and not issubclass(kind, Exception))
 
     def __repr__(self) -> str:
         i = self.info
@@ -500,6 +534,8 @@ def open_engine(
             host="127.0.0.1" if processes else None,
             dashboard_address="127.0.0.1:0",  # a free port, this machine only
             silence_logs=40,  # logging.ERROR: a restarted worker is reported in the result
+            # each worker process ignores Ctrl-C: gpuprobe stops them (issue 41 #1)
+            **({"preload": [WORKER_PRELOAD]} if processes else {}),
         )
         name = "LocalCluster"
         limiter = None if processes else _limit_blas(blas)

@@ -213,11 +213,13 @@ def _held_by_workers(client: Any, problem: Problem, workers: Sequence[str] | Non
         a_in = a_in.map_blocks(_aligned, dtype=a_in.dtype)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
-        a, b = client.persist([a_in, problem.b], workers=list(workers) if workers else None)
-    import distributed
+        a, b = client.persist([a_in, problem.b], workers=list(workers) if workers else None,
+                              allow_other_workers=True)  # fmt: skip
+    from gpuprobe.tools.scale.waits import wait_for
 
-    with client.as_current():
-        distributed.wait([a, b])
+    wait_for(
+        client, [a, b], timeout=PASS_TIMEOUT_S, workers=workers, what="sending A to the workers"
+    )
     return Problem(A=a, b=b, source=problem.source, on_gpu=problem.on_gpu)
 
 
@@ -509,7 +511,9 @@ def _compare_reference(
         return {}, {}
     ref_s = None
     if isinstance(opts.reference, str):
-        x_ref, ref_s, why = _numpy_reference(s)
+        from gpuprobe.tools.scale.waits import in_daemon
+
+        x_ref, ref_s, why = in_daemon(_numpy_reference, s)
         ref_name = "numpy.linalg.lstsq"
         if x_ref is None:
             return {"reference": ref_name}, {"reference": ref_name, "reference_skipped": why}

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuprobe.core.errors import GpuprobeError, InputError
+from gpuprobe.core.errors import InputError
 from gpuprobe.core.records import Record
 from gpuprobe.tools.scale.dense import (
     _Cholesky,
@@ -33,7 +33,6 @@ from gpuprobe.tools.scale.dense import (
     _kappa_from_cholesky,
     _kappa_from_gram,
 )
-from gpuprobe.tools.scale.engine import workers_state
 from gpuprobe.tools.scale.kernels import (
     _gram_block,
     _host,
@@ -217,24 +216,13 @@ class _Session(_Passes):
             # in-memory input rides in the graph: free in-process, and sent once (persisted)
             # to other processes before the solve starts
             warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
-            if self.workers:
-                fut = self.client.compute(obj, workers=self.workers, allow_other_workers=False)
+            if self.workers:  # preferred, not pinned: a worker that dies is replaced
+                fut = self.client.compute(obj, workers=self.workers, allow_other_workers=True)
             else:
                 fut = self.client.compute(obj)
-        import asyncio
+        from gpuprobe.tools.scale.waits import wait_for
 
-        import distributed
-
-        try:
-            with self.client.as_current():  # the client may not be the default one
-                distributed.wait(fut, timeout=self.timeout)
-        except (TimeoutError, asyncio.TimeoutError):
-            self.client.cancel(fut)
-            raise GpuprobeError(
-                f"a pass over A did not finish in {self.timeout:g} s; the workers: "
-                f"{workers_state(self.client)}. A paused worker is over its memory limit: use "
-                "smaller row blocks (chunk_rows=...), more workers or more memory per worker"
-            ) from None
+        wait_for(self.client, fut, timeout=self.timeout, workers=self.workers)
         return self.client.gather(fut)
 
     def reduce(self, func: Callable[..., Any], combine: Callable[..., Any], *extra: Any) -> Any:

@@ -7,8 +7,8 @@ lazily, block by block, on the workers, so they may be larger than memory:
 - ``.npy``: a read-only memory map opened on the worker (``numpy.load(mmap_mode="r")``); the graph
   holds the path, never the data. Pickled (object) arrays are refused.
 - Zarr: a store or group (``dask.array.from_zarr``); a group holds arrays ``A`` and ``b``.
-- Parquet (a file or a directory of files): one block per row group, read with pyarrow, numeric
-  columns only.
+- Parquet (a file or a directory of files): row groups coalesced into blocks of ~128 MiB, read
+  with pyarrow, numeric columns only.
 
 For a file holding one 2-D array (``.npy``, a Zarr array), the last column is ``b`` unless a
 separate target is given; for Parquet, ``target`` names the column (default: the last one).
@@ -233,9 +233,35 @@ def _read_parquet_rows(path: str, row_group: int, columns: list[str]) -> np.ndar
     return np.column_stack(cols) if cols else np.empty((table.num_rows, 0))
 
 
+def _read_parquet_pieces(pieces: list[tuple[str, int]], columns: list[str]) -> np.ndarray:
+    """Run on a worker: several (file, row group) pieces' ``columns``, one after the other, as
+    one float64 matrix (:func:`_read_parquet_rows` each)."""
+    parts = [_read_parquet_rows(path, rg, columns) for path, rg in pieces]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+def _coalesce(
+    pieces: list[tuple[str, int, int]], target_rows: int
+) -> list[list[tuple[str, int, int]]]:
+    """(file, row group, rows) pieces, in order, grouped into runs of at most ``target_rows``
+    rows (a piece larger than that is a run of its own): 10,000 small files are a few blocks,
+    not 10,000 (one task each: 7 min 20 s and 916 MB for 4 MB of data, issue 40)."""
+    runs: list[list[tuple[str, int, int]]] = []
+    rows = 0
+    for piece in pieces:
+        if runs and rows + piece[2] <= target_rows:
+            runs[-1].append(piece)
+            rows += piece[2]
+        else:
+            runs.append([piece])
+            rows = piece[2]
+    return runs
+
+
 def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> Any:
     """Numeric ``columns`` (default: all) of a Parquet file or directory as a lazy float64 dask
-    array, one block per row group."""
+    array: its row groups, in order, coalesced into blocks of about
+    :data:`CHUNK_TARGET_BYTES` (one block per row group when they are that large already)."""
     _need_pyarrow(path)
     import dask
     import dask.array as da
@@ -260,7 +286,7 @@ def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = N
     ]
     if bad:
         raise InputError(f"{path}: column(s) {bad} are not numeric; select numeric columns")
-    blocks = []
+    pieces: list[tuple[str, int, int]] = []
     for f, pf in zip(files, opened, strict=True):
         lacking = [c for c in names if c not in pf.schema_arrow.names]
         if lacking:
@@ -270,10 +296,14 @@ def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = N
         meta = pf.metadata
         for rg in range(meta.num_row_groups):
             rows = meta.row_group(rg).num_rows
-            if rows == 0:
-                continue
-            task = dask.delayed(_read_parquet_rows, pure=True)(os.fspath(f), rg, names)
-            blocks.append(da.from_delayed(task, shape=(rows, len(names)), dtype=np.float64))
+            if rows > 0:
+                pieces.append((os.fspath(f), rg, rows))
+    target_rows = max(1, CHUNK_TARGET_BYTES // (8 * max(1, len(names))))
+    blocks = []
+    for run in _coalesce(pieces, target_rows):
+        task = dask.delayed(_read_parquet_pieces, pure=True)([(p, rg) for p, rg, _ in run], names)
+        rows = sum(r for _, _, r in run)
+        blocks.append(da.from_delayed(task, shape=(rows, len(names)), dtype=np.float64))
     if not blocks:
         raise InputError(f"{path}: the Parquet data has no rows")
     return da.concatenate(blocks, axis=0)

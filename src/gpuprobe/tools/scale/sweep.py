@@ -52,7 +52,9 @@ from gpuprobe.tools.scale.lstsq import (
 )
 from gpuprobe.tools.scale.model import Baseline, ScaleResult, ScaleRow
 from gpuprobe.tools.scale.rules import RULES_SWEEP, SweepFacts
+from gpuprobe.tools.scale.solvers import PASS_TIMEOUT_S
 from gpuprobe.tools.scale.sources import default_chunk_rows, read_problem
+from gpuprobe.tools.scale.waits import in_daemon, wait_for
 
 __all__ = [
     "PROBLEMS",
@@ -125,7 +127,9 @@ def _numpy_baseline(
             f"{REFERENCE_MEMORY_FRACTION:.0%} of the {gib(avail, 1)} free"
         )
         return Baseline("numpy.linalg.lstsq", None, note=note), None
-    a_np, b_np = client.gather(client.compute([a, b]))
+    futures = client.compute([a, b])
+    wait_for(client, futures, timeout=PASS_TIMEOUT_S, what="gathering A for numpy")
+    a_np, b_np = client.gather(futures)
     a_np = np.asarray(a_np, dtype=np.float64)
     b_np = np.asarray(b_np, dtype=np.float64)
     bad_a, bad_b = int((~np.isfinite(a_np)).sum()), int((~np.isfinite(b_np)).sum())
@@ -178,13 +182,17 @@ def _dask_baseline(
     try:
         x, *_ = da.linalg.lstsq(a, b)
         t0 = time.perf_counter()
-        x_np = np.asarray(client.compute(x, workers=subset, allow_other_workers=False).result())
+        fut = client.compute(x, workers=subset, allow_other_workers=True)
+        wait_for(client, fut, timeout=PASS_TIMEOUT_S, workers=subset, what=name)
+        x_np = np.asarray(fut.result())
         took = time.perf_counter() - t0
     except ImportError as exc:
         return Baseline(name, None, note=f"needs {exc.name or 'scipy'}: pip install scipy")
     except ValueError as exc:
         return Baseline(name, None, note=f"refused these chunks: {exc}")
-    resid = float(client.compute(da.linalg.norm(b - a @ x_np)).result())
+    fut = client.compute(da.linalg.norm(b - a @ x_np))
+    wait_for(client, fut, timeout=PASS_TIMEOUT_S, what=f"{name}'s residual")
+    resid = float(fut.result())
     err = None if x_ref is None else float(np.linalg.norm(x_np - x_ref) / np.linalg.norm(x_ref))
     return Baseline(name, took, len(subset), None, resid, err)
 
@@ -260,7 +268,7 @@ def scale_lstsq(
         x_ref = None
         if compare_numpy:
             say("numpy.linalg.lstsq on the gathered data")
-            base, x_ref = _numpy_baseline(a, b, client, repeats)
+            base, x_ref = in_daemon(_numpy_baseline, a, b, client, repeats)
             baselines.append(base)
         results: list[ScaleRow] = []
         deficient: Finding | None = None  # the first solve's lstsq-rank-deficient finding
@@ -269,11 +277,10 @@ def scale_lstsq(
             held = input is None  # synthetic data is made once per count and held; files are read
             if held:  # fresh keys per count, so the blocks are spread over these workers only
                 a_w, b_w = synthetic_problem(m, n, problem, cond, seed, chunk_rows, sizes[-1], w)
-                a_w, b_w = client.persist([a_w, b_w], workers=subset, allow_other_workers=False)
-                from distributed import wait
-
-                with client.as_current():  # our client is not the default one
-                    wait([a_w, b_w])
+                # preferred, not pinned: a worker that dies is replaced, not waited for
+                a_w, b_w = client.persist([a_w, b_w], workers=subset, allow_other_workers=True)
+                wait_for(client, [a_w, b_w], timeout=PASS_TIMEOUT_S, workers=subset,
+                         what=f"making the problem on {w} worker(s)")  # fmt: skip
             else:
                 a_w, b_w = a, b
             for method in methods:
