@@ -151,3 +151,27 @@ def test_real_gpu_is_exported() -> None:
         sampler.close()
     assert len(m["DCGM_FI_DEV_GPU_UTIL"]) == len(sampler.gpus) >= 1
     assert all(s.labels["UUID"].startswith(("GPU-", "MIG-")) for s in m["DCGM_FI_DEV_FB_USED"])
+
+
+def test_the_gpus_energy_counter_is_served_in_joules(fake_nvml: Any) -> None:
+    """``gpuprobe_gpu_energy_joules_total``: NVML's counter (mJ) as a Prometheus counter in J,
+    through the real nvidia-ml-py over the fake library; none for a card without it."""
+    from gpuprobe.platform.hardware.nvml import nvml_session
+
+    fake_nvml("h200.json", energy_mj={0: [7_250_500]})
+    server, sampler, _ = serve("127.0.0.1", 0, hz=2.0, nvml=nvml_session)
+    try:
+        m = _scrape(server.server_port)
+    finally:
+        server.shutdown()
+        sampler.close()
+    (j,) = m["gpuprobe_gpu_energy_joules_total"]
+    assert j.value == 7250.5 and j.labels["modelName"] == "NVIDIA H200"
+    fake_nvml("h200.json")  # the same card, no counter
+    server, sampler, _ = serve("127.0.0.1", 0, hz=2.0, nvml=nvml_session)
+    try:
+        m = _scrape(server.server_port)
+    finally:
+        server.shutdown()
+        sampler.close()
+    assert "DCGM_FI_DEV_POWER_USAGE" in m and "gpuprobe_gpu_energy_joules_total" not in m

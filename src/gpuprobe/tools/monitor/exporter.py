@@ -194,6 +194,12 @@ class GpuprobeCollector:
             "GPU memory used by a process (bytes).",
             labels=[*_GPU_LABELS, "pid"],
         )
+        energy = CounterMetricFamily(
+            "gpuprobe_gpu_energy_joules",
+            "Energy the GPU used since its driver loaded (joules; NVML's total-energy counter, "
+            "Volta and newer; absent where the card has none).",
+            labels=_GPU_LABELS,
+        )
         psm = GaugeMetricFamily(
             "gpuprobe_gpu_process_sm_utilization_percent",
             "SM utilization of a process (%).",
@@ -220,6 +226,8 @@ class GpuprobeCollector:
                     reason_on.add_metric(
                         [*labels, name], 1.0 if name in gs.clock_event_reasons else 0.0
                     )
+            if gs.energy_mj is not None:
+                energy.add_metric(labels, gs.energy_mj / 1000.0)
             if gs.pcie_rx_kbs is not None:
                 pcie_rx.add_metric(labels, float(gs.pcie_rx_kbs))
             if gs.pcie_tx_kbs is not None:
@@ -232,6 +240,8 @@ class GpuprobeCollector:
         if s.gpus:  # a host without GPUs gets no empty GPU families
             yield from fams.values()
             yield from (total, fb_total, reasons, reason_on, pcie_rx, pcie_tx, pmem, psm)
+            if energy.samples:  # a card without the counter gets no empty family
+                yield energy
 
         cpu = GaugeMetricFamily(
             "gpuprobe_host_cpu_utilization_percent",
