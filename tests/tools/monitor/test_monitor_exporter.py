@@ -153,25 +153,23 @@ def test_real_gpu_is_exported() -> None:
     assert all(s.labels["UUID"].startswith(("GPU-", "MIG-")) for s in m["DCGM_FI_DEV_FB_USED"])
 
 
+def _scrape_once(nvml: Any) -> dict[str, list]:
+    server, sampler, _ = serve("127.0.0.1", 0, hz=2.0, nvml=nvml)
+    try:
+        return _scrape(server.server_port)
+    finally:
+        server.shutdown()
+        sampler.close()
+
+
 def test_the_gpus_energy_counter_is_served_in_joules(fake_nvml: Any) -> None:
     """``gpuprobe_gpu_energy_joules_total``: NVML's counter (mJ) as a Prometheus counter in J,
     through the real nvidia-ml-py over the fake library; none for a card without it."""
     from gpuprobe.platform.hardware.nvml import nvml_session
 
     fake_nvml("h200.json", energy_mj={0: [7_250_500]})
-    server, sampler, _ = serve("127.0.0.1", 0, hz=2.0, nvml=nvml_session)
-    try:
-        m = _scrape(server.server_port)
-    finally:
-        server.shutdown()
-        sampler.close()
-    (j,) = m["gpuprobe_gpu_energy_joules_total"]
+    (j,) = _scrape_once(nvml_session)["gpuprobe_gpu_energy_joules_total"]
     assert j.value == 7250.5 and j.labels["modelName"] == "NVIDIA H200"
     fake_nvml("h200.json")  # the same card, no counter
-    server, sampler, _ = serve("127.0.0.1", 0, hz=2.0, nvml=nvml_session)
-    try:
-        m = _scrape(server.server_port)
-    finally:
-        server.shutdown()
-        sampler.close()
+    m = _scrape_once(nvml_session)
     assert "DCGM_FI_DEV_POWER_USAGE" in m and "gpuprobe_gpu_energy_joules_total" not in m

@@ -31,11 +31,12 @@ def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
     return out
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="a pty stands in for the terminal")
-def test_q_quits_top_in_a_terminal() -> None:
+def _top_in_a_pty(term: str, frames: int) -> tuple[bytes, int]:
+    """``gpuprobe top`` on a pty with ``TERM=term``: what it showed by its ``frames``-th frame
+    (each read until a "Host" line), then ``q``; returns that output and the exit code."""
     master, slave = pty.openpty()
     e = env()
-    e.update(COLUMNS="100", LINES="40", TERM="xterm")
+    e.update(COLUMNS="100", LINES="40", TERM=term)
     proc = subprocess.Popen(
         gpuprobe_argv("top", "--interval", "0.2"),
         stdin=slave,
@@ -46,8 +47,10 @@ def test_q_quits_top_in_a_terminal() -> None:
     )
     os.close(slave)
     try:
-        first = _read_until(master, b"Host", 60)
-        assert b"Host" in first, first[-500:]
+        shown = _read_until(master, b"Host", 60)
+        for _ in range(frames - 1):
+            shown += _read_until(master, b"Host", 10)
+        assert b"Host" in shown, shown[-500:]
         os.write(master, b"q")
         code = proc.wait(timeout=20)  # without the key it runs until interrupted
     finally:
@@ -55,6 +58,12 @@ def test_q_quits_top_in_a_terminal() -> None:
             proc.kill()
             proc.wait()
         os.close(master)
+    return shown, code
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a pty stands in for the terminal")
+def test_q_quits_top_in_a_terminal() -> None:
+    _, code = _top_in_a_pty("xterm", 1)
     assert code == 0
 
 
@@ -111,28 +120,7 @@ def test_a_q_typed_during_any_wait_quits(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_top_on_a_dumb_terminal_prints_frames_and_q_quits() -> None:
     """TERM=dumb cannot redraw in place: each frame is printed (it used to be blank until the
     end) and ``q`` quits."""
-    master, slave = pty.openpty()
-    e = env()
-    e.update(COLUMNS="100", LINES="40", TERM="dumb")
-    proc = subprocess.Popen(
-        gpuprobe_argv("top", "--interval", "0.2"),
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=e,
-        close_fds=True,
-    )
-    os.close(slave)
-    try:
-        shown = _read_until(master, b"Host", 60)
-        shown += _read_until(master, b"Host", 10)  # a second frame after the first
-        os.write(master, b"q")
-        code = proc.wait(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
+    shown, code = _top_in_a_pty("dumb", 2)
     assert code == 0
     assert shown.count(b"Host") >= 2, shown[-500:]
     assert b"\x1b[?1049h" not in shown  # no alternate screen on a terminal that has none
