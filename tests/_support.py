@@ -62,3 +62,21 @@ def too_wide(text: str, width: int = 80) -> list[str]:
     return [
         line for line in text.splitlines() if len(line.rstrip()) > width and len(line.split()) > 1
     ]
+
+
+def stop_group(p: subprocess.Popen[str], sig: int) -> tuple[str, float]:
+    """Send ``sig`` to ``p``'s process group (started with ``start_new_session``), as a terminal
+    sends Ctrl-C to a job; return its stderr and the seconds it took to exit. A process that has
+    not exited within 60 s is killed, with its group, and the test fails."""
+    import signal
+    import time
+
+    try:
+        t0 = time.monotonic()
+        os.killpg(p.pid, sig)
+        _out, err = p.communicate(timeout=60)
+        return err, time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

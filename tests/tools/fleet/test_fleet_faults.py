@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from _support import stop_group
+
 pytest.importorskip("distributed")
 
 DASK = [sys.executable, "-m", "dask"]
@@ -170,10 +172,7 @@ def test_the_first_signal_stops_it_with_a_worker_hung(
             assert p.poll() is None, p.communicate()
             time.sleep(0.1)  # until the hung worker is in its doctor
         time.sleep(1.0)  # and the other workers have answered: only the hung one is in flight
-        t0 = time.monotonic()
-        os.killpg(p.pid, sig)
-        _out, err = p.communicate(timeout=60)
-        took = time.monotonic() - t0
+        err, took = stop_group(p, sig)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)

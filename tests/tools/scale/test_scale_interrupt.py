@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from _support import stop_group
+
 pytest.importorskip("distributed")
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -47,10 +49,7 @@ def test_ctrl_c_stops_the_sweep_in_one_line(
             time.sleep(0.2)
         time.sleep(after_s)  # into the phase
         assert p.poll() is None, p.communicate()
-        t0 = time.monotonic()
-        os.killpg(p.pid, signal.SIGINT)
-        _out, err = p.communicate(timeout=60)
-        took = time.monotonic() - t0
+        err, took = stop_group(p, signal.SIGINT)
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
