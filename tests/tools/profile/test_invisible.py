@@ -1,0 +1,78 @@
+"""``profile`` and ``run`` are invisible to the job (issue 40, group 1): the script's signal
+dispositions, its ``sys.path``, its forked children, its threads and its tracebacks are what they
+are without gpuprobe. Real scripts under the CPU build of torch; each test runs the command
+through the real CLI with a bound on its time, so that a hang fails instead of blocking."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+SCRIPTS = Path(__file__).parent / "scripts"
+PY = sys.executable
+BOUND_S = 120  # s: every command here takes seconds; a hang is a failure, not a wait
+
+
+def _gpuprobe(*args: str, cwd: Path = SCRIPTS, env: dict | None = None, **kw):
+    return subprocess.run(
+        [PY, "-m", "gpuprobe", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=BOUND_S,
+        **kw,
+    )
+
+
+def _statuses(out: Path) -> list[Path]:
+    return sorted((out / ".gpuprobe-profile").glob("proc-*.json"))
+
+
+def test_a_sigterm_handler_the_script_installs_during_the_window_is_kept(tmp_path, monkeypatch):
+    ckpt = tmp_path / "ckpt"
+    monkeypatch.setenv("CKPT", str(ckpt))
+    out = tmp_path / "p"
+    # the window (steps 10..16) is open when the script installs its handler at step 11
+    r = _gpuprobe("profile", "--json", "--out", str(out), "--", PY, "term_handler.py")
+    assert r.returncode == 0, r.stderr[-2000:]  # its handler ran: exit 0, not 143
+    assert ckpt.read_text() == "saved"
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 0 and len(doc["traces"]) == 1
+
+
+@pytest.mark.parametrize("fork_at", ["13", "25"], ids=["in-window", "after-window"])
+def test_forked_helpers_exit_and_leave_no_status(tmp_path, monkeypatch, fork_at):
+    monkeypatch.setenv("FORK_AT", fork_at)
+    monkeypatch.setenv("FORKS", "3")
+    out = tmp_path / "p"
+    r = _gpuprobe("profile", "--json", "--out", str(out), "--", PY, "forker.py")
+    assert r.returncode == 0, r.stderr[-2000:]
+    took = json.loads(r.stderr.split("children ", 1)[1].splitlines()[0])
+    assert len(took) == 3 and max(took) < 30  # each helper exited (it hung for ever before)
+    assert len(_statuses(out)) == 1  # the parent's only: the children are inert
+    doc = json.loads(r.stdout)
+    assert len(doc["traces"]) == 1 and doc["verdicts"] == []  # one trace, diagnosed once
+    assert doc["processes"][0]["steps"] == 30
+
+
+def test_two_hundred_forks_under_a_dormant_run_leave_one_status(tmp_path):
+    code = (
+        "import os, torch\n"
+        "for _ in range(200):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        raise SystemExit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "print('forked', flush=True)\n"
+    )
+    out = tmp_path / "r"
+    r = _gpuprobe("run", "--no-report", "--out", str(out), "--", PY, "-c", code)
+    assert r.returncode == 0 and "forked" in r.stdout, r.stderr[-2000:]
+    assert len(_statuses(out)) == 1
