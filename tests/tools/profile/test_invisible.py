@@ -76,3 +76,73 @@ def test_two_hundred_forks_under_a_dormant_run_leave_one_status(tmp_path):
     r = _gpuprobe("run", "--no-report", "--out", str(out), "--", PY, "-c", code)
     assert r.returncode == 0 and "forked" in r.stdout, r.stderr[-2000:]
     assert len(_statuses(out)) == 1
+
+
+def _ignoring(*names: str):
+    import signal
+
+    def ignore() -> None:
+        for name in names:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+    return ignore
+
+
+def test_ignored_sighup_and_sigint_reach_the_job_ignored(tmp_path):
+    code = (
+        "import os, signal\n"
+        "print(signal.getsignal(signal.SIGHUP).name, signal.getsignal(signal.SIGINT).name)\n"
+        "os.kill(os.getpid(), signal.SIGHUP)\n"
+        "print('survived the hang-up', flush=True)\n"
+    )
+    # as `nohup gpuprobe run ... &` from a script: SIGHUP and SIGINT ignored from the start
+    r = _gpuprobe(
+        "run",
+        "--no-report",
+        "--out",
+        str(tmp_path / "r"),
+        "--",
+        PY,
+        "-c",
+        code,
+        preexec_fn=_ignoring("SIGHUP", "SIGINT"),
+    )
+    assert r.returncode == 0, r.stderr[-2000:]  # 129 before: the job died at the hang-up
+    assert r.stdout.split("\n")[:2] == ["SIG_IGN SIG_IGN", "survived the hang-up"]
+
+
+@pytest.mark.parametrize("pythonpath", [":{other}", "{other}:"], ids=["leading", "trailing"])
+def test_an_empty_pythonpath_entry_still_means_the_working_directory(tmp_path, pythonpath):
+    work, other, scripts = tmp_path / "work", tmp_path / "other", tmp_path / "scripts"
+    for d in (work, other, scripts):
+        d.mkdir()
+    (work / "mine.py").write_text("WHERE = 'the working directory'\n")
+    (scripts / "job.py").write_text("import mine\nprint(mine.WHERE)\n")
+    env = {**__import__("os").environ, "PYTHONPATH": pythonpath.format(other=other)}
+    r = _gpuprobe(
+        "run",
+        "--no-report",
+        "--out",
+        str(tmp_path / "r"),
+        "--",
+        PY,
+        str(scripts / "job.py"),
+        cwd=work,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "the working directory"
+
+
+def test_the_users_sitecustomize_in_a_zip_on_pythonpath_still_runs(tmp_path):
+    import os
+    import zipfile
+
+    zipped = tmp_path / "site.zip"
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("sitecustomize.py", "WHO = 'the user'\n")
+    env = {**os.environ, "PYTHONPATH": str(zipped)}
+    code = "import sys; print(sys.modules['sitecustomize'].WHO)"
+    r = _gpuprobe("run", "--no-report", "--out", str(tmp_path / "r"), "--", PY, "-c", code, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "the user"  # gpuprobe's was the one imported, and no other
