@@ -146,3 +146,67 @@ def test_the_users_sitecustomize_in_a_zip_on_pythonpath_still_runs(tmp_path):
     r = _gpuprobe("run", "--no-report", "--out", str(tmp_path / "r"), "--", PY, "-c", code, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "the user"  # gpuprobe's was the one imported, and no other
+
+
+def test_sighup_to_gpuprobe_mid_window_writes_the_window_and_the_job_dies_by_it(tmp_path):
+    r = _gpuprobe(
+        "profile",
+        "--json",
+        "--out",
+        str(tmp_path / "p"),
+        "--",
+        PY,
+        "ends_mid_window.py",
+        env={**__import__("os").environ, "END": "hup_parent"},
+    )
+    assert r.returncode == 128 + 1 and "not ended" not in r.stderr  # SIGHUP, as before
+    doc = json.loads(r.stdout)
+    (window,) = doc["processes"][0]["windows"]
+    assert window["state"] == "cut short: SIGHUP" and len(doc["traces"]) == 1
+
+
+def test_os_exit_mid_window_is_said_as_unknown_not_as_sigkill(tmp_path):
+    r = _gpuprobe(
+        "profile",
+        "--json",
+        "--out",
+        str(tmp_path / "p"),
+        "--",
+        PY,
+        "ends_mid_window.py",
+        env={**__import__("os").environ, "END": "os_exit"},
+    )
+    assert r.returncode == 3
+    doc = json.loads(r.stdout)
+    assert doc["traces"] == []
+    (note,) = [n for n in doc["notes"] if "no trace" in n]
+    assert "how is not known" in note and "after at least" in note
+    assert "such as SIGKILL" not in note
+
+
+def test_the_scripts_own_traceback_has_no_gpuprobe_frame(tmp_path):
+    (tmp_path / "job.py").write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class D(Dataset):\n"
+        "    def __len__(self): return 10\n"
+        "    def __getitem__(self, i):\n"
+        "        if i == 3: raise ValueError('bad sample 3')\n"
+        "        return torch.ones(2)\n"
+        "m = torch.nn.Linear(2, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "m(torch.ones(2)).sum().backward(); opt.step()\n"
+        "for x in DataLoader(D()):\n"
+        "    pass\n"
+    )
+    plain = subprocess.run([PY, "job.py"], capture_output=True, text=True, cwd=tmp_path)
+    hooked = _gpuprobe(
+        "run", "--no-report", "--out", str(tmp_path / "r"), "--", PY, "job.py", cwd=tmp_path
+    )
+    assert plain.returncode == hooked.returncode == 1
+
+    def frames(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.strip().startswith("File ")]
+
+    assert "ValueError: bad sample 3" in hooked.stderr
+    assert frames(hooked.stderr) == frames(plain.stderr) and len(frames(plain.stderr)) >= 3
+    assert "_gpuprobe" not in hooked.stderr

@@ -38,6 +38,8 @@ import sys
 
 from _gpuprobe_parts import (
     Window,
+    _drop_own_frame,
+    _skip_kineto_teardown,
     call_before,
     env_int,
     is_dataloader_worker,
@@ -108,24 +110,6 @@ class _Loader:
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
-
-
-def _skip_kineto_teardown():
-    """In a forked child of a process whose window started Kineto: end the process, at C exit,
-    before Kineto's static destructors run. Its config loader's thread did not come along, and
-    destroying the condition variable that thread waited on hangs for ever (a fork()ed helper
-    would never exit). glibc's ``on_exit`` calls ``_exit(status)`` with the exit status Python
-    gave; the handlers registered before this one (Kineto's) are skipped, those after it (and
-    Python's own shutdown, which flushes its files) have run. Elsewhere: nothing."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        on_exit, end = libc.on_exit, libc._exit
-    except (OSError, AttributeError, ImportError):
-        return
-    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    on_exit(ctypes.cast(end, ctypes.c_void_p), None)
 
 
 class _Hook:
@@ -238,7 +222,11 @@ class _Hook:
             hook.optimizer_made = True
             if opt_cls.__dict__.get("__init__") is __init__:  # seen once: out of the way
                 opt_cls.__init__ = original_init
-            original_init(optimizer, *args, **kwargs)
+            try:
+                original_init(optimizer, *args, **kwargs)
+            except BaseException as exc:
+                _drop_own_frame(exc)
+                raise
 
         __init__.__wrapped__ = original_init
         opt_cls.__init__ = __init__
@@ -252,7 +240,11 @@ class _Hook:
                 hook.mode = "dataloader"  # the first batch begins step 0; each next one ends one
             elif hook.mode == "dataloader" and (hook.window or not hook.training()):
                 hook.boundary()  # a training loop's batches wait for its optimizer's steps
-            return original_next(it)
+            try:
+                return original_next(it)
+            except BaseException as exc:  # the script's own error: its traceback, not ours
+                _drop_own_frame(exc)
+                raise
 
         __next__.__wrapped__ = original_next
         base.__next__ = __next__
