@@ -6,6 +6,7 @@ through the real CLI with a bound on its time, so that a hang fails instead of b
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -210,3 +211,51 @@ def test_the_scripts_own_traceback_has_no_gpuprobe_frame(tmp_path):
     assert "ValueError: bad sample 3" in hooked.stderr
     assert frames(hooked.stderr) == frames(plain.stderr) and len(frames(plain.stderr)) >= 3
     assert "_gpuprobe" not in hooked.stderr
+
+
+def test_profile_later_lists_the_now_trace_among_its_files(tmp_path):
+    import os
+    import time
+
+    import gpuprobe
+
+    out, stop = tmp_path / "job", tmp_path / "stop"
+    env = {**os.environ, "STOP_FILE": str(stop)}
+    cmd = [PY, "-m", "gpuprobe", "profile", "--later", "--json", "--out", str(out), "--"]
+    job = subprocess.Popen(
+        [*cmd, PY, "long_job.py"],
+        env=env,
+        cwd=SCRIPTS,
+        stdout=subprocess.PIPE,
+        text=True,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        end = time.monotonic() + 60
+        while True:
+            with __import__("contextlib").suppress(OSError, ValueError):
+                if any(json.loads(f.read_text()).get("mode") for f in _statuses(out)):
+                    break
+            assert time.monotonic() < end and job.poll() is None
+            time.sleep(0.1)
+        now = gpuprobe.profile_now(out, steps=2)
+        (trace,) = now.traces
+    finally:
+        stop.write_text("")
+        stdout, err = job.communicate(timeout=BOUND_S)
+    assert job.returncode == 0, err[-2000:]
+    files = json.loads(stdout)["files"]
+    assert trace in files
+    assert str(Path(trace).parent / "diagnosis.html") in files
+
+
+def test_the_summary_shows_every_timeline_finding_it_counts(tmp_path):
+    r = _gpuprobe("profile", "--out", str(tmp_path / "p"), "--", PY, "-c", "print(1)")
+    assert r.returncode == 0
+    lines = r.stderr.splitlines()
+    (head,) = [i for i, line in enumerate(lines) if line.startswith("the run's timeline: ")]
+    counted = sum(int(n) for n in re.findall(r"(\d+) \w+", lines[head].split(": ", 1)[1]))
+    shown = [
+        line for line in lines[head + 1 :] if re.match(r"  (OK|INFO|WARN|FAIL|SKIPPED) ", line)
+    ]
+    assert counted >= 1 and len(shown) == counted

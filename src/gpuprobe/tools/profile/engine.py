@@ -67,8 +67,12 @@ def profile_command(
         files=tuple(str(f) for f in result.files),
         notes=tuple(result.notes),
     )
-    if settings.mode == "later":
-        return report
+    if settings.mode == "later":  # the traces that --now requests took meanwhile, and pages
+        taken = [
+            t for p in processes for w in p.windows if w.request is not None and (t := w.trace)
+        ]
+        pages = [p for t in taken if (p := Path(t).parent / "diagnosis.html").is_file()]
+        return replace(report, files=(*report.files, *map(str, dict.fromkeys([*taken, *pages]))))
     notes = (
         _why_no_trace(
             processes,
