@@ -132,6 +132,8 @@ def _stop_on_signals() -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return old
     for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            continue  # nohup's SIGHUP stays ignored, here and in what gpuprobe runs
         with contextlib.suppress(ValueError, OSError):
             old[sig] = signal.signal(sig, _raise_stopped)
     return old

@@ -270,6 +270,9 @@ def run_command(
         sampler.open()  # NVML first: its init can take a second without persistence mode
         if use_sigwait:
             for sig in FORWARDED_SIGNALS:  # a signal before the mask is in place is not lost
+                if signal.getsignal(sig) is signal.SIG_IGN:
+                    continue  # nohup's SIGHUP, a script's background job's SIGINT: the
+                    # command inherits the ignore across exec, as it would without gpuprobe
                 old_handlers[sig] = signal.signal(sig, lambda s, f: pending.append(s))
         try:
             proc = subprocess.Popen(cmd, executable=executable, env=env, **group_kwargs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -74,9 +75,23 @@ def profile_command(
         files=tuple(str(f) for f in result.files),
         notes=tuple(result.notes),
     )
-    if settings.mode == "later":
-        return report
-    notes = _why_no_trace(processes, settings, python_seen(result.timeline)) if not traces else []
+    if settings.mode == "later":  # the traces that --now requests took meanwhile, and pages
+        taken = [
+            t for p in processes for w in p.windows if w.request is not None and (t := w.trace)
+        ]
+        pages = [p for t in taken if (p := Path(t).parent / "diagnosis.html").is_file()]
+        return replace(report, files=(*report.files, *map(str, dict.fromkeys([*taken, *pages]))))
+    notes = (
+        _why_no_trace(
+            processes,
+            settings,
+            python_seen(result.timeline),
+            exit_code=result.exit_code,
+            leftovers=result.leftovers,
+        )
+        if not traces
+        else []
+    )
     report = replace(report, notes=(*report.notes, *notes))
     return diagnose_traces(report, traces, processes, out, write_verdict)
 
@@ -142,9 +157,21 @@ def python_seen(timeline: Path) -> int:
 
 
 def _why_no_trace(
-    processes: Sequence[ProfiledProcess], settings: HookSettings, pythons: int
+    processes: Sequence[ProfiledProcess],
+    settings: HookSettings,
+    pythons: int,
+    *,
+    exit_code: int | None = None,
+    leftovers: Sequence[int] = (),
 ) -> list[str]:
-    """One line per reason no trace was written, with what to do."""
+    """One line per reason no trace was written, with what to do. What the processes did not
+    say is said as unknown, never guessed."""
+    if leftovers and not any(p.exited for p in processes):
+        return [
+            f"gpuprobe: no trace yet: the command exited and left {len(leftovers)} process(es) "
+            f"running (pid {', '.join(map(str, leftovers[:4]))}; a detached child?): whether "
+            "they profile is not known; a window of theirs is written under traces/ when it ends"
+        ]
     if not processes:
         if pythons:
             return [
@@ -162,10 +189,14 @@ def _why_no_trace(
     for p in processes:
         unit = {"optimizer": "optimizer", "dataloader": "DataLoader"}.get(p.mode or "", "")
         if p.open_window and not p.exited:
+            how = "how is not known (SIGKILL, os._exit and a crash in native code leave no word)"
+            # the command itself (gpuprobe's child), killed by a signal: that signal, for sure
+            if exit_code is not None and exit_code > 128 and p.ppid == os.getpid():
+                with contextlib.suppress(ValueError):
+                    how = f"it was killed by {signal.Signals(exit_code - 128).name}"
             out.append(
-                f"gpuprobe: {p.name}: no trace: it was killed during its window (a signal "
-                "that skips Python's exit handlers, such as SIGKILL), after "
-                f"{p.steps} steps"
+                f"gpuprobe: {p.name}: no trace: it ended during its window without writing it, "
+                f"after at least {p.steps} steps (its last status); {how}"
             )
         elif p.aside:
             out.append(

@@ -96,8 +96,9 @@ def hook_env(
     ``PYTHONPATH`` and its settings in ``GPUPROBE_PROFILE``."""
     env = dict(os.environ if base is None else base)
     old = env.get("PYTHONPATH", "")
-    parts = [p for p in old.split(os.pathsep) if p and Path(p).resolve() != HOOK_DIR]
-    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), *parts])
+    # an empty entry means the working directory (":x", "x:"): kept, as every other one
+    parts = [p for p in old.split(os.pathsep) if not p or Path(p).resolve() != HOOK_DIR]
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), *parts]) if old else str(HOOK_DIR)
     cfg = {
         "dir": str(Path(out_dir).resolve()),
         "mode": settings.mode,

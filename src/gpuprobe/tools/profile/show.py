@@ -84,11 +84,12 @@ def print_profile(report: ProfileReport, console: object | None = None, **option
         render.terminal(v.diagnosis, con, verbose=bool(options.get("verbose")))
     run = report.run
     if run is not None and report.request is None:
-        problems = [f for f in run.findings if f.status in (Status.WARN, Status.FAIL)]
-        counts = status_counts(run.findings)
+        # every finding the count counts, worst first: a count says nothing by itself
+        order = (Status.FAIL, Status.WARN, Status.INFO, Status.OK, Status.SKIPPED)
+        shown = sorted(run.findings, key=lambda f: order.index(f.status))
         con.print()
-        con.print(escape(f"the run's timeline: {counts}"))
-        for f in problems[:4]:
+        con.print(escape(f"the run's timeline: {status_counts(run.findings)}"))
+        for f in shown:
             con.print(Hanging(f"  {f.status.value.upper()} ", Text(f"{f.id}: {f.title}")))
     if report.files:
         con.print(Hanging("files: ", ", ".join(_short(f) for f in report.files)))

@@ -176,7 +176,11 @@ def wrap_step(cls, hook):
 
     @functools.wraps(inner)
     def step(self, *args, **kwargs):
-        out = inner(self, *args, **kwargs)
+        try:
+            out = inner(self, *args, **kwargs)
+        except BaseException as exc:  # the script's own error: its traceback, not ours
+            _drop_own_frame(exc)
+            raise
         if hook.step_due:  # end_optimizer_step, inlined: this runs every step
             hook.step_due = False
             hook.boundary()
@@ -195,11 +199,42 @@ def call_before(cls, name, hook):
     def wrapper(prof, *args, **kwargs):
         if not hook.ours:
             hook.on_user_profiler()
-        return original(prof, *args, **kwargs)
+        try:
+            return original(prof, *args, **kwargs)
+        except BaseException as exc:
+            _drop_own_frame(exc)
+            raise
 
     wrapper.__wrapped__ = original
     wrapper._gpuprobe = True
     setattr(cls, name, wrapper)
+
+
+def _drop_own_frame(exc):
+    """Take the calling wrapper's frame off ``exc``'s traceback, so that the script's error reads
+    as it does without gpuprobe (no ``_gpuprobe_*.py`` line in it). A bare ``raise`` after this
+    adds no frame again (Python 3.11 and later; on 3.10 the wrapper's line stays)."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame is sys._getframe(1):
+        exc.__traceback__ = tb.tb_next
+
+
+def _skip_kineto_teardown():
+    """In a forked child of a process whose window started Kineto: end the process, at C exit,
+    before Kineto's static destructors run. Its config loader's thread did not come along, and
+    destroying the condition variable that thread waited on hangs for ever (a fork()ed helper
+    would never exit). glibc's ``on_exit`` calls ``_exit(status)`` with the exit status Python
+    gave; the handlers registered before this one (Kineto's) are skipped, those after it (and
+    Python's own shutdown, which flushes its files) have run. Elsewhere: nothing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        on_exit, end = libc.on_exit, libc._exit
+    except (OSError, AttributeError, ImportError):
+        return
+    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    on_exit(ctypes.cast(end, ctypes.c_void_p), None)
 
 
 def trace_name():

@@ -41,6 +41,8 @@ import sys
 
 from _gpuprobe_parts import (
     Window,
+    _drop_own_frame,
+    _skip_kineto_teardown,
     call_before,
     env_int,
     is_dataloader_worker,
@@ -60,6 +62,7 @@ POLL_S = 0.5  # s between looks at the request file
 STATUS_S = 5.0  # s between status refreshes while the steps go on
 ALIGN_STEPS = 8  # a rank's --now window starts at a multiple of this, so the ranks share steps
 FORMAT = 1  # of the status files
+CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the process
 
 _hook = None
 
@@ -147,7 +150,9 @@ class _Hook:
         self.tick_hook = None  # the global module forward pre-hook that ticks while one is due
         self.step_due = False  # the main optimizer stepped: the step ends when its step() returns
         self.final = False  # the last status is written: no other after it
-        self.old_term = None  # SIGTERM's handler before a window put gpuprobe's in
+        self.caught = {}  # signal -> gpuprobe's handler, put in while a window is open
+        self.inert = False  # a forked child: counts nothing, writes nothing, stops nothing
+        self.kineto = False  # a window has started torch.profiler (Kineto) in this process
 
     # -- torch is in --------------------------------------------------------------------------
 
@@ -164,6 +169,8 @@ class _Hook:
         except Exception as exc:  # a torch too old or too new for a hook: run unprofiled
             self._stand_aside(f"cannot hook into torch {version_of(torch)}: {exc!r}")
         atexit.register(self.on_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self.in_forked_child)
         mode = self.cfg.get("mode", "auto")
         if mode == "auto" and self.aside is None:
             if self.cfg.get("seconds"):
@@ -219,7 +226,11 @@ class _Hook:
             hook.optimizer_made = True
             if opt_cls.__dict__.get("__init__") is __init__:  # seen once: out of the way
                 opt_cls.__init__ = original_init
-            original_init(optimizer, *args, **kwargs)
+            try:
+                original_init(optimizer, *args, **kwargs)
+            except BaseException as exc:
+                _drop_own_frame(exc)
+                raise
 
         __init__.__wrapped__ = original_init
         opt_cls.__init__ = __init__
@@ -233,7 +244,11 @@ class _Hook:
                 hook.mode = "dataloader"  # the first batch begins step 0; each next one ends one
             elif hook.mode == "dataloader" and (hook.window or not hook.training()):
                 hook.boundary()  # a training loop's batches wait for its optimizer's steps
-            return original_next(it)
+            try:
+                return original_next(it)
+            except BaseException as exc:  # the script's own error: its traceback, not ours
+                _drop_own_frame(exc)
+                raise
 
         __next__.__wrapped__ = original_next
         base.__next__ = __next__
@@ -322,6 +337,7 @@ class _Hook:
             self.write_status()
             return
         try:
+            self.kineto = True
             self.window = Window(self, spec, seconds)
         except Exception as exc:
             self.window = None
@@ -333,39 +349,49 @@ class _Hook:
 
     def _catch_term(self):
         """While a window is open, SIGTERM (torchrun stopping the other ranks, a scheduler's
-        preemption) writes the steps recorded so far, then kills the process as before; only
-        when the script left SIGTERM to its default and the window is on the main thread."""
+        preemption), SIGHUP (a hang-up, gpuprobe passing one on) and SIGQUIT write the steps
+        recorded so far, then end the process by the same signal, as before; only a signal the
+        script left at its default (a handler or SIG_IGN of its own, or inherited, is kept),
+        and only when the window is on the main thread."""
         import signal
         import threading
 
         if threading.current_thread() is not threading.main_thread():
             return
-        try:
-            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-                return
+        for name in CAUGHT_SIGNALS:
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            try:
+                if signal.getsignal(signum) is not signal.SIG_DFL:
+                    continue
 
-            def on_term(signum, frame):
-                signal.signal(signum, signal.SIG_DFL)
-                self.old_term = None
-                try:
-                    self.on_exit("cut short: SIGTERM")
-                finally:
-                    os.kill(os.getpid(), signum)
+                def on_signal(signum, frame):
+                    signal.signal(signum, signal.SIG_DFL)
+                    self.caught.clear()
+                    try:
+                        self.on_exit("cut short: " + signal.Signals(signum).name)
+                    finally:
+                        os.kill(os.getpid(), signum)
 
-            signal.signal(signal.SIGTERM, on_term)
-            self.old_term = signal.SIG_DFL
-        except (ValueError, OSError):
-            pass
+                signal.signal(signum, on_signal)
+                self.caught[signum] = on_signal
+            except (ValueError, OSError):
+                pass
 
     def _restore_term(self):
-        if self.old_term is None:
+        """Put SIG_DFL back where gpuprobe's handler still is; a handler the script installed
+        since (its own checkpoint on SIGTERM) stays."""
+        if not self.caught:
             return
         import signal
 
-        # off the main thread the handler stays: it still ends the process as before
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(signal.SIGTERM, self.old_term)
-        self.old_term = None
+        caught, self.caught = self.caught, {}
+        for signum, ours in caught.items():
+            # off the main thread the handler stays: it still ends the process as before
+            with contextlib.suppress(ValueError, OSError):
+                if signal.getsignal(signum) is ours:
+                    signal.signal(signum, signal.SIG_DFL)
 
     def _close(self, how):
         window, self.window = self.window, None
@@ -434,6 +460,8 @@ class _Hook:
 
     def tick(self):
         """On the script's thread: open or close the window that is due."""
+        if self.inert:
+            return
         try:
             with self.lock:
                 due, self.due = self.due, None
@@ -523,7 +551,25 @@ class _Hook:
 
     # -- the end ---------------------------------------------------------------------------------
 
+    def in_forked_child(self):
+        """A ``fork()`` of this process (a helper, a DataLoader or multiprocessing worker): the
+        hook is inert in it. Its window is the parent's (Kineto's threads did not come along:
+        stopping it would hang), its lock may have been held by a thread that is gone, and it
+        writes no status: the child runs as it would without gpuprobe."""
+        import threading
+
+        self.inert = True
+        self.final = True
+        self.lock = threading.RLock()
+        self.window = self.pending = self.due = None
+        self.step_due = False
+        self._restore_term()
+        if self.windows or self.kineto:
+            _skip_kineto_teardown()
+
     def on_exit(self, how="cut short: the process exited"):
+        if self.inert:
+            return
         with self.lock:
             self.pending = None
             if self.step_due:

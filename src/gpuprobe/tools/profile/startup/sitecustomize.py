@@ -70,10 +70,14 @@ def _arm():
 def _chain():
     """Run the ``sitecustomize`` further along ``sys.path``, under its own name; its errors
     reach ``site`` as they would without gpuprobe. importlib is imported only when there is one
-    (a ``stat`` per entry of ``sys.path`` otherwise)."""
+    (a ``stat`` or two per entry of ``sys.path`` otherwise)."""
     names = ("sitecustomize.py", "sitecustomize.pyc", os.path.join("sitecustomize", "__init__.py"))
     path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    if not any(os.path.exists(os.path.join(p or os.curdir, n)) for p in path for n in names):
+    # a zip (or any file) on sys.path is read by zipimport: its sitecustomize is found below
+    if not any(
+        os.path.isfile(p) or any(os.path.exists(os.path.join(p or os.curdir, n)) for n in names)
+        for p in path
+    ):
         return
     import importlib.machinery
     import importlib.util

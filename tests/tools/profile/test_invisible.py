@@ -1,0 +1,261 @@
+"""``profile`` and ``run`` are invisible to the job (issue 40, group 1): the script's signal
+dispositions, its ``sys.path``, its forked children, its threads and its tracebacks are what they
+are without gpuprobe. Real scripts under the CPU build of torch; each test runs the command
+through the real CLI with a bound on its time, so that a hang fails instead of blocking."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+SCRIPTS = Path(__file__).parent / "scripts"
+PY = sys.executable
+BOUND_S = 120  # s: every command here takes seconds; a hang is a failure, not a wait
+
+
+def _gpuprobe(*args: str, cwd: Path = SCRIPTS, env: dict | None = None, **kw):
+    return subprocess.run(
+        [PY, "-m", "gpuprobe", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=BOUND_S,
+        **kw,
+    )
+
+
+def _statuses(out: Path) -> list[Path]:
+    return sorted((out / ".gpuprobe-profile").glob("proc-*.json"))
+
+
+def test_a_sigterm_handler_the_script_installs_during_the_window_is_kept(tmp_path, monkeypatch):
+    ckpt = tmp_path / "ckpt"
+    monkeypatch.setenv("CKPT", str(ckpt))
+    out = tmp_path / "p"
+    # the window (steps 10..16) is open when the script installs its handler at step 11
+    r = _gpuprobe("profile", "--json", "--out", str(out), "--", PY, "term_handler.py")
+    assert r.returncode == 0, r.stderr[-2000:]  # its handler ran: exit 0, not 143
+    assert ckpt.read_text() == "saved"
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 0 and len(doc["traces"]) == 1
+
+
+@pytest.mark.parametrize("fork_at", ["13", "25"], ids=["in-window", "after-window"])
+def test_forked_helpers_exit_and_leave_no_status(tmp_path, monkeypatch, fork_at):
+    monkeypatch.setenv("FORK_AT", fork_at)
+    monkeypatch.setenv("FORKS", "3")
+    out = tmp_path / "p"
+    r = _gpuprobe("profile", "--json", "--out", str(out), "--", PY, "forker.py")
+    assert r.returncode == 0, r.stderr[-2000:]
+    took = json.loads(r.stderr.split("children ", 1)[1].splitlines()[0])
+    assert len(took) == 3 and max(took) < 30  # each helper exited (it hung for ever before)
+    assert len(_statuses(out)) == 1  # the parent's only: the children are inert
+    doc = json.loads(r.stdout)
+    assert len(doc["traces"]) == 1 and doc["verdicts"] == []  # one trace, diagnosed once
+    assert doc["processes"][0]["steps"] == 30
+
+
+def test_two_hundred_forks_under_a_dormant_run_leave_one_status(tmp_path):
+    code = (
+        "import os, torch\n"
+        "for _ in range(200):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        raise SystemExit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "print('forked', flush=True)\n"
+    )
+    out = tmp_path / "r"
+    r = _gpuprobe("run", "--no-report", "--out", str(out), "--", PY, "-c", code)
+    assert r.returncode == 0 and "forked" in r.stdout, r.stderr[-2000:]
+    assert len(_statuses(out)) == 1
+
+
+def _ignoring(*names: str):
+    import signal
+
+    def ignore() -> None:
+        for name in names:
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+    return ignore
+
+
+def test_ignored_sighup_and_sigint_reach_the_job_ignored(tmp_path):
+    code = (
+        "import os, signal\n"
+        "print(signal.getsignal(signal.SIGHUP).name, signal.getsignal(signal.SIGINT).name)\n"
+        "os.kill(os.getpid(), signal.SIGHUP)\n"
+        "print('survived the hang-up', flush=True)\n"
+    )
+    # as `nohup gpuprobe run ... &` from a script: SIGHUP and SIGINT ignored from the start
+    r = _gpuprobe(
+        "run",
+        "--no-report",
+        "--out",
+        str(tmp_path / "r"),
+        "--",
+        PY,
+        "-c",
+        code,
+        preexec_fn=_ignoring("SIGHUP", "SIGINT"),
+    )
+    assert r.returncode == 0, r.stderr[-2000:]  # 129 before: the job died at the hang-up
+    assert r.stdout.split("\n")[:2] == ["SIG_IGN SIG_IGN", "survived the hang-up"]
+
+
+@pytest.mark.parametrize("pythonpath", [":{other}", "{other}:"], ids=["leading", "trailing"])
+def test_an_empty_pythonpath_entry_still_means_the_working_directory(tmp_path, pythonpath):
+    work, other, scripts = tmp_path / "work", tmp_path / "other", tmp_path / "scripts"
+    for d in (work, other, scripts):
+        d.mkdir()
+    (work / "mine.py").write_text("WHERE = 'the working directory'\n")
+    (scripts / "job.py").write_text("import mine\nprint(mine.WHERE)\n")
+    env = {**__import__("os").environ, "PYTHONPATH": pythonpath.format(other=other)}
+    r = _gpuprobe(
+        "run",
+        "--no-report",
+        "--out",
+        str(tmp_path / "r"),
+        "--",
+        PY,
+        str(scripts / "job.py"),
+        cwd=work,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "the working directory"
+
+
+def test_the_users_sitecustomize_in_a_zip_on_pythonpath_still_runs(tmp_path):
+    import os
+    import zipfile
+
+    zipped = tmp_path / "site.zip"
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("sitecustomize.py", "WHO = 'the user'\n")
+    env = {**os.environ, "PYTHONPATH": str(zipped)}
+    code = "import sys; print(sys.modules['sitecustomize'].WHO)"
+    r = _gpuprobe("run", "--no-report", "--out", str(tmp_path / "r"), "--", PY, "-c", code, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "the user"  # gpuprobe's was the one imported, and no other
+
+
+def test_sighup_to_gpuprobe_mid_window_writes_the_window_and_the_job_dies_by_it(tmp_path):
+    r = _gpuprobe(
+        "profile",
+        "--json",
+        "--out",
+        str(tmp_path / "p"),
+        "--",
+        PY,
+        "ends_mid_window.py",
+        env={**__import__("os").environ, "END": "hup_parent"},
+    )
+    assert r.returncode == 128 + 1 and "not ended" not in r.stderr  # SIGHUP, as before
+    doc = json.loads(r.stdout)
+    (window,) = doc["processes"][0]["windows"]
+    assert window["state"] == "cut short: SIGHUP" and len(doc["traces"]) == 1
+
+
+def test_os_exit_mid_window_is_said_as_unknown_not_as_sigkill(tmp_path):
+    r = _gpuprobe(
+        "profile",
+        "--json",
+        "--out",
+        str(tmp_path / "p"),
+        "--",
+        PY,
+        "ends_mid_window.py",
+        env={**__import__("os").environ, "END": "os_exit"},
+    )
+    assert r.returncode == 3
+    doc = json.loads(r.stdout)
+    assert doc["traces"] == []
+    (note,) = [n for n in doc["notes"] if "no trace" in n]
+    assert "how is not known" in note and "after at least" in note
+    assert "such as SIGKILL" not in note
+
+
+def test_the_scripts_own_traceback_has_no_gpuprobe_frame(tmp_path):
+    (tmp_path / "job.py").write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, Dataset\n"
+        "class D(Dataset):\n"
+        "    def __len__(self): return 10\n"
+        "    def __getitem__(self, i):\n"
+        "        if i == 3: raise ValueError('bad sample 3')\n"
+        "        return torch.ones(2)\n"
+        "m = torch.nn.Linear(2, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "m(torch.ones(2)).sum().backward(); opt.step()\n"
+        "for x in DataLoader(D()):\n"
+        "    pass\n"
+    )
+    plain = subprocess.run([PY, "job.py"], capture_output=True, text=True, cwd=tmp_path)
+    hooked = _gpuprobe(
+        "run", "--no-report", "--out", str(tmp_path / "r"), "--", PY, "job.py", cwd=tmp_path
+    )
+    assert plain.returncode == hooked.returncode == 1
+
+    def frames(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.strip().startswith("File ")]
+
+    assert "ValueError: bad sample 3" in hooked.stderr
+    assert frames(hooked.stderr) == frames(plain.stderr) and len(frames(plain.stderr)) >= 3
+    assert "_gpuprobe" not in hooked.stderr
+
+
+def test_profile_later_lists_the_now_trace_among_its_files(tmp_path):
+    import os
+    import time
+
+    import gpuprobe
+
+    out, stop = tmp_path / "job", tmp_path / "stop"
+    env = {**os.environ, "STOP_FILE": str(stop)}
+    cmd = [PY, "-m", "gpuprobe", "profile", "--later", "--json", "--out", str(out), "--"]
+    job = subprocess.Popen(
+        [*cmd, PY, "long_job.py"],
+        env=env,
+        cwd=SCRIPTS,
+        stdout=subprocess.PIPE,
+        text=True,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        end = time.monotonic() + 60
+        while True:
+            with __import__("contextlib").suppress(OSError, ValueError):
+                if any(json.loads(f.read_text()).get("mode") for f in _statuses(out)):
+                    break
+            assert time.monotonic() < end and job.poll() is None
+            time.sleep(0.1)
+        now = gpuprobe.profile_now(out, steps=2)
+        (trace,) = now.traces
+    finally:
+        stop.write_text("")
+        stdout, err = job.communicate(timeout=BOUND_S)
+    assert job.returncode == 0, err[-2000:]
+    files = json.loads(stdout)["files"]
+    assert trace in files
+    assert str(Path(trace).parent / "diagnosis.html") in files
+
+
+def test_the_summary_shows_every_timeline_finding_it_counts(tmp_path):
+    r = _gpuprobe("profile", "--out", str(tmp_path / "p"), "--", PY, "-c", "print(1)")
+    assert r.returncode == 0
+    lines = r.stderr.splitlines()
+    (head,) = [i for i, line in enumerate(lines) if line.startswith("the run's timeline: ")]
+    counted = sum(int(n) for n in re.findall(r"(\d+) \w+", lines[head].split(": ", 1)[1]))
+    shown = [
+        line for line in lines[head + 1 :] if re.match(r"  (OK|INFO|WARN|FAIL|SKIPPED) ", line)
+    ]
+    assert counted >= 1 and len(shown) == counted
