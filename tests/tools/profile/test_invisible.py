@@ -32,6 +32,12 @@ def _gpuprobe(*args: str, cwd: Path = SCRIPTS, env: dict | None = None, **kw):
     )
 
 
+@pytest.fixture(autouse=True)
+def _keep_statuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statuses are counted after the command: keep them (the folder is removed otherwise)."""
+    monkeypatch.setenv("GPUPROBE_KEEP_STATUS", "1")
+
+
 def _statuses(out: Path) -> list[Path]:
     return sorted((out / ".gpuprobe-profile").glob("proc-*.json"))
 

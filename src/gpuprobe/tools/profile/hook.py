@@ -190,7 +190,11 @@ def clear_control(out_dir: Path, *, remove: bool = True) -> None:
     """Empty ``out_dir``'s status folder of what gpuprobe writes there (statuses, the request,
     their temporary files), through its descriptor (a link in it is removed, never followed);
     with ``remove``, the folder too, once the job is done (it is left where something else
-    is in it). Refuses a link or a folder of someone else's (InputError)."""
+    is in it). Refuses a link or a folder of someone else's (InputError). With
+    ``GPUPROBE_KEEP_STATUS=1`` in the environment the finished job's statuses are kept, to be
+    looked at (how many processes wrote one, what each said)."""
+    if remove and os.environ.get("GPUPROBE_KEEP_STATUS") == "1":
+        return
     fd = _open_control(out_dir)
     if fd is None:
         return
