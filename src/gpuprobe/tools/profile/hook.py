@@ -179,7 +179,15 @@ def _window(w: dict[str, Any]) -> ProfiledWindow:
         last_step=int(w.get("last_step") or 0),
         seconds=w.get("seconds"),
         cuda=bool(w.get("cuda")),
+        span_s=_span(w),
         state=str(w.get("state") or ""),
         trace=w.get("trace"),
         error=w.get("error"),
     )
+
+
+def _span(w: dict[str, Any]) -> float | None:
+    try:
+        return max(0.0, float(w["stopped"]) - float(w.get("recording", w["started"])))
+    except (KeyError, TypeError, ValueError):
+        return None
