@@ -265,3 +265,33 @@ def test_the_summary_shows_every_timeline_finding_it_counts(tmp_path):
         line for line in lines[head + 1 :] if re.match(r"  (OK|INFO|WARN|FAIL|SKIPPED) ", line)
     ]
     assert counted >= 1 and len(shown) == counted
+
+
+def test_a_seconds_window_spans_the_seconds_asked_from_the_profilers_start(tmp_path):
+    import gzip
+    import os
+
+    env = {**os.environ, "RUN_S": "6"}
+    r = _gpuprobe(
+        "profile",
+        "--json",
+        "--seconds",
+        "2",
+        "--delay",
+        "0.5",
+        "--out",
+        str(tmp_path / "p"),
+        "--",
+        PY,
+        "plain_loop.py",
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    (trace,) = doc["traces"]
+    with gzip.open(trace, "rt") as f:
+        ops = [e for e in json.load(f)["traceEvents"] if e.get("name") == "aten::linear"]
+    span_s = (float(ops[-1]["ts"]) - float(ops[0]["ts"])) / 1e6  # the script's own work
+    assert 1.8 <= span_s <= 3.0  # 0.65 s of a 2 s window before
+    (window,) = doc["processes"][0]["windows"]
+    assert 1.9 <= window["span_s"] <= 3.0

@@ -281,7 +281,15 @@ def _window(w: dict[str, Any], out_dir: Path) -> ProfiledWindow:
         last_step=int(w.get("last_step") or 0),
         seconds=w.get("seconds"),
         cuda=bool(w.get("cuda")),
+        span_s=_span(w),
         state=str(w.get("state") or ""),
         trace=_inside(w.get("trace"), out_dir),
         error=w.get("error"),
     )
+
+
+def _span(w: dict[str, Any]) -> float | None:
+    try:
+        return max(0.0, float(w["stopped"]) - float(w.get("recording", w["started"])))
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -30,6 +30,7 @@ class ProfiledWindow(Record):
     request: str | None = None  # the --now request it answered; None for the automatic window
     seconds: float | None = None  # a time window's length
     cuda: bool = False  # CUDA activity recorded (the script had set CUDA up)
+    span_s: float | None = None  # s from the profiler's start to its stop, as the process timed it
 
     @property
     def recorded_steps(self) -> int:

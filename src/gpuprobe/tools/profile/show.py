@@ -38,8 +38,8 @@ def _process_line(p: ProfiledProcess, report: ProfileReport) -> str:
         if w.trace is None:
             parts.append(f"no trace ({w.state})")
             continue
-        if w.seconds is not None:
-            what = f"{w.seconds:g} s"
+        if w.seconds is not None:  # what was recorded, as timed: not what was asked for
+            what = f"{w.seconds:g} s" if w.span_s is None else seconds(w.span_s)
         else:
             n = w.recorded_steps
             span = (

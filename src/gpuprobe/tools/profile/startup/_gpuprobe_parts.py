@@ -62,7 +62,9 @@ class Window:
         if hasattr(self.prof, "_prev_schedule_action"):
             self.prof._prev_schedule_action = self.prof.current_action
         self.t_start = time.time()
+        self.t_recording = self.t_start  # until start() has returned
         self._ours(self.prof.start)
+        self.t_recording = time.time()
 
     def _ours(self, call):
         # the profile objects torch.profiler prepares meanwhile are gpuprobe's, not the script's
@@ -111,6 +113,7 @@ class Window:
             "seconds": self.seconds,
             "cuda": self.cuda,
             "started": self.t_start,
+            "recording": self.t_recording,
         }
 
     def stop(self, how):

@@ -59,6 +59,7 @@ CONTROL = ".gpuprobe-profile"  # under the output folder: statuses and requests
 REQUEST = "request.json"
 TRACES = "traces"
 POLL_S = 0.5  # s between looks at the request file
+OPEN_POLL_S = 0.01  # s between looks for a due time window's opening
 STATUS_S = 5.0  # s between status refreshes while the steps go on
 ALIGN_STEPS = 8  # a rank's --now window starts at a multiple of this, so the ranks share steps
 FORMAT = 1  # of the status files
@@ -440,10 +441,15 @@ class _Hook:
         def run():
             time.sleep(max(0.0, delay))
             self._due(("open", spec, seconds))
-            time.sleep(seconds)
             while self.window is None and self.due is not None:  # not opened yet: wait for it
-                time.sleep(POLL_S)
-            if self.window is not None and self.window.spec is spec:
+                time.sleep(OPEN_POLL_S)
+            window = self.window
+            if window is None or window.spec is not spec:
+                return
+            # timed from the profiler's start (Kineto's own start-up can take a second), not
+            # from the request: the trace spans the seconds asked for
+            time.sleep(max(0.0, window.t_recording + seconds - time.time()))
+            if self.window is window:
                 self._due(("close",))
 
         threading.Thread(target=run, name="gpuprobe-profile-timer", daemon=True).start()
