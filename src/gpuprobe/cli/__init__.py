@@ -47,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """One line, exit code 2, that fits 80 columns where it can: argparse's own usage dump is
         too long for a typo. The command's name comes first, so "see --help" says whose."""
-        self.exit(EXIT_USAGE, f"{self.prog}: {message.removeprefix('argument ')} (see --help)\n")
+        self.exit(EXIT_USAGE, f"gpuprobe: {message} (see '{self.prog} --help')\n")
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         ns, extras = super().parse_known_args(args, namespace)
