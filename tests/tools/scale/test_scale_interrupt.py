@@ -21,7 +21,9 @@ from _support import stop_group
 pytest.importorskip("distributed")
 
 SRC = Path(__file__).resolve().parents[3] / "src"
-STOP_BOUND_S = 10.0  # generous: the machine is shared; the figure measured is printed (-s)
+# a hang, not a speed: the old failure was tracebacks (asserted below) or an exit that never came;
+# the figure is printed (-s), 0.4-0.9 s on a quiet machine, 11 s once beside the smoke and a suite
+STOP_BOUND_S = 30.0
 
 
 @pytest.mark.parametrize(("phase", "flags", "after_s"), [
