@@ -6,6 +6,7 @@ through the real CLI with a bound on its time, so that a hang fails instead of b
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -125,7 +126,7 @@ def test_an_empty_pythonpath_entry_still_means_the_working_directory(tmp_path, p
         d.mkdir()
     (work / "mine.py").write_text("WHERE = 'the working directory'\n")
     (scripts / "job.py").write_text("import mine\nprint(mine.WHERE)\n")
-    env = {**__import__("os").environ, "PYTHONPATH": pythonpath.format(other=other)}
+    env = {**os.environ, "PYTHONPATH": pythonpath.format(other=other)}
     r = _gpuprobe(
         "run",
         "--no-report",
@@ -155,17 +156,15 @@ def test_the_users_sitecustomize_in_a_zip_on_pythonpath_still_runs(tmp_path):
     assert r.stdout.strip() == "the user"  # gpuprobe's was the one imported, and no other
 
 
+def _ends_mid_window(tmp_path: Path, end: str) -> subprocess.CompletedProcess[str]:
+    """``profile --json`` of ends_mid_window.py, which ends its window the way ``end`` says."""
+    out = str(tmp_path / "p")
+    env = {**os.environ, "END": end}
+    return _gpuprobe("profile", "--json", "--out", out, "--", PY, "ends_mid_window.py", env=env)
+
+
 def test_sighup_to_gpuprobe_mid_window_writes_the_window_and_the_job_dies_by_it(tmp_path):
-    r = _gpuprobe(
-        "profile",
-        "--json",
-        "--out",
-        str(tmp_path / "p"),
-        "--",
-        PY,
-        "ends_mid_window.py",
-        env={**__import__("os").environ, "END": "hup_parent"},
-    )
+    r = _ends_mid_window(tmp_path, "hup_parent")
     assert r.returncode == 128 + 1 and "not ended" not in r.stderr  # SIGHUP, as before
     doc = json.loads(r.stdout)
     (window,) = doc["processes"][0]["windows"]
@@ -173,16 +172,7 @@ def test_sighup_to_gpuprobe_mid_window_writes_the_window_and_the_job_dies_by_it(
 
 
 def test_os_exit_mid_window_is_said_as_unknown_not_as_sigkill(tmp_path):
-    r = _gpuprobe(
-        "profile",
-        "--json",
-        "--out",
-        str(tmp_path / "p"),
-        "--",
-        PY,
-        "ends_mid_window.py",
-        env={**__import__("os").environ, "END": "os_exit"},
-    )
+    r = _ends_mid_window(tmp_path, "os_exit")
     assert r.returncode == 3
     doc = json.loads(r.stdout)
     assert doc["traces"] == []
