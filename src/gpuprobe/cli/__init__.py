@@ -45,8 +45,7 @@ _DEEPEST = "_gpuprobe_parser"  # in the namespace while parsing: the innermost (
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        """One line, exit code 2, that fits 80 columns where it can: argparse's own usage dump is
-        too long for a typo. The command's name comes first, so "see --help" says whose."""
+        """One line, exit code 2: argparse's own usage dump is too long for a typo."""
         self.exit(EXIT_USAGE, f"gpuprobe: {message} (see '{self.prog} --help')\n")
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
