@@ -89,6 +89,81 @@ def test_two_hundred_forks_under_a_dormant_run_leave_one_status(tmp_path):
     assert len(_statuses(out)) == 1
 
 
+def _daemon_trainer(tmp_path: Path, stall: str) -> subprocess.CompletedProcess[str]:
+    """``profile --json`` of daemon_trainer.py: the main thread exits mid-window while its
+    daemon thread trains (``stall``: "1" when the thread then stalls for a minute)."""
+    env = {**os.environ, "STALL": stall}
+    out = str(tmp_path / "p")
+    plain = subprocess.run([PY, "daemon_trainer.py"], cwd=SCRIPTS, env=env, timeout=BOUND_S)
+    assert plain.returncode == 0  # as it ends without gpuprobe
+    return _gpuprobe("profile", "--json", "--out", out, "--", PY, "daemon_trainer.py", env=env)
+
+
+def test_a_daemon_thread_training_when_the_main_thread_exits_closes_its_own_window(tmp_path):
+    r = _daemon_trainer(tmp_path, "")
+    assert r.returncode == 0, r.stderr[-2000:]  # 139 before: Kineto stopped from the atexit
+    doc = json.loads(r.stdout)
+    (window,) = doc["processes"][0]["windows"]
+    assert window["state"] == "cut short: the process exited"
+    (trace,) = doc["traces"]  # written on the thread that trained, at its next step's end
+    assert window["trace"] == trace and Path(trace).stat().st_size > 0
+
+
+def test_a_stalled_daemon_thread_keeps_its_window_and_the_trace_is_said_missing(tmp_path):
+    r = _daemon_trainer(tmp_path, "1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["traces"] == []
+    (note,) = [n for n in doc["notes"] if "no trace" in n]
+    assert "did not reach the end of a step within 2 s" in note and "warm-up" not in note
+
+
+def test_a_process_that_only_asks_whether_torch_is_there_has_no_hook(tmp_path):
+    code = (
+        "import importlib.util, sys, threading\n"
+        "assert importlib.util.find_spec('torch') is not None\n"
+        "hooked = sys.modules.get('_gpuprobe_profile')\n"
+        "print(hooked is not None and hooked._hook is None, threading.active_count())\n"
+    )
+    out = tmp_path / "r"
+    r = _gpuprobe("run", "--no-report", "--out", str(out), "--", PY, "-c", code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "1"]  # no hook, no poller thread
+    assert _statuses(out) == []
+
+
+def test_a_trainer_left_running_by_the_command_is_said_as_not_yet_known(tmp_path):
+    import time
+
+    stop = tmp_path / "stop"
+    env = {**os.environ, "STOP_FILE": str(stop)}
+    code = (  # starts its trainer detached, in a session of its own, and exits at once
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, 'long_job.py'], start_new_session=True,\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(tmp_path / 'pid')!r}, 'w').write(str(p.pid))\n"
+    )
+    out = tmp_path / "p"
+    r = _gpuprobe("profile", "--json", "--out", str(out), "--", PY, "-c", code, env=env)
+    trainer = int((tmp_path / "pid").read_text())
+    try:
+        doc = json.loads(r.stdout)
+        assert r.returncode == 0 and doc["traces"] == []
+        (note,) = doc["notes"]
+        assert f"left 1 process(es) running (pid {trainer}; a detached child?)" in note
+        assert "is not known" in note and "none imported torch" not in note
+        # as the note says: its window is written under traces/ when it ends
+        end = time.monotonic() + BOUND_S
+        while not list((out / "traces").glob("*.pt.trace.json.gz")):
+            assert time.monotonic() < end
+            time.sleep(0.2)
+    finally:
+        stop.write_text("")
+        end = time.monotonic() + BOUND_S
+        while Path(f"/proc/{trainer}").exists() and time.monotonic() < end:
+            time.sleep(0.1)
+
+
 def _ignoring(*names: str):
     import signal
 

@@ -14,6 +14,7 @@ class Window:
     """One torch.profiler window: ``warmup`` then ``active`` steps (or ``seconds`` of time)."""
 
     def __init__(self, hook, spec, seconds):
+        import threading
         import time
 
         torch = hook.torch
@@ -22,6 +23,7 @@ class Window:
         self.hook = hook
         self.spec = spec
         self.seconds = seconds
+        self.thread = threading.current_thread()  # torch.profiler is stopped on it, or not at all
         self.first = hook.steps  # the index of the first step inside the window (0-based)
         self.finished = False
         self.trace = None

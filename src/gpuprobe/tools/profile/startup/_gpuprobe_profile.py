@@ -60,6 +60,7 @@ REQUEST = "request.json"
 TRACES = "traces"
 POLL_S = 0.5  # s between looks at the request file
 OPEN_POLL_S = 0.01  # s between looks for a due time window's opening
+EXIT_WAIT_S = 2.0  # s a window's own thread is given at exit to reach a step and close it
 STATUS_S = 5.0  # s between status refreshes while the steps go on
 ALIGN_STEPS = 8  # a rank's --now window starts at a multiple of this, so the ranks share steps
 FORMAT = 1  # of the status files
@@ -83,7 +84,7 @@ def wrap_loader(spec, finder):
     finished; ``finder`` (sitecustomize's) leaves ``sys.meta_path`` when torch's code runs, not
     before: ``importlib.util.find_spec("torch")``, as transformers and accelerate call to see
     whether torch is installed, finds it again at the real import."""
-    spec.loader = _Loader(spec.loader, _the_hook(), finder)
+    spec.loader = _Loader(spec.loader, finder)
     return spec
 
 
@@ -94,11 +95,11 @@ def torch_already_imported(torch):
 
 class _Loader:
     """torch's own loader, plus the hook after it (as wrapt's post-import hooks do): the
-    module keeps torch's loader as ``__loader__``."""
+    module keeps torch's loader as ``__loader__``. The hook is made when torch's code has run,
+    not before: a process that only asks whether torch is there has none."""
 
-    def __init__(self, loader, hook, finder=None):
+    def __init__(self, loader, finder=None):
         self.loader = loader
-        self.hook = hook
         self.finder = finder
 
     def create_module(self, spec):
@@ -111,7 +112,7 @@ class _Loader:
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self.loader
         self.loader.exec_module(module)
-        self.hook.on_torch(module)
+        _the_hook().on_torch(module)
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
@@ -479,7 +480,7 @@ class _Hook:
                 if due[0] == "open" and self.window is None:
                     self._open(due[1], seconds=due[2])
                 elif due[0] == "close" and self.window is not None:
-                    self._close("done")
+                    self._close(due[1] if len(due) > 1 else "done")
         except Exception as exc:
             self.fail(exc)
 
@@ -576,6 +577,7 @@ class _Hook:
     def on_exit(self, how="cut short: the process exited"):
         if self.inert:
             return
+        self._close_on_its_thread(how)
         with self.lock:
             self.pending = None
             if self.step_due:
@@ -591,6 +593,46 @@ class _Hook:
                     self.window = None
                     self._stand_aside(f"torch.profiler failed at exit: {exc!r}")
             self.write_status(final=True)
+
+    def _close_on_its_thread(self, how):
+        """The process exits while a window another thread opened is open (training on a daemon
+        thread, the main thread done): torch.profiler is stopped on that thread, at its next
+        step boundary, within ``EXIT_WAIT_S``; stopped from here it crashes the process
+        (SIGSEGV in Kineto). A thread that does not come back keeps its window: nothing is
+        stopped, the status says so, and Kineto's teardown is skipped at exit."""
+        import threading
+        import time
+
+        window = self.window
+        if window is None or window.thread is threading.current_thread():
+            return
+        if window.thread.is_alive():
+            # at its next step's end, not at a module call: the thread then goes on in the
+            # script's own code, where finalization stops a daemon thread as without gpuprobe
+            # (stopped inside torch's C++ it aborts the process)
+            self.due = ("close", how)
+            end = time.monotonic() + EXIT_WAIT_S
+            while self.window is window and window.thread.is_alive() and time.monotonic() < end:
+                time.sleep(OPEN_POLL_S)
+        with self.lock:
+            if self.window is not window:
+                return  # closed on its thread: the trace is written
+            self.window = self.due = None
+            info = window.info()
+            info.update(
+                state=how,
+                trace=None,
+                error=f"no trace: the process exited while its window was open on thread "
+                f"{window.thread.name!r}, which did not reach the end of a step within "
+                f"{EXIT_WAIT_S:g} s; the window was left as it was",
+                last_step=self.steps,
+                recorded_from=window.first + (0 if window.seconds else window.spec["warmup"]),
+                stopped=time.time(),
+            )
+            self.windows.append(info)
+            self._record_request(window.spec, info["state"])
+            self._restore_term()
+        _skip_kineto_teardown()  # Kineto still records on that thread: its teardown would hang
 
     def leave_as_worker(self):
         """A DataLoader worker: never profiled, and leaves no status (it may have written its
