@@ -67,7 +67,14 @@ def run(
 
     from gpuprobe.core.errors import GpuprobeError
     from gpuprobe.tools.monitor.run import check_run, finish_run, run_command
-    from gpuprobe.tools.profile.hook import HookSettings, clear_control, hook_env, prepare_out
+    from gpuprobe.tools.monitor.steps import step_events
+    from gpuprobe.tools.profile.hook import (
+        HookSettings,
+        clear_control,
+        hook_env,
+        prepare_out,
+        read_steps,
+    )
 
     out = Path(out) if out is not None else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
     env = None
@@ -76,7 +83,14 @@ def run(
         prepare_out(out)
         env = hook_env(out, HookSettings(mode="later"))
     result = run_command(
-        cmd, out, hz=hz, pcie_throughput=pcie_throughput, env=env, kill_leftovers=kill_leftovers
+        cmd,
+        out,
+        hz=hz,
+        pcie_throughput=pcie_throughput,
+        env=env,
+        kill_leftovers=kill_leftovers,
+        # the flight recorder: each PyTorch process's steps, into the timeline
+        at_end=(lambda: step_events(read_steps(out))) if hook else None,
     )
     if hook:  # the job is over: nothing to ask it any more, no .gpuprobe-profile/ left behind
         with contextlib.suppress(GpuprobeError):

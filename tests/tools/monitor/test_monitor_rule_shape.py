@@ -68,6 +68,19 @@ def _leftovers(*, killed: bool) -> Timeline:
     return tl
 
 
+def _steps(slow_every: int, drift: float) -> Timeline:
+    """Steps of 50 ms from t0 + 1 s, one in ``slow_every`` 8× longer, growing by ``drift``."""
+    from gpuprobe.tools.monitor.steps import step_events
+
+    tl = build()
+    ends, t = [tl.start + 1.0], tl.start + 1.0
+    for i in range(200):
+        t += 0.05 * (1 + drift * i / 200) * (8 if i % slow_every == slow_every - 1 else 1)
+        ends.append(t)
+    tl.events.extend(step_events([(MAIN_PID, "pid 100 (train.py)", "optimizer", ends)]))
+    return tl
+
+
 def _timelines() -> dict[str, Timeline]:
     recorded = {p.name: read_timeline(p) for p in sorted(DATA.glob("*.jsonl"))}
     damaged = dataclasses.replace(
@@ -78,6 +91,7 @@ def _timelines() -> dict[str, Timeline]:
         | {name: make() for name, make in SYNTHETIC.items()}
         | {"damaged": damaged, "lost_gpu": _lost_gpu()}
         | {"leftovers": _leftovers(killed=False), "leftovers_ended": _leftovers(killed=True)}
+        | {"slow_steps": _steps(25, 0.0), "step_drift": _steps(10_000, 1.0)}
     )
 
 

@@ -30,4 +30,5 @@ def summarize(tl: Timeline) -> RunSummary:
         gpus=ctx.gpus,
         host=ctx.host,
         findings=tuple(worst_first(run_rules(ctx))),
+        steps=ctx.steps,
     )

@@ -226,10 +226,13 @@ def run_command(
     on_started: Callable[[int], None] | None = None,
     env: Mapping[str, str] | None = None,
     kill_leftovers: bool = False,
+    at_end: Callable[[], Sequence[dict[str, Any]]] | None = None,
 ) -> RunResult:
     """Record ``cmd`` until it exits; return its exit code and where the timeline is. ``env``:
     the command's environment (default: gpuprobe's own), to which ``GPUPROBE_RUN_ID`` is added.
     The processes the command left running are recorded, and with ``kill_leftovers`` ended.
+    ``at_end()``, once the command has exited, gives more events for the timeline (each a dict
+    with ``kind`` and ``t``: the steps its processes recorded), written before the end line.
 
     Refuses an unwritable ``out_dir`` (:class:`~gpuprobe.core.errors.InputError`, exit 2) and a
     command that is not found or not executable (exit 127) before anything starts.
@@ -356,6 +359,9 @@ def run_command(
                 ended=sorted(ended),
                 still_running=sorted(running),
             )
+        if at_end is not None:
+            for event in at_end():
+                writer.write_event(**event)
         _restore_signals(old_handlers)
         writer.write_end(exit_code=exit_code, duration_s=round(duration, 4), **sampler.end_fields())
         return RunResult(

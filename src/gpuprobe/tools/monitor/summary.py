@@ -28,6 +28,7 @@ from gpuprobe.core.text import strip_control
 from gpuprobe.platform.hardware.load import others_cores
 from gpuprobe.platform.hardware.types import Gpu
 from gpuprobe.tools.monitor.records import Sample, TreeSample
+from gpuprobe.tools.monitor.steps import StepStats, step_stats
 from gpuprobe.tools.monitor.timeline import Timeline
 
 __all__ = [
@@ -132,6 +133,7 @@ class RunSummary(Record):
     gpus: tuple[GpuStats, ...]
     host: HostStats
     findings: tuple[Finding, ...]
+    steps: tuple[StepStats, ...] = ()  # each PyTorch process's steps (the flight recorder)
 
     def __str__(self) -> str:
         return render.text(self)
@@ -164,6 +166,7 @@ class RunContext:
     sampler_cost: float | None  # % of one core, unrounded
     # GPU index -> the samples in which it was mostly idle (below GPU_IDLE_SAMPLE_PERCENT)
     idle_samples: Mapping[int, tuple[Sample, ...]]
+    steps: tuple[StepStats, ...] = ()  # each PyTorch process's steps (the flight recorder)
 
     @property
     def samples(self) -> int:
@@ -335,13 +338,16 @@ def run_context(tl: Timeline) -> RunContext:
     by_index = {g.index: g for g in tl.header.gpus}
     wall = tl.end.get("sampler_wall_s") if tl.end else None
     wall = float(wall) if wall else tl.duration_s
+    gpus = tuple(_gpu_stats(tl, by_index.get(i), i, tree) for i in tl.gpu_indices)
+    used = [g.index for g in gpus if g.used_by_command] if tl.header.driver.status == "ok" else []
     return RunContext(
         timeline=tl,
-        gpus=tuple(_gpu_stats(tl, by_index.get(i), i, tree) for i in tl.gpu_indices),
+        gpus=gpus,
         host=_host_stats(tl),
         command=command_text(tl.header.command),
         sampler_cost=100.0 * tl.sampler_cpu_s / wall if wall > 0 else None,
         idle_samples=_idle_samples(tl),
+        steps=step_stats(tl, used),
     )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "prepare_out",
     "read_control",
     "read_processes",
+    "read_steps",
 ]
 
 HOOK_DIR = Path(__file__).resolve().parent / "startup"  # put first on the command's PYTHONPATH
@@ -183,7 +184,7 @@ def check_control(out_dir: Path) -> None:
 
 
 def _own_entries(fd: int) -> list[str]:
-    return [n for n in os.listdir(fd) if n.startswith(("proc-", REQUEST, "."))]
+    return [n for n in os.listdir(fd) if n.startswith(("proc-", "steps-", REQUEST, "."))]
 
 
 def clear_control(out_dir: Path, *, remove: bool = True) -> None:
@@ -241,6 +242,32 @@ def read_processes(out_dir: Path) -> list[ProfiledProcess]:
     finally:
         os.close(fd)
     return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid))
+
+
+def read_steps(out_dir: Path) -> list[tuple[int, str, str | None, list[float]]]:
+    """The flight recorder's steps: ``(pid, script, mode, step ends)`` of each process that wrote
+    a status and counted steps (each end in seconds since the epoch, as the process's clock
+    said); a file that is torn, a link or not the user's own is left out."""
+    import numpy as np
+
+    out: list[tuple[int, str, str | None, list[float]]] = []
+    try:
+        fd = _open_control(out_dir)
+    except InputError:
+        return out
+    if fd is None:
+        return out
+    try:
+        for p in read_processes(out_dir):
+            with contextlib.suppress(OSError, ValueError):
+                raw = read_own_file(f"steps-{p.pid}.f64", dir_fd=fd)
+                whole = len(raw) - len(raw) % 8  # a kill mid-append leaves part of the last
+                ends = np.frombuffer(raw[:whole], dtype=np.float64)
+                if len(ends):
+                    out.append((p.pid, p.name, p.mode, ends.tolist()))
+    finally:
+        os.close(fd)
+    return out
 
 
 def _process(doc: dict[str, Any], out_dir: Path) -> ProfiledProcess:

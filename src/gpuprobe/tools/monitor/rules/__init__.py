@@ -11,6 +11,8 @@ finding ids it emits and when it applies.
 - :mod:`.memory`: GPU memory against capacity, the command's RSS growing, the host short of it.
 - :mod:`.throttle`: clock event reasons while the GPU worked.
 - :mod:`.host`: other processes' load, the command's cores, a pegged main thread.
+- :mod:`.steps`: the steps of its PyTorch processes (the flight recorder): the rate, the slow
+  ones, a drift.
 - :mod:`.pack`: the findings of ``gpuprobe pack`` (its own ``RULES``, over a
   :class:`~gpuprobe.tools.monitor.pack.PackReport`).
 
@@ -32,6 +34,7 @@ from gpuprobe.tools.monitor.rules import (
     memory,
     recording,
     starvation,
+    steps,
     throttle,
 )
 from gpuprobe.tools.monitor.summary import RunContext
@@ -66,6 +69,9 @@ RULES: tuple[Rule, ...] = (
     host.host_busy,
     host.cpu_usage,
     host.cpu_main_thread,
+    steps.slow_steps,
+    steps.step_drift,
+    steps.step_summary,
     memory.host_memory_growing,
     memory.host_memory_low,
     recording.sampler_cost,

@@ -1,5 +1,6 @@
 """The parts of gpuprobe's profiling hook that touch torch.profiler: one window
-(:class:`Window`) and the helpers the hook shares with it. Imported by ``_gpuprobe_profile``
+(:class:`Window`) and the helpers the hook shares with it; the hook's signal handlers, its exit
+while another thread's window is open, and its step log (functions of the hook). Imported by ``_gpuprobe_profile``
 once the script has imported torch; standalone like it (the standard library and torch, never
 gpuprobe; Python 3.8+)."""
 
@@ -7,7 +8,12 @@ import contextlib
 import os
 import sys
 
-from _gpuprobe_private import FILE_MODE, open_new, private_dir, temp_beside
+from _gpuprobe_private import FILE_MODE, append_private, open_new, private_dir, temp_beside
+
+OPEN_POLL_S = 0.01  # s between looks for a due time window's opening (or its close at exit)
+EXIT_WAIT_S = 2.0  # s a window's own thread is given at exit to reach a step and close it
+CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the process
+STEPS_FILE = "steps-{pid}.f64"  # each step's end (time.time(), float64, native order), appended
 
 
 class Window:
@@ -296,3 +302,115 @@ def env_int(name):
 
 def version_of(torch):
     return getattr(torch, "__version__", None) if torch is not None else None
+
+
+# -- the hook's signals, its exit from another thread, its steps (methods of _Hook) ------------
+
+
+def catch_term(hook):
+    """While a window is open, SIGTERM (torchrun stopping the other ranks, a scheduler's
+    preemption), SIGHUP (a hang-up, gpuprobe passing one on) and SIGQUIT write the steps
+    recorded so far, then end the process by the same signal, as before; only a signal the
+    script left at its default (a handler or SIG_IGN of its own, or inherited, is kept),
+    and only when the window is on the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in CAUGHT_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            if signal.getsignal(signum) is not signal.SIG_DFL:
+                continue
+
+            def on_signal(signum, frame):
+                signal.signal(signum, signal.SIG_DFL)
+                hook.caught.clear()
+                try:
+                    hook.on_exit("cut short: " + signal.Signals(signum).name)
+                finally:
+                    os.kill(os.getpid(), signum)
+
+            signal.signal(signum, on_signal)
+            hook.caught[signum] = on_signal
+        except (ValueError, OSError):
+            pass
+
+
+def restore_term(hook):
+    """Put SIG_DFL back where gpuprobe's handler still is; a handler the script installed
+    since (its own checkpoint on SIGTERM) stays."""
+    if not hook.caught:
+        return
+    import signal
+
+    caught, hook.caught = hook.caught, {}
+    for signum, ours in caught.items():
+        # off the main thread the handler stays: it still ends the process as before
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signum) is ours:
+                signal.signal(signum, signal.SIG_DFL)
+
+
+def close_on_its_thread(hook, how):
+    """The process exits while a window another thread opened is open (training on a daemon
+    thread, the main thread done): torch.profiler is stopped on that thread, at its next
+    step boundary, within ``EXIT_WAIT_S``; stopped from here it crashes the process
+    (SIGSEGV in Kineto). A thread that does not come back keeps its window: nothing is
+    stopped, the status says so, and Kineto's teardown is skipped at exit."""
+    import threading
+    import time
+
+    window = hook.window
+    if window is None or window.thread is threading.current_thread():
+        return
+    if window.thread.is_alive():
+        # at its next step's end, not at a module call: the thread then goes on in the
+        # script's own code, where finalization stops a daemon thread as without gpuprobe
+        # (stopped inside torch's C++ it aborts the process)
+        hook.due = ("close", how)
+        end = time.monotonic() + EXIT_WAIT_S
+        while hook.window is window and window.thread.is_alive() and time.monotonic() < end:
+            time.sleep(OPEN_POLL_S)
+    with hook.lock:
+        if hook.window is not window:
+            return  # closed on its thread: the trace is written
+        hook.window = hook.due = None
+        info = window.info()
+        info.update(
+            state=how,
+            trace=None,
+            error=f"no trace: the process exited while its window was open on thread "
+            f"{window.thread.name!r}, which did not reach the end of a step within "
+            f"{EXIT_WAIT_S:g} s; the window was left as it was",
+            last_step=hook.steps,
+            recorded_from=window.first + (0 if window.seconds else window.spec["warmup"]),
+            stopped=time.time(),
+        )
+        hook.windows.append(info)
+        hook._record_request(window.spec, info["state"])
+        hook._restore_term()
+    _skip_kineto_teardown()  # Kineto still records on that thread: its teardown would hang
+
+
+def write_steps(hook):
+    """Append the step ends recorded since the last status to ``steps-PID.f64``. The array
+    is swapped, not locked: an append the training thread made to the old one meanwhile is
+    written first next time, so the times stay in order."""
+    import array
+
+    old, done = hook.steps_out
+    ends, hook.step_ends = hook.step_ends, array.array("d")
+    n = len(ends)
+    hook.steps_out = (ends, n)
+    data = old[done:].tobytes() + ends[:n].tobytes()
+    if not data:
+        return
+    try:
+        private_dir(hook.control)
+        append_private(os.path.join(hook.control, STEPS_FILE.format(pid=os.getpid())), data)
+    except OSError:
+        pass  # the folder went away, or is not ours: the steps are not recorded

@@ -63,6 +63,22 @@ def write_private(path, data):
         raise
 
 
+def append_private(path, data):
+    """Append ``data`` (bytes) to ``path``, made 0600 when new; never through a link, never to a
+    file of someone else's (OSError)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "not a file of this user's: not written", path)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def read_own(path):
     """The bytes of ``path`` when it is a regular file of this process's user; otherwise
     ``PermissionError`` (someone else's) or ``OSError`` (a link, not a file)."""

@@ -23,6 +23,9 @@ Armed by gpuprobe's ``sitecustomize`` in every Python process of a command run u
   opens a window of its steps at the next step boundary, written under ``now-ID/``. Only a
   request file of this process's own user, in a folder of theirs, read without following a
   link, is obeyed (``_gpuprobe_private``).
+- **The flight recorder.** Each step's end (``time.time()``) is appended to an array, no
+  profiler: with each status the array goes to ``.gpuprobe-profile/steps-PID.f64`` (float64,
+  0600, appended), which ``gpuprobe run`` writes to its timeline.
 - **Never in the way.** DataLoader workers are never profiled. A script that runs its own
   torch.profiler (before or during the window), or a profiler that cannot start, makes gpuprobe
   stand aside and say why in its status; the script runs as if gpuprobe were not there. At exit,
@@ -40,17 +43,23 @@ import os
 import sys
 
 from _gpuprobe_parts import (
+    OPEN_POLL_S,
+    STEPS_FILE,
     Window,
     _drop_own_frame,
     _skip_kineto_teardown,
     call_before,
+    catch_term,
+    close_on_its_thread,
     env_int,
     is_dataloader_worker,
     profiler_running,
     rank_of,
+    restore_term,
     version_of,
     world_size_of,
     wrap_step,
+    write_steps,
 )
 from _gpuprobe_private import own_dir, private_dir, read_own, write_private
 
@@ -59,12 +68,9 @@ CONTROL = ".gpuprobe-profile"  # under the output folder: statuses and requests
 REQUEST = "request.json"
 TRACES = "traces"
 POLL_S = 0.5  # s between looks at the request file
-OPEN_POLL_S = 0.01  # s between looks for a due time window's opening
-EXIT_WAIT_S = 2.0  # s a window's own thread is given at exit to reach a step and close it
 STATUS_S = 5.0  # s between status refreshes while the steps go on
 ALIGN_STEPS = 8  # a rank's --now window starts at a multiple of this, so the ranks share steps
 FORMAT = 1  # of the status files
-CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the process
 
 _hook = None
 
@@ -155,6 +161,14 @@ class _Hook:
         self.caught = {}  # signal -> gpuprobe's handler, put in while a window is open
         self.inert = False  # a forked child: counts nothing, writes nothing, stops nothing
         self.kineto = False  # a window has started torch.profiler (Kineto) in this process
+        import array
+        import time
+
+        # the end of each step not yet written (the flight recorder: no profiler, an append a
+        # step), and the array swapped out last, whose late appends go first next time
+        self.step_ends = array.array("d")
+        self.steps_out = (array.array("d"), 0)
+        self.clock = time.time
 
     # -- torch is in --------------------------------------------------------------------------
 
@@ -281,6 +295,7 @@ class _Hook:
         """One step ended (and the next begins). Runs inside the script's own calls: whatever
         goes wrong here stops gpuprobe's window, never the script."""
         self.steps += 1
+        self.step_ends.append(self.clock())
         if self.due is None and self.window is None and self.pending is None:
             return
         try:
@@ -350,50 +365,10 @@ class _Hook:
         self.write_status()
 
     def _catch_term(self):
-        """While a window is open, SIGTERM (torchrun stopping the other ranks, a scheduler's
-        preemption), SIGHUP (a hang-up, gpuprobe passing one on) and SIGQUIT write the steps
-        recorded so far, then end the process by the same signal, as before; only a signal the
-        script left at its default (a handler or SIG_IGN of its own, or inherited, is kept),
-        and only when the window is on the main thread."""
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for name in CAUGHT_SIGNALS:
-            signum = getattr(signal, name, None)
-            if signum is None:
-                continue
-            try:
-                if signal.getsignal(signum) is not signal.SIG_DFL:
-                    continue
-
-                def on_signal(signum, frame):
-                    signal.signal(signum, signal.SIG_DFL)
-                    self.caught.clear()
-                    try:
-                        self.on_exit("cut short: " + signal.Signals(signum).name)
-                    finally:
-                        os.kill(os.getpid(), signum)
-
-                signal.signal(signum, on_signal)
-                self.caught[signum] = on_signal
-            except (ValueError, OSError):
-                pass
+        catch_term(self)
 
     def _restore_term(self):
-        """Put SIG_DFL back where gpuprobe's handler still is; a handler the script installed
-        since (its own checkpoint on SIGTERM) stays."""
-        if not self.caught:
-            return
-        import signal
-
-        caught, self.caught = self.caught, {}
-        for signum, ours in caught.items():
-            # off the main thread the handler stays: it still ends the process as before
-            with contextlib.suppress(ValueError, OSError):
-                if signal.getsignal(signum) is ours:
-                    signal.signal(signum, signal.SIG_DFL)
+        restore_term(self)
 
     def _close(self, how):
         window, self.window = self.window, None
@@ -570,6 +545,7 @@ class _Hook:
         self.lock = threading.RLock()
         self.window = self.pending = self.due = None
         self.step_due = False
+        del self.step_ends[:]
         self._restore_term()
         if self.windows or self.kineto:
             _skip_kineto_teardown()
@@ -595,59 +571,27 @@ class _Hook:
             self.write_status(final=True)
 
     def _close_on_its_thread(self, how):
-        """The process exits while a window another thread opened is open (training on a daemon
-        thread, the main thread done): torch.profiler is stopped on that thread, at its next
-        step boundary, within ``EXIT_WAIT_S``; stopped from here it crashes the process
-        (SIGSEGV in Kineto). A thread that does not come back keeps its window: nothing is
-        stopped, the status says so, and Kineto's teardown is skipped at exit."""
-        import threading
-        import time
-
-        window = self.window
-        if window is None or window.thread is threading.current_thread():
-            return
-        if window.thread.is_alive():
-            # at its next step's end, not at a module call: the thread then goes on in the
-            # script's own code, where finalization stops a daemon thread as without gpuprobe
-            # (stopped inside torch's C++ it aborts the process)
-            self.due = ("close", how)
-            end = time.monotonic() + EXIT_WAIT_S
-            while self.window is window and window.thread.is_alive() and time.monotonic() < end:
-                time.sleep(OPEN_POLL_S)
-        with self.lock:
-            if self.window is not window:
-                return  # closed on its thread: the trace is written
-            self.window = self.due = None
-            info = window.info()
-            info.update(
-                state=how,
-                trace=None,
-                error=f"no trace: the process exited while its window was open on thread "
-                f"{window.thread.name!r}, which did not reach the end of a step within "
-                f"{EXIT_WAIT_S:g} s; the window was left as it was",
-                last_step=self.steps,
-                recorded_from=window.first + (0 if window.seconds else window.spec["warmup"]),
-                stopped=time.time(),
-            )
-            self.windows.append(info)
-            self._record_request(window.spec, info["state"])
-            self._restore_term()
-        _skip_kineto_teardown()  # Kineto still records on that thread: its teardown would hang
+        close_on_its_thread(self, how)
 
     def leave_as_worker(self):
         """A DataLoader worker: never profiled, and leaves no status (it may have written its
         first one before it knew)."""
         with self.lock:
             self.worker = True
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(self.control, f"proc-{os.getpid()}.json"))
+            for name in (f"proc-{os.getpid()}.json", STEPS_FILE.format(pid=os.getpid())):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.control, name))
 
     def write_status(self, final=False):
         with self.lock:
             if self.worker or self.final:
                 return  # a DataLoader worker leaves none; nothing comes after the last one
+            self._write_steps()
             self._write_status(final)
             self.final = final
+
+    def _write_steps(self):
+        write_steps(self)
 
     def _write_status(self, final):
         import json
