@@ -78,27 +78,42 @@ class Args(msgspec.Struct, gc=False):
 
 
 AnyJson = None | bool | int | float | str | list[Any]
+# a time: JSON numbers decoded as floats (an integer's nearest float, as ``float(int)`` gives),
+# so the reader's hot loop never converts one; other JSON values as they are
+TimeJson = float | None | bool | str | list[Any] | dict[str, Any]
 
 
 class Event(msgspec.Struct, gc=False):
     """One trace event, the fields the reader uses; ``name``, ``pid`` and ``tid`` are UNSET
     when absent (``null`` is None), ``args`` is
-    whatever JSON value the event has there (an :class:`Args` when an object)."""
+    whatever JSON value the event has there (an :class:`Args` when an object). ``ts`` and
+    ``dur`` hold a JSON number as a float."""
 
     ph: Any = None
     cat: Any = None
     name: Any = UNSET
-    ts: Any = None
-    dur: Any = 0.0
+    ts: TimeJson = None
+    dur: TimeJson = 0.0
     pid: Any = UNSET
     tid: Any = UNSET
     args: Args | AnyJson = None
+
+
+class LooseEvent(Event, gc=False):
+    """An :class:`Event` whose times are any JSON value, as written: for the rare batch whose
+    times the fast decoder refuses (an integer past a float's range, skipped as a time but
+    kept in the event's other fields)."""
+
+    ts: Any = None
+    dur: Any = 0.0
 
 
 BROKEN = "\x00broken"  # the ``ph`` of an event the exact gear could not express as an Event
 
 _BATCH = msgspec.json.Decoder(list[Event | AnyJson])
 _ONE = msgspec.json.Decoder(Event | AnyJson)
+_BATCH_LOOSE = msgspec.json.Decoder(list[LooseEvent | AnyJson])
+_ONE_LOOSE = msgspec.json.Decoder(LooseEvent | AnyJson)
 _ENCODE = msgspec.json.Encoder()  # NaN and ±Infinity become null: values the reader skips
 _ERR_BYTE = re.compile(r"\(byte (\d+)\)")
 _SEP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")  # an event's end, a comma, the next's start
@@ -129,7 +144,11 @@ def _to_event(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     try:
-        return _ONE.decode(_ENCODE.encode(value))
+        data = _ENCODE.encode(value)
+        try:
+            return _ONE.decode(data)
+        except msgspec.ValidationError:  # a time out of a float's range: kept as written
+            return _ONE_LOOSE.decode(data)
     except (msgspec.MsgspecError, UnicodeError, OverflowError, TypeError, ValueError):
         cat = value.get("cat")
         return Event(ph=BROKEN, cat=cat if isinstance(cat, str) else None)
@@ -496,8 +515,12 @@ def _fast(src: Source) -> tuple[list[Any] | None, int | None]:
         with memoryview(src.buf) as mv:
             data[1:-1] = mv[lo:hi]  # one copy: msgspec's Raw fields may outlive the buffer
         data[-1] = 0x5D  # ]
+        batch: list[Any]
         try:
-            batch = _BATCH.decode(data)
+            try:
+                batch = _BATCH.decode(data)
+            except msgspec.ValidationError:  # a time out of a float's range: kept as written
+                batch = _BATCH_LOOSE.decode(data)
         except (msgspec.ValidationError, RecursionError):  # a number out of range, deep nesting
             return None, hi - lo
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
