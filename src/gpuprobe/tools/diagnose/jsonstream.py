@@ -40,7 +40,9 @@ __all__ = [
     "iter_batches",
 ]
 
-CHUNK_BYTES = 4 << 20  # bytes (decompressed) read per chunk: ~15k events per msgspec call
+CHUNK_BYTES = 1 << 20  # bytes (decompressed) read per chunk: ~4k events per msgspec call; 4 MiB
+# took 25 % more CPU on a 650 MB trace (benchmarks/reader_throughput.py), the system's part
+# 2-3x: each chunk's fresh buffers were new pages to fault in, 1 MiB ones are reused
 MAX_VALUE_BYTES = 16 << 20  # bytes; one event or header value longer is refused: a profiler's
 # events are under 10 kB (the largest of the 51 real traces in benchmarks/: 1.3 kB), so this is a
 # damaged or hostile file, and reading on would need memory and time without bound
