@@ -512,11 +512,9 @@ def _fast(src: Source) -> tuple[list[Any] | None, int | None]:
         return None, None if src.eof else len(src.buf) - lo
     hi = cut[0] + 1
     for _ in range(SPLIT_TRIES):
-        data = bytearray(hi - lo + 2)
-        data[0] = 0x5B  # [
-        with memoryview(src.buf) as mv:
-            data[1:-1] = mv[lo:hi]  # one copy: msgspec's Raw fields may outlive the buffer
-        data[-1] = 0x5D  # ]
+        with memoryview(src.buf) as mv:  # one copy (msgspec's Raw fields may outlive the
+            # buffer), into bytes: a join is 2-3x faster than filling a fresh bytearray
+            data = b"".join((b"[", mv[lo:hi], b"]"))
         batch: list[Any]
         try:
             try:
