@@ -110,6 +110,22 @@ def build(trace: Path, copies: int, workdir: Path) -> tuple[Path, Path]:
     return plain, gz
 
 
+def build_synthetic(launches: int, workdir: Path) -> tuple[Path, Path]:
+    """reader_speed.py's synthetic trace (a cpu_op, a launch and a kernel per launch, a step per
+    1000: every event kept, the shape of issue 42's 914 MB trace), gzip and plain, made once."""
+    from reader_speed import _write_synthetic  # benchmarks/, next to this script
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    gz = workdir / f"synthetic_{launches}.json.gz"
+    plain = gz.with_suffix("")
+    if not (gz.exists() and plain.exists()):
+        _write_synthetic(gz, launches)
+        with gzip.open(gz, "rb") as src, open(plain, "wb") as dst:
+            while chunk := src.read(16 << 20):
+                dst.write(chunk)
+    return plain, gz
+
+
 def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
     """Wall seconds, CPU seconds (user + system), peak RSS (MiB: GNU time's %M, the VmHWM) and
     stdout of one child."""
@@ -172,12 +188,20 @@ def render(doc: dict[str, Any]) -> str:
         "# diagnose's trace reader, whole process: MB/s per core against the floors",
         "",
         f"{doc['when']}, {doc['machine']}; made by `benchmarks/reader_throughput.py` (its "
-        f"docstring says the method). Input: {doc['source']} repeated {doc['copies']}× with "
-        f"shifted times: {doc['plain_mb']:.0f} MB of text, {doc['events']:,} events "
-        f"({doc['gzip_mb']:.0f} MB gzip). One child process per run, alternating, best of "
+        "docstring says the method). One child process per run, alternating, best of "
         f"{doc['repeat']}; MB/s = MB of plain text ÷ seconds of the whole process: wall, and "
         "CPU (user + system, what one core spent: the figure per core, less sensitive to the "
         "other work on a shared machine).",
+    ]
+    for inp in doc["inputs"]:
+        lines += ["", f"## {inp['title']}", "", *_table(inp)]
+    return "\n".join(lines) + "\n"
+
+
+def _table(doc: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{doc['plain_mb']:.0f} MB of text, {doc['events']:,} events "
+        f"({doc['gzip_mb']:.0f} MB gzip).",
         "",
         "| what | best wall s | MB/s (wall) | best CPU s | MB/s per core (CPU) | peak RSS MiB "
         "| wall s of each run |",
@@ -189,13 +213,16 @@ def render(doc: dict[str, Any]) -> str:
             f"| {label} | {r['best_s']:.2f} | {r['mb_per_s']:.0f} | {r['best_cpu_s']:.2f} "
             f"| {r['mb_per_cpu_s']:.0f} | {r['peak_mib']:.0f} | {runs} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--copies", type=int, default=12)
+    ap.add_argument(
+        "--synthetic", type=int, default=1_000_000, help="launches of the synthetic input (0: none)"
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--before", type=Path, help="another checkout's src/ (the code before)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/gpuprobe-reader-bench"))
@@ -204,19 +231,34 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t = time.perf_counter()
     plain, gz = build(args.trace, args.copies, args.workdir)
-    print(f"input ready in {time.perf_counter() - t:.0f} s: {plain}", file=sys.stderr)
+    inputs = [
+        (
+            f"Real events: {args.trace.name} repeated {args.copies}× with shifted times",
+            plain,
+            gz,
+        )
+    ]
+    if args.synthetic:
+        s_plain, s_gz = build_synthetic(args.synthetic, args.workdir)
+        title = (
+            f"Synthetic: {args.synthetic:,} launches (reader_speed.py's: every event kept, "
+            "the shape of issue 42's trace)"
+        )
+        inputs.append((title, s_plain, s_gz))
+    print(f"inputs ready in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     srcs = {"after": ROOT / "src"}
     if args.before:
         srcs = {"before": args.before, **srcs}
-    doc = measure(plain, gz, srcs, args.repeat, args.diagnose)
-    doc.update(
-        when=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        machine=f"vm {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+    doc: dict[str, Any] = {
+        "inputs": [],
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"vm {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"zlib {zlib.ZLIB_VERSION}",
-        source=args.trace.name,
-        copies=args.copies,
-        repeat=args.repeat,
-    )
+        "repeat": args.repeat,
+    }
+    for title, p, g in inputs:
+        print(title, file=sys.stderr)
+        doc["inputs"].append({"title": title, **measure(p, g, srcs, args.repeat, args.diagnose)})
     text = render(doc)
     args.out.write_text(text)
     args.out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
