@@ -47,6 +47,10 @@ def _odd_events() -> list[str]:
         '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "dur": 1, '
         '"tid": 1, "args": {"correlation": "17"}}',
         '{"ph": "s", "cat": "cpu_to_cuda", "id": 1, "ts": 3}',
+        # a name that looks like an event boundary, escaped and not, and one past ASCII
+        '{"ph": "X", "cat": "cpu_op", "name": "q\\"}, {[\\u00e9 }, {", "ts": 5, "dur": 1, '
+        '"tid": 1}',
+        '{"ph": "X", "cat": "cpu_op", "name": "é中🙂", "ts": 6, "dur": 1, "tid": 1}',
     ]
 
 
@@ -85,6 +89,7 @@ def test_odd_values_read_as_before(tmp_path: Path) -> None:
     assert tr.legacy_launches == 1
     assert tr.rt_corr[0] == 17  # a correlation written as a string
     assert "objcat" not in tr.names and "listcat" not in tr.names
+    assert 'q"}, {[é }, {' in ops and "é中🙂" in ops
     assert tr.categories["kernel"] == 2 + 9 and None in tr.categories
     # the huge time, the two non-objects, the list and object categories: skipped and counted
     assert tr.skipped == 5
