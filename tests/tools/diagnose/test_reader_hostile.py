@@ -193,7 +193,9 @@ def test_both_gears_read_the_same(tmp_path, monkeypatch) -> None:
     def refuse(data: object) -> None:
         raise jsonstream.msgspec.ValidationError("refused")
 
-    monkeypatch.setattr(jsonstream, "_BATCH", type("D", (), {"decode": staticmethod(refuse)}))
+    refusing = type("D", (), {"decode": staticmethod(refuse)})
+    monkeypatch.setattr(jsonstream, "_BATCH", refusing)
+    monkeypatch.setattr(jsonstream, "_BATCH_LOOSE", refusing)  # the batch's second try
     exact = read_trace(path)
     for t in (cut, exact):
         assert t.events == fast.events and t.skipped == fast.skipped

@@ -40,7 +40,9 @@ __all__ = [
     "iter_batches",
 ]
 
-CHUNK_BYTES = 4 << 20  # bytes (decompressed) read per chunk: ~15k events per msgspec call
+CHUNK_BYTES = 1 << 20  # bytes (decompressed) read per chunk: ~4k events per msgspec call; 4 MiB
+# took 25 % more CPU on a 650 MB trace (benchmarks/reader_throughput.py), the system's part
+# 2-3x: each chunk's fresh buffers were new pages to fault in, 1 MiB ones are reused
 MAX_VALUE_BYTES = 16 << 20  # bytes; one event or header value longer is refused: a profiler's
 # events are under 10 kB (the largest of the 51 real traces in benchmarks/: 1.3 kB), so this is a
 # damaged or hostile file, and reading on would need memory and time without bound
@@ -78,27 +80,42 @@ class Args(msgspec.Struct, gc=False):
 
 
 AnyJson = None | bool | int | float | str | list[Any]
+# a time: JSON numbers decoded as floats (an integer's nearest float, as ``float(int)`` gives),
+# so the reader's hot loop never converts one; other JSON values as they are
+TimeJson = float | None | bool | str | list[Any] | dict[str, Any]
 
 
 class Event(msgspec.Struct, gc=False):
     """One trace event, the fields the reader uses; ``name``, ``pid`` and ``tid`` are UNSET
     when absent (``null`` is None), ``args`` is
-    whatever JSON value the event has there (an :class:`Args` when an object)."""
+    whatever JSON value the event has there (an :class:`Args` when an object). ``ts`` and
+    ``dur`` hold a JSON number as a float."""
 
     ph: Any = None
     cat: Any = None
     name: Any = UNSET
-    ts: Any = None
-    dur: Any = 0.0
+    ts: TimeJson = None
+    dur: TimeJson = 0.0
     pid: Any = UNSET
     tid: Any = UNSET
     args: Args | AnyJson = None
+
+
+class LooseEvent(Event, gc=False):
+    """An :class:`Event` whose times are any JSON value, as written: for the rare batch whose
+    times the fast decoder refuses (an integer past a float's range, skipped as a time but
+    kept in the event's other fields)."""
+
+    ts: Any = None
+    dur: Any = 0.0
 
 
 BROKEN = "\x00broken"  # the ``ph`` of an event the exact gear could not express as an Event
 
 _BATCH = msgspec.json.Decoder(list[Event | AnyJson])
 _ONE = msgspec.json.Decoder(Event | AnyJson)
+_BATCH_LOOSE = msgspec.json.Decoder(list[LooseEvent | AnyJson])
+_ONE_LOOSE = msgspec.json.Decoder(LooseEvent | AnyJson)
 _ENCODE = msgspec.json.Encoder()  # NaN and ±Infinity become null: values the reader skips
 _ERR_BYTE = re.compile(r"\(byte (\d+)\)")
 _SEP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")  # an event's end, a comma, the next's start
@@ -129,7 +146,11 @@ def _to_event(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     try:
-        return _ONE.decode(_ENCODE.encode(value))
+        data = _ENCODE.encode(value)
+        try:
+            return _ONE.decode(data)
+        except msgspec.ValidationError:  # a time out of a float's range: kept as written
+            return _ONE_LOOSE.decode(data)
     except (msgspec.MsgspecError, UnicodeError, OverflowError, TypeError, ValueError):
         cat = value.get("cat")
         return Event(ph=BROKEN, cat=cat if isinstance(cat, str) else None)
@@ -491,13 +512,15 @@ def _fast(src: Source) -> tuple[list[Any] | None, int | None]:
         return None, None if src.eof else len(src.buf) - lo
     hi = cut[0] + 1
     for _ in range(SPLIT_TRIES):
-        data = bytearray(hi - lo + 2)
-        data[0] = 0x5B  # [
-        with memoryview(src.buf) as mv:
-            data[1:-1] = mv[lo:hi]  # one copy: msgspec's Raw fields may outlive the buffer
-        data[-1] = 0x5D  # ]
+        with memoryview(src.buf) as mv:  # one copy (msgspec's Raw fields may outlive the
+            # buffer), into bytes: a join is 2-3x faster than filling a fresh bytearray
+            data = b"".join((b"[", mv[lo:hi], b"]"))
+        batch: list[Any]
         try:
-            batch = _BATCH.decode(data)
+            try:
+                batch = _BATCH.decode(data)
+            except msgspec.ValidationError:  # a time out of a float's range: kept as written
+                batch = _BATCH_LOOSE.decode(data)
         except (msgspec.ValidationError, RecursionError):  # a number out of range, deep nesting
             return None, hi - lo
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import operator
 import os
 import re
 import zlib
@@ -320,6 +321,7 @@ def _op_kind(name: Any) -> int:
     return _OP_INPUTS if name in _SHAPED_OPS or name in _MATMUL_OPS else _OP_PLAIN
 
 
+_CAT = operator.attrgetter("cat")
 _SKIP = (AttributeError, KeyError, TypeError, ValueError, OverflowError)  # a malformed event
 
 
@@ -378,16 +380,26 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
     lg_op_ts, lg_op_end = array("d"), array("d")
     op_s = op_e = math.nan  # the last legacy CPU op read: its span's op (the exporter writes it
     # right before the op's GPU spans)
+    flows: dict[Any, bool] = {}  # category -> whether the legacy export's launch flows
     n = 0
     skipped = 0
     base: float | None = None
     for batch in batches:
         n += len(batch)
+        # the categories counted a batch at a time (in C); event by event when one is not a
+        # string or null (a list, an object) or an event is not an object: skipped, as below
+        try:
+            counted = Counter(map(_CAT, batch))
+        except (TypeError, AttributeError):  # not hashable, or an event that is not an object
+            counted = None
+        else:
+            cats.update(counted)
         for ev in batch:
             try:
                 ph = ev.ph
                 cat = ev.cat
-                cats[cat] += 1
+                if counted is None:
+                    cats[cat] += 1
                 if ph is None and cat is not None and ev.ts is not None:
                     ph = "X"  # a complete event written without its type: said in damage
                     tr.no_ph += 1
@@ -440,13 +452,19 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                             if kind == _OP_INPUTS:
                                 _shapes(tr, len(op_ts), name, args)
                             stack = args.call_stack
-                        op_stack.append(nid(stack) if isinstance(stack, str) and stack else -1)
+                        op_stack.append(nid(stack) if stack and type(stack) is str else -1)
                         op_ts.append(ts)
                         op_dur.append(dur)
                         op_name.append(i)
                         op_tid.append(tid)
                     elif (py := cat == "python_function") or cat in _RUNTIME_CATS:
-                        corr = 0 if py else _int(_args(ev).correlation)
+                        if py:
+                            corr = 0
+                        else:
+                            args = ev.args
+                            corr = (args if type(args) is Args else _args(ev)).correlation
+                            if type(corr) is not int or not _INT_MIN < corr < _INT_MAX:
+                                corr = _int(corr)
                         i = name_ids.get(ev.name)
                         if i is None:
                             i = nid(ev.name)
@@ -465,20 +483,28 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                             rt_corr.append(corr)
                             rt_tid.append(tid)
                     elif cat in _GPU_CATS:
-                        args = _args(ev)
+                        args = ev.args
+                        if type(args) is not Args:
+                            args = _args(ev)
                         dev = args.device
-                        dev = _int(0 if ev.pid is UNSET else ev.pid) if dev is UNSET else _int(dev)
+                        if dev is UNSET:
+                            dev = _int(0 if ev.pid is UNSET else ev.pid)
+                        elif type(dev) is not int or not _INT_MIN < dev < _INT_MAX:
+                            dev = _int(dev)
                         # XPU kernels name their queue "sycl queue" instead of a stream
                         stream = args.stream
                         if stream is UNSET:
                             stream = args.sycl_queue
                             if stream is UNSET:
                                 stream = 0 if ev.tid is UNSET else ev.tid
-                        stream = _int(stream)
+                        if type(stream) is not int or not _INT_MIN < stream < _INT_MAX:
+                            stream = _int(stream)
                         corr = args.correlation
                         if type(corr) is not int or not _INT_MIN < corr < _INT_MAX:
                             corr = _int(corr)
-                        nbytes = _num(args.bytes)
+                        nbytes = args.bytes
+                        if type(nbytes) is not float or not -math.inf < nbytes < math.inf:
+                            nbytes = _num(nbytes)
                         i = name_ids.get(ev.name)
                         if i is None:
                             i = nid(ev.name)
@@ -533,8 +559,14 @@ def _consume(tr: RawTrace, batches: Iterator[list[Any]]) -> None:
                         memory_peak[key] = (alloc, reserved)
                     elif alloc > old[0] or reserved > old[1]:
                         memory_peak[key] = (max(alloc, old[0]), max(reserved, old[1]))
-                elif ph == "s" and isinstance(cat, str) and cat.startswith(LEGACY_FLOW_PREFIX):
-                    tr.legacy_launches += 1  # the legacy export: an op launched GPU work
+                elif ph == "s":
+                    flow = flows.get(cat)
+                    if flow is None:
+                        flow = flows[cat] = isinstance(cat, str) and cat.startswith(
+                            LEGACY_FLOW_PREFIX
+                        )
+                    if flow:
+                        tr.legacy_launches += 1  # the legacy export: an op launched GPU work
                 elif ph == BROKEN:
                     skipped += 1
             except _SKIP:
