@@ -57,6 +57,9 @@ class StepFacts:
     dataloader_us: float
     ops: int
     launches: int
+    untraced_us: float = (
+        0.0  # host time in it with no traced event (:func:`.idle.untraced_intervals`)
+    )
 
 
 def slow_steps(times: np.ndarray) -> tuple[np.ndarray, float]:
@@ -105,10 +108,27 @@ def step_facts(ctx: TraceColumns, startup_us: np.ndarray) -> list[StepFacts]:
     launch = ctx.kernel_launch_mask | P.GRAPH_LAUNCH.mask(ctx.rt_name, ctx.names)
     launch &= ctx.rt_step >= 0
     launches = np.bincount(ctx.rt_step[launch], minlength=n)
+    untraced = _untraced_per_step(ctx)
     return [
-        StepFacts(s.number, float(us[i]), float(dl_us[i]), int(ops[i]), int(launches[i]))
+        StepFacts(
+            s.number, float(us[i]), float(dl_us[i]), int(ops[i]), int(launches[i]), untraced[i]
+        )
         for i, s in enumerate(ctx.steps)
     ]
+
+
+def _untraced_per_step(ctx: TraceColumns) -> list[float]:
+    """µs of each selected step in holes of the host's traced events (no cpu_op, runtime call,
+    Python frame or DataLoader span on a launching thread: a checkpoint save, I/O, a sleep)."""
+    from gpuprobe.tools.diagnose.idle import untraced_intervals
+
+    hs, he = untraced_intervals(ctx)
+    starts, ends = np.asarray(ctx.step_starts), np.asarray(ctx.step_ends)
+    if hs.size == 0 or starts.size == 0:
+        return [0.0] * len(ctx.steps)
+    lo = np.maximum(hs[None, :], starts[:, None])
+    hi = np.minimum(he[None, :], ends[:, None])
+    return [float(x) for x in np.clip(hi - lo, 0.0, None).sum(axis=1)]
 
 
 def leading_slow_steps(ctx: TraceColumns, calls: np.ndarray, skip: int = 0) -> list[StepFacts]:

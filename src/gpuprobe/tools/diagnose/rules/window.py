@@ -2,9 +2,10 @@
 :data:`~gpuprobe.tools.diagnose.steadiness.UNSTEADY_STEP_FACTOR` times the steady median step
 (:mod:`gpuprobe.tools.diagnose.steadiness`) is named, with what it likely is: at the window's
 start, warm-up that is not over (those steps are left out of the analysis, as one-time-start's
-warm-up steps are); in it, the DataLoader, other work (an evaluation, a checkpoint, logging) or
-the same work slower (a busy machine). Each step's time is its time less its one-time start-up,
-which is one-time-start's (:mod:`.startup`), and less the compiling and the far slower compiled
+warm-up steps are); in it, the DataLoader, other work (an evaluation, a checkpoint, logging: more
+ops), host code between the ops that the profiler does not record (a checkpoint save, I/O, a
+sleep: a hole in the training thread's events) or the same work slower (a busy machine). Each
+step's time is its time less its one-time start-up, which is one-time-start's (:mod:`.startup`), and less the compiling and the far slower compiled
 runs in it, which are compiled-regions' (:mod:`.compiled`): no two findings count the same time.
 """
 
@@ -45,6 +46,10 @@ _FIX = {
     "so that they outlive each epoch, a larger prefetch_factor; or cheaper batches",
     "other work": "keep evaluation, checkpoints and logging out of the profiled steps "
     "(schedule's wait=), or profile more steps (active=10) so that the median is a training step",
+    "untraced": "see the Python in that gap: profile with its stacks (gpuprobe profile "
+    "--with-stack, or torch.profiler.profile(with_stack=True)); a checkpoint or logging on the "
+    "training thread is the usual one: save asynchronously (torch.distributed.checkpoint."
+    "async_save, or a thread writing a CPU copy of the state), or less often",
     "slower": "profile again on an idle machine (nvidia-smi and top show what else runs) and "
     "over more steps (schedule(active=10)) to see whether the slow step recurs; --html-step N "
     "shows its timeline",
@@ -65,6 +70,9 @@ _LIKELY = {
     "data": "the DataLoader: its workers do not keep up, or start an epoch",
     "other work": "other work than the steady steps': an evaluation, a checkpoint, logging, an "
     "accumulated optimizer step",
+    "untraced": "host code the profiler does not record, on the training thread between its "
+    "ops: a checkpoint save, file or network I/O, logging, a sleep or a lock (Python is not "
+    "recorded without with_stack)",
     "slower": "the steady steps' work, slower, inside the window: a busy machine (other "
     "processes on its CPUs or GPU), a pause of the process (garbage collection, swapping), or "
     "the GPU's clocks dropping",
@@ -75,6 +83,7 @@ _SHORT = {
     "warm-up": "warm-up not over",
     "data": "the DataLoader",
     "other work": "other work (an evaluation, a checkpoint, logging)",
+    "untraced": "host code between the ops (a checkpoint, I/O, logging, a sleep)",
     "slower": "the same work slower (a busy machine, a pause)",
 }
 
@@ -95,6 +104,13 @@ def _kind(f: StepFacts, excess: float, lead: bool, steady: Sequence[StepFacts]) 
         return "other work", (
             f"other work, {f.ops:,} CPU ops and {f.launches:,} kernel launches ({ops:,.0f} and "
             f"{launches:,.0f} in a steady step)"
+        )
+    gap = median([s.untraced_us for s in steady])
+    if not lead and f.untraced_us - gap >= UNSTEADY_DATA_SHARE * excess:
+        return "untraced", (
+            f"{_ms(f.untraced_us)} of it ran no traced op, runtime call or Python frame on the "
+            f"training thread ({_ms(gap)} in a steady step): host code between the ops (a "
+            "checkpoint, I/O, logging, a sleep)"
         )
     if lead:
         return "warm-up", _SHORT["warm-up"]
