@@ -51,6 +51,9 @@ def run(
     report: bool = True,
     hook: bool = True,
     kill_leftovers: bool = False,
+    capture_on: Sequence[str] = (),
+    capture_steps: int = 5,
+    capture_every_s: float = 600.0,
 ) -> RunResult:
     """Run ``cmd`` (an argument list, never a shell string), record every GPU, the host and the
     command's process tree until it exits, then judge the run. ``out`` (default
@@ -60,14 +63,19 @@ def run(
     A report that cannot be written is a note, never an exception: the exit code survives.
     With ``hook``, its PyTorch processes can be profiled while it runs: :func:`profile_now`.
     Processes the command leaves running when it exits are named in a finding
-    (``monitor-leftover-processes``); ``kill_leftovers`` ends them (SIGTERM, then SIGKILL)."""
+    (``monitor-leftover-processes``); ``kill_leftovers`` ends them (SIGTERM, then SIGKILL).
+    Every step of its PyTorch processes is recorded (``result.summary.steps``); with
+    ``capture_on=("slow",)`` a slow step makes its process profile ``capture_steps`` steps by
+    itself (at most once in ``capture_every_s``), each capture diagnosed and listed
+    (``monitor-captures``)."""
     import contextlib
     import time
     from pathlib import Path
 
-    from gpuprobe.core.errors import GpuprobeError
+    from gpuprobe.core.errors import GpuprobeError, UsageError
     from gpuprobe.tools.monitor.run import check_run, finish_run, run_command
     from gpuprobe.tools.monitor.steps import step_events
+    from gpuprobe.tools.profile.engine import capture_events
     from gpuprobe.tools.profile.hook import (
         HookSettings,
         clear_control,
@@ -78,10 +86,18 @@ def run(
 
     out = Path(out) if out is not None else Path(time.strftime("gpuprobe-run-%Y%m%d-%H%M%S"))
     env = None
+    if capture_on and not hook:
+        raise UsageError("capture_on needs the hook: hook=True")
+    settings = HookSettings(  # checks capture_on and its numbers
+        mode="later",
+        capture_on=tuple(capture_on),
+        capture_steps=capture_steps,
+        capture_every_s=capture_every_s,
+    )
     if hook:
         check_run(cmd, hz)  # 127 for the command, 2 for --hz, before the folder is made
         prepare_out(out)
-        env = hook_env(out, HookSettings(mode="later"))
+        env = hook_env(out, settings)
     result = run_command(
         cmd,
         out,
@@ -89,8 +105,8 @@ def run(
         pcie_throughput=pcie_throughput,
         env=env,
         kill_leftovers=kill_leftovers,
-        # the flight recorder: each PyTorch process's steps, into the timeline
-        at_end=(lambda: step_events(read_steps(out))) if hook else None,
+        # the flight recorder: each PyTorch process's steps and captures, into the timeline
+        at_end=(lambda: step_events(read_steps(out)) + capture_events(out)) if hook else None,
     )
     if hook:  # the job is over: nothing to ask it any more, no .gpuprobe-profile/ left behind
         with contextlib.suppress(GpuprobeError):

@@ -46,6 +46,30 @@ def register(sub: Any) -> None:
         help="end what CMD left running when it exited (background jobs, setsid): SIGTERM, "
         "then SIGKILL after 10 s; without it they are named in a finding and left alone",
     )
+    p.add_argument(
+        "--capture-on",
+        metavar="WHAT",
+        type=lambda v: tuple(x.strip() for x in v.split(",") if x.strip()),
+        default=(),
+        help="profile a few steps by itself when one goes wrong: 'slow' (a step past 2x the "
+        "running median, or more where the steps spread more: the next 5 steps, or the next "
+        "slow one when they recur; at most one capture a process in 10 minutes), each "
+        "diagnosed and listed in the summary",
+    )
+    p.add_argument(
+        "--capture-steps",
+        type=int,
+        default=5,
+        metavar="N",
+        help="steps each capture records (default 5)",
+    )
+    p.add_argument(
+        "--capture-every",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds between two captures of one process at least (default 600)",
+    )
     add_command(p, "print the summary as JSON on stdout (the command's own stdout goes to stderr)")
     p.set_defaults(handler=run)
 
@@ -67,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     cmd = command_of(args)
     if not cmd:
         raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
+    if args.capture_on and args.no_hook:
+        raise UsageError("--capture-on needs the hook: leave out --no-hook")
     # with --json, stdout is the JSON alone: the command's own stdout goes to stderr meanwhile
     json_fd = stdout_aside() if args.json else None
     try:
@@ -78,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
             report=not args.no_report,
             hook=not args.no_hook,
             kill_leftovers=args.kill_leftovers,
+            capture_on=args.capture_on,
+            capture_steps=args.capture_steps,
+            capture_every_s=args.capture_every,
         )
     finally:
         if json_fd is not None:

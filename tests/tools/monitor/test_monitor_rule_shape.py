@@ -81,6 +81,20 @@ def _steps(slow_every: int, drift: float) -> Timeline:
     return tl
 
 
+def _capture(*, warn: bool) -> Timeline:
+    """A capture of run --capture-on: diagnosed with a warning, or never opened."""
+    tl = build()
+    ev = {"kind": "capture", "t": tl.start + 5, "pid": MAIN_PID, "name": "pid 100 (train.py)",
+          "step": 50, "seconds": 0.4, "median_s": 0.05, "aimed_at": None, "every": None}  # fmt: skip
+    if warn:
+        ev.update(first=52, last=56, state="done", trace="/x/captures/step-50/t.json.gz",
+                  verdict="unsteady-window", verdict_status="warn", verdict_title="Unsteady")  # fmt: skip
+    else:
+        ev.update(state="not opened: the process ended first")
+    tl.events.append(ev)
+    return tl
+
+
 def _timelines() -> dict[str, Timeline]:
     recorded = {p.name: read_timeline(p) for p in sorted(DATA.glob("*.jsonl"))}
     damaged = dataclasses.replace(
@@ -92,6 +106,7 @@ def _timelines() -> dict[str, Timeline]:
         | {"damaged": damaged, "lost_gpu": _lost_gpu()}
         | {"leftovers": _leftovers(killed=False), "leftovers_ended": _leftovers(killed=True)}
         | {"slow_steps": _steps(25, 0.0), "step_drift": _steps(10_000, 1.0)}
+        | {"capture": _capture(warn=True), "capture_missed": _capture(warn=False)}
     )
 
 

@@ -139,3 +139,53 @@ def test_run_records_every_step_of_a_real_script_and_names_the_slow_ones(tmp_pat
     lines = [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
     kinds = [x.get("kind") for x in lines]
     assert kinds.count("steps") == 1 and lines[-1]["type"] == "end"
+
+
+STALLS = """
+import time, torch
+m = torch.nn.Linear(16, 16)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(8, 16)
+for i in range(120):
+    m(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+    time.sleep(0.003)
+    if i % 10 == 9:
+        time.sleep(0.2)  # a stall every 10 steps: any 12 steps recorded hold one
+"""
+
+
+def test_capture_on_slow_profiles_steps_by_itself_and_names_the_stall(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "job.py").write_text(STALLS)
+    out = tmp_path / "r"
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuprobe", "run", "--json", "--capture-on", "slow",
+         "--capture-steps", "12", "--capture-every", "0", "--out", str(out), "--",
+         sys.executable, "job.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": src},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    caps = [f for f in doc["findings"] if f["id"] == "monitor-captures"]
+    assert caps, [f["title"] for f in doc["findings"]]
+    traces = sorted(out.glob("captures/step-*/*.pt.trace.json.gz"))
+    assert len(traces) == len(caps)  # each capture's trace, under captures/step-N/
+    # a stall in a capture's steps, named for what the trace shows: host code between the ops
+    named = [f for f in caps if "ran no traced op" in f["title"]]
+    assert named and all(f["status"] == "warn" for f in named)
+    assert all("steps " in f["title"] and " profiled" in f["title"] for f in caps)
+
+
+def test_capture_on_something_else_is_refused_in_one_line(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuprobe", "run", "--capture-on", "slow,drift", "--out",
+         str(tmp_path / "r"), "--", "true"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("gpuprobe: --capture-on drift: give slow")
+    assert not (tmp_path / "r").exists()

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from gpuprobe.tools.diagnose.model import Diagnosis
     from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 
-__all__ = ["WriteVerdict", "diagnose_traces", "profile_command"]
+__all__ = ["WriteVerdict", "capture_events", "diagnose_traces", "profile_command"]
 
 # writes the page of a verdict into a folder: (the single trace's diagnosis and context, or the
 # ranks' diagnosis) -> the path written
@@ -138,6 +138,54 @@ def diagnose_traces(
     except OSError as exc:
         notes.append(f"gpuprobe: cannot write the verdict's page: {exc.strerror or exc}")
     return replace(report, files=(*files, *traces), notes=tuple(notes))
+
+
+def capture_events(out: Path) -> list[dict[str, object]]:
+    """The flight recorder's captures (``run --capture-on``), each diagnosed, as timeline
+    events (kind ``capture``): the slow step that set it off, the steps recorded, the trace and
+    the verdict that leads (its id, status and title), or why there is none."""
+    import time
+
+    from gpuprobe.core.findings import Status
+    from gpuprobe.tools.diagnose.engine import diagnose
+
+    events: list[dict[str, object]] = []
+    for p in read_processes(out):
+        windows = {w.request: w for w in p.windows if w.request}
+        for c in p.captures:
+            w = windows.get(c.request)
+            ev: dict[str, object] = {
+                "kind": "capture",
+                "t": time.time(),
+                "pid": p.pid,
+                "name": p.name,
+                "step": c.step,
+                "seconds": round(c.seconds, 6),
+                "median_s": round(c.median_s, 6),
+                "aimed_at": c.aimed_at,
+                "every": c.every,
+            }
+            if w is None:
+                ev["state"] = p.requests.get(c.request, "not opened: the process ended first")
+            else:
+                ev.update(first=w.recorded_from, last=w.last_step, state=w.state, trace=w.trace)
+            if w is not None and w.trace:
+                try:
+                    d = diagnose(w.trace)
+                    top = next(
+                        (f for f in d.findings if f.status in (Status.FAIL, Status.WARN)), None
+                    )
+                    ev["verdict"] = None if top is None else top.id
+                    ev["verdict_status"] = None if top is None else top.status.value
+                    ev["verdict_title"] = (
+                        "no problem worth the time in the steps recorded"
+                        if top is None
+                        else top.title
+                    )
+                except GpuprobeError as exc:
+                    ev["verdict_title"] = f"not diagnosed: {exc.message}"
+            events.append(ev)
+    return events
 
 
 def python_seen(timeline: Path) -> int:

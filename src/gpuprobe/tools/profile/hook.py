@@ -25,9 +25,11 @@ from gpuprobe.core import safejson
 from gpuprobe.core.errors import InputError, UsageError
 from gpuprobe.core.files import check_own_dir, private_dir, read_own_file, user_name
 from gpuprobe.tools.monitor.timeline import TIMELINE_NAME
-from gpuprobe.tools.profile.model import ProfiledProcess, ProfiledWindow
+from gpuprobe.tools.profile.model import ProfiledCapture, ProfiledProcess, ProfiledWindow
 
 __all__ = [
+    "CAPTURES",
+    "CAPTURE_ON",
     "CONTROL",
     "ENV",
     "HOOK_DIR",
@@ -52,6 +54,11 @@ TRACES = "traces"
 
 # defaults: torch.profiler's own advice (skip the first iterations: lazy init, cudnn autotuning,
 # compilation; warm up so the first recorded step carries no profiler start-up)
+CAPTURE_ON = ("slow",)  # what run --capture-on takes
+CAPTURE_SLOW_K = 2.0  # × the running median step: a slow step (the summary's SLOW_K)
+DEFAULT_CAPTURE_STEPS = 5  # steps a capture records
+DEFAULT_CAPTURE_EVERY_S = 600.0  # s: at most one capture a process in this long
+CAPTURES = "captures"  # under the output folder: each capture's trace in step-N/
 DEFAULT_SKIP = 10  # steps
 DEFAULT_WARMUP = 2  # steps
 DEFAULT_ACTIVE = 5  # steps
@@ -72,10 +79,23 @@ class HookSettings:
     with_stack: bool = False
     memory: bool = False
     record_shapes: bool = False
+    # the flight recorder's own captures (run --capture-on): on what (CAPTURE_ON), how many
+    # steps each records, and at most one a process per capture_every_s
+    capture_on: tuple[str, ...] = ()
+    capture_steps: int = DEFAULT_CAPTURE_STEPS
+    capture_every_s: float = DEFAULT_CAPTURE_EVERY_S
 
     def __post_init__(self) -> None:
         if self.skip < 0 or self.warmup < 0 or self.active < 1:
             raise UsageError("profile: need --skip >= 0, --warmup >= 0 and --active >= 1 steps")
+        bad = [c for c in self.capture_on if c not in CAPTURE_ON]
+        if bad:
+            raise UsageError(
+                f"--capture-on {','.join(bad)}: give {', '.join(CAPTURE_ON)} (a step past "
+                f"{CAPTURE_SLOW_K:g}× the running median, or more when the steps spread more)"
+            )
+        if self.capture_steps < 1 or self.capture_every_s < 0:
+            raise UsageError("--capture-on: need 1 or more steps a capture, 0 s or more apart")
         if self.seconds is not None and self.seconds <= 0:
             raise UsageError(f"profile: --seconds must be above 0, not {self.seconds:g}")
         if self.delay < 0:
@@ -111,6 +131,10 @@ def hook_env(
         "with_stack": settings.with_stack,
         "memory": settings.memory,
         "record_shapes": settings.record_shapes,
+        "capture_on": list(settings.capture_on),
+        "capture_steps": settings.capture_steps,
+        "capture_every_s": settings.capture_every_s,
+        "capture_k": CAPTURE_SLOW_K,
     }
     env[ENV] = json.dumps(cfg)
     return env
@@ -289,6 +313,18 @@ def _process(doc: dict[str, Any], out_dir: Path) -> ProfiledProcess:
         notes=tuple(str(n) for n in doc.get("notes") or ()),
         exited=bool(doc.get("exited")),
         open_window=doc.get("open_window") is not None,
+        captures=tuple(_capture(c) for c in doc.get("captures") or () if isinstance(c, dict)),
+    )
+
+
+def _capture(c: dict[str, Any]) -> ProfiledCapture:
+    return ProfiledCapture(
+        request=str(c.get("request") or ""),
+        step=int(c.get("step") or 0),
+        seconds=float(c.get("seconds") or 0.0),
+        median_s=float(c.get("median_s") or 0.0),
+        aimed_at=None if c.get("aimed_at") is None else int(c["aimed_at"]),
+        every=None if c.get("every") is None else int(c["every"]),
     )
 
 

@@ -13,7 +13,13 @@ from gpuprobe.tools.diagnose.model import Diagnosis
 from gpuprobe.tools.diagnose.ranks_model import MultiRankDiagnosis
 from gpuprobe.tools.monitor.summary import RunSummary
 
-__all__ = ["ProcessVerdict", "ProfileReport", "ProfiledProcess", "ProfiledWindow"]
+__all__ = [
+    "ProcessVerdict",
+    "ProfileReport",
+    "ProfiledCapture",
+    "ProfiledProcess",
+    "ProfiledWindow",
+]
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,19 @@ class ProfiledWindow(Record):
 
 
 @dataclass(frozen=True)
+class ProfiledCapture(Record):
+    """A window the flight recorder opened by itself (``run --capture-on slow``): the slow step
+    that set it off, and the step it aimed at when the slow steps recur."""
+
+    request: str  # the id its window carries
+    step: int  # the slow step (0-based, as the process counted)
+    seconds: float
+    median_s: float  # the running median step then
+    aimed_at: int | None = None  # the next slow step the window was placed on, when they recur
+    every: int | None = None  # their period, in steps
+
+
+@dataclass(frozen=True)
 class ProfiledProcess(Record):
     """One Python process of the command that imported torch (DataLoader workers excluded)."""
 
@@ -59,6 +78,7 @@ class ProfiledProcess(Record):
     notes: tuple[str, ...] = ()
     exited: bool = False
     open_window: bool = False  # a window was open when the status was last written
+    captures: tuple[ProfiledCapture, ...] = ()  # windows the flight recorder opened itself
 
     @property
     def name(self) -> str:

@@ -69,6 +69,7 @@ RULES: tuple[Rule, ...] = (
     host.host_busy,
     host.cpu_usage,
     host.cpu_main_thread,
+    steps.captures,
     steps.slow_steps,
     steps.step_drift,
     steps.step_summary,

@@ -11,7 +11,14 @@ from gpuprobe.tools.monitor.rules._common import GROUP
 from gpuprobe.tools.monitor.steps import StepStats
 from gpuprobe.tools.monitor.summary import RunContext
 
-__all__ = ["SLOW_SHARE_WARN", "STEP_DRIFT_WARN", "slow_steps", "step_drift", "step_summary"]
+__all__ = [
+    "SLOW_SHARE_WARN",
+    "STEP_DRIFT_WARN",
+    "captures",
+    "slow_steps",
+    "step_drift",
+    "step_summary",
+]
 
 SLOW_SHARE_WARN = 0.05  # of the steps' time lost in slow steps: past it, a warning
 STEP_DRIFT_WARN = 1.2  # × : the last quarter's median step this much longer than the first's
@@ -148,6 +155,59 @@ def step_drift(ctx: RunContext) -> list[Finding]:
                 "--later, then gpuprobe profile --now",
                 group=GROUP,
                 subject=f"pid {st.pid}",
+            )
+        )
+    return out
+
+
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+@rule("monitor-captures")
+def captures(ctx: RunContext) -> list[Finding]:
+    """``monitor-captures``: each window the flight recorder opened by itself (``run
+    --capture-on slow``): the slow step that set it off, the steps it recorded and the verdict
+    that leads its trace's diagnosis (a warning when that verdict is one), or why it has none."""
+    out = []
+    for e in ctx.timeline.events:
+        if e.get("kind") != "capture":
+            continue
+        step, seconds, median = _int(e.get("step")), _num(e.get("seconds")), _num(e.get("median_s"))
+        if step is None or seconds is None or not median:
+            continue
+        first, last, every = _int(e.get("first")), _int(e.get("last")), _int(e.get("every"))
+        what = f"step {step} took {seconds / median:.3g}× the median ({_ms(median)})"
+        if first is not None and last is not None and e.get("trace"):
+            aimed = f", placed on the next slow one (every {every} steps)" if every else ""
+            recorded = f"steps {first}..{last} profiled{aimed}"
+        else:
+            recorded = f"no trace ({e.get('state') or 'not opened'})"
+        verdict = e.get("verdict")
+        title = e.get("verdict_title")
+        tail = f": {verdict}: {title}" if verdict else (f": {title}" if title else "")
+        warn = e.get("verdict_status") in ("warn", "fail")
+        out.append(
+            Finding(
+                id="monitor-captures",
+                status=Status.WARN if warn else Status.INFO,
+                title=f"{e.get('name') or 'pid ?'}: {what}: {recorded}{tail}",
+                evidence=(
+                    Evidence("slow_step", step, ""),
+                    Evidence("step_seconds", round(seconds, 6), "s"),
+                    Evidence("step_median", round(median, 6), "s"),
+                    Evidence("verdict", verdict if isinstance(verdict, str) else None, ""),
+                ),
+                fix=f"read it: gpuprobe diagnose {e.get('trace')} --html report.html"
+                if e.get("trace")
+                else "",
+                group=GROUP,
+                subject=f"pid {e.get('pid')}",
+                details=(f"trace: {e.get('trace')}",) if e.get("trace") else (),
             )
         )
     return out

@@ -13,6 +13,9 @@ from _gpuprobe_private import FILE_MODE, append_private, open_new, private_dir, 
 OPEN_POLL_S = 0.01  # s between looks for a due time window's opening (or its close at exit)
 EXIT_WAIT_S = 2.0  # s a window's own thread is given at exit to reach a step and close it
 CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the process
+CAPTURE_RECENT = 64  # steps the running median of --capture-on is taken over
+CAPTURE_MIN_STEPS = 20  # steps seen before a step can be judged slow
+CAPTURE_MEDIAN_EVERY = 8  # steps between two reckonings of the running median
 STEPS_FILE = "steps-{pid}.f64"  # each step's end (time.time(), float64, native order), appended
 
 
@@ -414,3 +417,76 @@ def write_steps(hook):
         append_private(os.path.join(hook.control, STEPS_FILE.format(pid=os.getpid())), data)
     except OSError:
         pass  # the folder went away, or is not ours: the steps are not recorded
+
+
+def init_watch(hook):
+    """``run --capture-on slow``: the state that :func:`watch_step` keeps."""
+    import collections
+
+    cfg = hook.cfg
+    hook.watch = "slow" in (cfg.get("capture_on") or ())
+    hook.recent = collections.deque(maxlen=CAPTURE_RECENT)  # the last steps' durations
+    hook.slow_at = None  # s: a step this long or longer is slow
+    hook.last_end = None
+    hook.slow_seen = []  # the slow steps' numbers, the last few
+    hook.captures = []  # what each capture was set off by, for the status
+    hook.last_capture = None  # time.time() of the last capture
+
+
+def watch_step(hook, now):
+    """After each step: its duration against ``k`` × the running median (``k`` the settings',
+    more when the recent steps spread more); a slow one opens a window of ``capture_steps``
+    steps, through the on-demand path, when none is open or due and the last capture is
+    ``capture_every_s`` old. When the slow steps recur (the last three a period apart) the
+    window is placed on the next one; otherwise it records the steps that follow. A few
+    operations a step; the median is reckoned every :data:`CAPTURE_MEDIAN_EVERY` steps."""
+    last, hook.last_end = hook.last_end, now
+    if last is None:
+        return
+    d = now - last
+    recent = hook.recent
+    if len(recent) >= CAPTURE_MIN_STEPS and hook.steps % CAPTURE_MEDIAN_EVERY == 0:
+        ordered = sorted(recent)
+        median = ordered[len(ordered) // 2]
+        p90 = ordered[int(0.9 * (len(ordered) - 1))]
+        k = max(float(hook.cfg.get("capture_k") or 2.0), 1.5 * p90 / median if median else 0)
+        hook.slow_at = (k * median, median)
+    slow = hook.slow_at is not None and d >= hook.slow_at[0]
+    if not slow:
+        recent.append(d)  # slow steps stay out of the median
+        return
+    step = hook.steps - 1  # the step that just ended, 0-based
+    seen = hook.slow_seen
+    seen.append(step)
+    del seen[:-4]
+    if hook.window is not None or hook.pending is not None or hook.due is not None:
+        return
+    if hook.aside is not None or (
+        hook.last_capture is not None
+        and now - hook.last_capture < float(hook.cfg.get("capture_every_s", 600))
+    ):
+        return
+    every = aimed = None
+    if len(seen) >= 3 and seen[-1] - seen[-2] == seen[-2] - seen[-3] > 2:
+        every = seen[-1] - seen[-2]
+        aimed = step + every
+    rid = f"capture-{step}"
+    active = int(hook.cfg.get("capture_steps") or 5)
+    spec = hook._window_spec(rid, 0, 1, active, os.path.join(hook.root, "captures", f"step-{step}"))
+    if aimed is not None:  # warm-up two steps before it: a steady step, then the slow one
+        spec["start_at"] = max(hook.steps, aimed - 2)
+    with hook.lock:
+        hook.pending = spec
+        hook.requests[rid] = {"state": "pending"}
+        hook.captures.append(
+            {
+                "request": rid,
+                "step": step,
+                "seconds": d,
+                "median_s": hook.slow_at[1],
+                "aimed_at": aimed,
+                "every": every,
+            }
+        )
+        hook.last_capture = now
+    hook.write_status()

@@ -52,11 +52,13 @@ from _gpuprobe_parts import (
     catch_term,
     close_on_its_thread,
     env_int,
+    init_watch,
     is_dataloader_worker,
     profiler_running,
     rank_of,
     restore_term,
     version_of,
+    watch_step,
     world_size_of,
     wrap_step,
     write_steps,
@@ -169,6 +171,7 @@ class _Hook:
         self.step_ends = array.array("d")
         self.steps_out = (array.array("d"), 0)
         self.clock = time.time
+        init_watch(self)  # run --capture-on: the flight recorder's own windows
 
     # -- torch is in --------------------------------------------------------------------------
 
@@ -295,7 +298,10 @@ class _Hook:
         """One step ended (and the next begins). Runs inside the script's own calls: whatever
         goes wrong here stops gpuprobe's window, never the script."""
         self.steps += 1
-        self.step_ends.append(self.clock())
+        now = self.clock()
+        self.step_ends.append(now)
+        if self.watch:
+            watch_step(self, now)
         if self.due is None and self.window is None and self.pending is None:
             return
         try:
@@ -619,6 +625,7 @@ class _Hook:
             "open_window": self.window.info() if self.window is not None else None,
             "pending": self.pending,
             "requests": dict(self.requests),
+            "captures": list(self.captures),
             "aside": self.aside,
             "notes": list(self.notes),
             "exited": final,
