@@ -35,6 +35,7 @@ SYNTHETIC = {
     "rss_growing": lambda: build(n=40, rss=lambda i: 1 * GIB + i * GIB // 10),
     "host_memory_low": lambda: build(available=lambda i: GIB if i == 20 else 20 * GIB),
     "someone_else": lambda: build(gpu_pids=lambda i: (MAIN_PID + 999,)),
+    "shared": lambda: build(gpu_pids=lambda i: (MAIN_PID, MAIN_PID + 999)),
     "child_process": lambda: build(children=lambda i: (10.0,), gpu_pids=lambda i: (200,)),
     "host_only": lambda: build(gpus=False, main_thread=lambda i: 100.0),
     "too_short": lambda: build(n=2),

@@ -188,3 +188,19 @@ def test_a_run_that_used_the_other_cores_is_not_bound_to_one_thread() -> None:
     )
     assert "monitor-gpu-starved-main-thread" not in starved
     assert starved["monitor-gpu-busy"].status is Status.WARN
+
+
+def test_a_card_shared_with_another_process_says_each_ones_share() -> None:
+    from tl_builder import GIB
+
+    # the command (pid 100) and a neighbour each at the builder's 95 % SM and 1 GiB; the
+    # neighbour joins at sample 10
+    s = summarize(build(gpu_pids=lambda i: (MAIN_PID,) if i < 10 else (MAIN_PID, 4242)))
+    (gpu,) = s.gpus
+    assert gpu.command_sm_mean == 95.0 and gpu.others_sm_mean == 71.2  # 30 of 40 samples at 95
+    assert gpu.command_memory_peak == GIB and gpu.others_memory_peak == GIB
+    assert gpu.others_pids == (4242,)
+    (f,) = [f for f in s.findings if f.id == "monitor-gpu-shared"]
+    assert f.status.name == "WARN" and "other processes 71 % and 1.0 GiB (pid 4242)" in f.title
+    alone = summarize(build())
+    assert alone.gpus[0].others_pids == () and "monitor-gpu-shared" not in ids(alone.findings)

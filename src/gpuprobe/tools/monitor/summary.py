@@ -93,6 +93,13 @@ class GpuStats(Record):
     sm_clock_median_mhz: float | None = None
     reasons: dict[str, float] = field(default_factory=dict)  # reason -> fraction of busy samples
     reasons_first_s: dict[str, float] = field(default_factory=dict)  # reason -> first seen, s
+    # a shared card, from the per-process lists (the cheap calls): the command's processes'
+    # SM % (mean over the samples that read it) and memory peak, and everyone else's
+    command_sm_mean: float | None = None
+    others_sm_mean: float | None = None
+    command_memory_peak: int | None = None  # bytes
+    others_memory_peak: int | None = None
+    others_pids: tuple[int, ...] = ()  # the other processes seen on it, the first few
 
 
 @dataclass(frozen=True)
@@ -206,6 +213,7 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
     any_procs = False
     tree_on_gpu = False
     mem_first: int | None = None
+    share = _Share()
     for rel, tick in tl.gpu_ticks(index):
         s = tick.sample
         if s.utilization_gpu is not None:
@@ -225,6 +233,7 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
         if tick.processes:
             any_procs = True
             tree_on_gpu = tree_on_gpu or any(p.pid in tree for p in tick.processes)
+            share.add(tick.processes, tree)
         if (s.utilization_gpu or 0) > 0:
             busy += 1
             for r in s.clock_event_reasons or ():
@@ -261,7 +270,42 @@ def _gpu_stats(tl: Timeline, gpu: Gpu | None, index: int, tree: set[int]) -> Gpu
         sm_clock_median_mhz=statistics.median(clocks) if clocks else None,
         reasons={r: round(c / busy, 3) for r, c in reason_hits.items()} if busy else {},
         reasons_first_s=reason_first,
+        **share.stats(),
     )
+
+
+OTHERS_LISTED = 5  # other processes on a card named by pid
+
+
+class _Share:
+    """Who used one card, sample by sample: the command's processes against the others."""
+
+    def __init__(self) -> None:
+        self.sm: dict[bool, list[float]] = {True: [], False: []}
+        self.mem: dict[bool, int | None] = {True: None, False: None}
+        self.others: dict[int, None] = {}
+
+    def add(self, procs: Sequence[Any], tree: set[int]) -> None:
+        read = any(p.sm_percent is not None for p in procs)  # SM % read in this sample
+        for mine in (True, False):
+            these = [p for p in procs if (p.pid in tree) == mine]
+            if read:
+                self.sm[mine].append(float(sum(p.sm_percent or 0 for p in these)))
+            mems = [p.used_memory for p in these if p.used_memory is not None]
+            if mems:
+                self.mem[mine] = max(self.mem[mine] or 0, sum(mems))
+        for p in procs:
+            if p.pid not in tree and len(self.others) < OTHERS_LISTED:
+                self.others[p.pid] = None
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "command_sm_mean": round_pct(_mean(self.sm[True])),
+            "others_sm_mean": round_pct(_mean(self.sm[False])) if self.others else None,
+            "command_memory_peak": self.mem[True],
+            "others_memory_peak": self.mem[False],
+            "others_pids": tuple(self.others),
+        }
 
 
 def thread_demand(t: TreeSample) -> float | None:

@@ -43,6 +43,7 @@ __all__ = ["GPU_RULES", "RULES", "each_used_gpu", "run_rules"]
 
 GPU_RULES: tuple[Rule, ...] = (  # each over (RunContext, GpuStats)
     gpu.gpu_busy,
+    gpu.gpu_shared,
     starvation.starved_by_main_thread,
     starvation.starved_by_loaders,
     starvation.starved_by_host,

@@ -11,8 +11,18 @@ from gpuprobe.core.rules import rule
 from gpuprobe.tools.monitor.rules._common import GROUP, enough_samples, gpu_label, gpu_subject
 from gpuprobe.tools.monitor.summary import GpuStats, RunContext, round_pct
 
-__all__ = ["GPU_BUSY_OK_PERCENT", "GPU_BUSY_WARN_PERCENT", "gpu_busy", "gpu_presence"]
+__all__ = [
+    "GPU_BUSY_OK_PERCENT",
+    "GPU_BUSY_WARN_PERCENT",
+    "SHARED_MEMORY_BYTES",
+    "SHARED_SM_PERCENT",
+    "gpu_busy",
+    "gpu_presence",
+    "gpu_shared",
+]
 
+SHARED_SM_PERCENT = 10.0  # others' mean SM %, past which the card was shared in earnest; ours
+SHARED_MEMORY_BYTES = 2**30  # others' peak memory on the card (1 GiB); ours
 GPU_BUSY_OK_PERCENT = 80.0  # mean utilization.gpu, %; E10's "good" graph stays near 100 %
 GPU_BUSY_WARN_PERCENT = (
     50.0  # mean utilization.gpu, %; Nsight/torch-tb-profiler flag GPU busy < 50 %
@@ -92,5 +102,44 @@ def gpu_busy(ctx: RunContext, st: GpuStats) -> list[Finding]:
                 "NVML utilization is the share of time any kernel ran, not how much of the "
                 "GPU it used: 100 % can still be a small fraction of the card's peak.",
             ),
+        )
+    ]
+
+
+@rule("monitor-gpu-shared")
+def gpu_shared(ctx: RunContext, st: GpuStats) -> list[Finding]:
+    """``monitor-gpu-shared`` (warning): other processes than the command's used the card it
+    used: :data:`SHARED_SM_PERCENT` of its SMs on average or :data:`SHARED_MEMORY_BYTES` of its
+    memory; the command's own share beside theirs (NVML's per-process lists)."""
+    sm, mem = st.others_sm_mean, st.others_memory_peak
+    if not st.others_pids or not (
+        (sm or 0) >= SHARED_SM_PERCENT or (mem or 0) >= SHARED_MEMORY_BYTES
+    ):
+        return []
+
+    def gib(b: int | None) -> str:
+        return "n/a" if b is None else f"{b / 2**30:.1f} GiB"
+
+    def pc(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.0f} %"
+
+    pids = ", ".join(str(p) for p in st.others_pids)
+    return [
+        Finding(
+            id="monitor-gpu-shared",
+            status=Status.WARN,
+            title=f"{gpu_label(st)} was shared: the command's processes used {pc(st.command_sm_mean)} "
+            f"of its SMs and {gib(st.command_memory_peak)}, other processes {pc(sm)} and "
+            f"{gib(mem)} (pid {pids})",
+            evidence=(
+                Evidence("command_sm_mean", st.command_sm_mean, "%"),
+                Evidence("others_sm_mean", sm, "%"),
+                Evidence("command_memory_peak", st.command_memory_peak, "B"),
+                Evidence("others_memory_peak", mem, "B"),
+            ),
+            fix="run it on a card of its own (CUDA_VISIBLE_DEVICES), or share on purpose with "
+            "MPS or MIG; gpuprobe pack measures what sharing one card costs",
+            group=GROUP,
+            subject=gpu_subject(st),
         )
     ]

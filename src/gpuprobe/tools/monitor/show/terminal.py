@@ -49,6 +49,10 @@ def _gpu(g: GpuStats) -> str:
                 + (f"/{_gib(g.memory_total)}" if g.memory_total else "")
                 + " GiB",
             ),
+            (
+                bool(g.others_pids) and g.others_sm_mean is not None,
+                f"shared: the command's SMs {g.command_sm_mean} %, others' {g.others_sm_mean} %",
+            ),
             (g.power_max_w is not None, f"power max {g.power_max_w} W"),
             (
                 g.energy_j is not None,
