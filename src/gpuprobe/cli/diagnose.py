@@ -228,7 +228,7 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     cluster = args.cluster or ({"scheduler_file": args.scheduler_file} if on_cluster else None)
     with progress("reading ranks", enabled=shown, bar="bytes") as bar:
         result = diagnose_folder(
-            traces[0] if len(traces) == 1 or on_cluster else files,
+            traces if on_cluster else traces[0] if len(traces) == 1 else files,
             steps=args.steps,
             progress=bar.advance if bar.active else None,
             jobs=args.jobs,

@@ -126,6 +126,11 @@ def test_a_rank_missing_from_the_folder_is_named(tmp_path: Path) -> None:
         (["--worker-glob", "/x/*.json"], "--worker-glob is for a Dask cluster"),
         (["--cluster", "tcp://127.0.0.1:9", "--jobs", "2"], "--jobs is for this machine"),
         (["--cluster", "tcp://127.0.0.1:9", "--html", "x.html"], "leave --cluster out"),
+        (
+            ["--cluster", "tcp://127.0.0.1:9", "--connect-timeout", "0.5"],
+            "--cluster tcp://127.0.0.1:9: ",
+        ),
+        (["--scheduler-file", "/nonexistent.json"], "--scheduler-file /nonexistent.json:"),
     ],
 )
 def test_bad_flags_are_one_line_exit_2(

@@ -55,7 +55,9 @@ _SCHEDULER_TIMEOUT_S = 5.0  # s the scheduler has to say who its workers are
 def list_traces(paths: list[str], pattern: str | None) -> dict[str, Any]:
     """On a worker: the trace files it can see (``paths`` as given, or ``pattern`` expanded
     here), with their sizes, and those it cannot read, with why; never raises."""
-    from gpuprobe.tools.diagnose.rank_files import find_trace_files
+    from pathlib import Path
+
+    from gpuprobe.tools.diagnose.rank_files import _unreadable, distinct_traces, find_trace_files
 
     skipped: list[tuple[str, str]] = []
     try:
@@ -64,7 +66,14 @@ def list_traces(paths: list[str], pattern: str | None) -> dict[str, Any]:
             found = sorted(glob.glob(expanded))
             if not found:
                 return {"files": [], "skipped": [], "error": f"nothing matches {expanded}"}
-            files = find_trace_files(found, skipped)
+            readable = []
+            for f in found:
+                why = _unreadable(Path(f))
+                if why is None:
+                    readable.append(f)
+                else:
+                    skipped.append((f, why))
+            files = distinct_traces(readable, skipped)
         else:
             files = find_trace_files(paths, skipped)
     except (InputError, OSError) as exc:
