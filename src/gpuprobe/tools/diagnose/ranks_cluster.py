@@ -244,15 +244,23 @@ def _read(
                 UnreadRank(path=f, why=why.removeprefix(f"{f}: ") or why, where=addr)
             )
         if addr and isinstance(got, dict) and "seconds" in got:
-            s = stats.setdefault(addr, [0, 0, 0.0, None])
+            s = stats.setdefault(addr, [0, 0, 0.0, None, 0.0])
             s[0] += 1
             s[1] += sizes[f]
             s[2] += float(got.get("seconds") or 0.0)
+            s[4] += float(got.get("cpu_seconds") or 0.0)
             peak = got.get("peak_rss_mib")
             if isinstance(peak, int | float):
                 s[3] = peak if s[3] is None else max(s[3], peak)
     reading.readers += [
-        ReaderStat(where=k, ranks=v[0], bytes=v[1], seconds=round(v[2], 3), peak_rss_mib=v[3])
+        ReaderStat(
+            where=k,
+            ranks=v[0],
+            bytes=v[1],
+            seconds=round(v[2], 3),
+            peak_rss_mib=v[3],
+            cpu_seconds=round(v[4], 3),
+        )
         for k, v in sorted(stats.items())
     ]
     reading.read_on = f"the Dask cluster at {address} ({len(stats)} of {len(workers)} workers)"

@@ -105,14 +105,15 @@ class UnreadRank(Record):
 @dataclass(frozen=True)
 class ReaderStat(Record):
     """What one reader did: a local process (``local pid N``) or a Dask worker (its address),
-    the ranks and bytes it read, its busy seconds and its process's peak resident memory
-    (MiB; None where it cannot be read)."""
+    the ranks and bytes it read, its busy seconds (wall clock and CPU) and its process's peak
+    resident memory (MiB; None where it cannot be read)."""
 
     where: str
     ranks: int
     bytes: int
     seconds: float
     peak_rss_mib: float | None = None
+    cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
