@@ -10,9 +10,11 @@ data (a few kB); the client joins them as the local reading does, so the verdict
 
 What goes wrong is named and the rest analysed: a rank that cannot be read there (corrupt,
 unreadable, gone) is left out with the worker's one line; a worker that dies (or leaves)
-while it reads gives its file to another worker that can see it, once (a second death names
-the file); a file no live worker can see any more is named; a worker that does not answer in
-``rank_timeout`` s names its file. A cluster on which no worker sees the path is one line.
+while it reads, or whose task fails or is lost there, gives its file to another worker that
+can see it, once (a second failure names the file and both); a worker is struck off only when
+the scheduler says it left (a lost task can be the client's own connection); a file no live
+worker can see any more is named; a worker that does not answer in ``rank_timeout`` s names
+its file. A cluster on which no worker sees the path is one line.
 
 Every wait is bounded and short: the loop looks at the work every 0.1 s, so Ctrl-C or SIGTERM
 ends it at once, and the client is closed in half a second at most.
@@ -282,7 +284,8 @@ def _hand_out(
     alive = set().union(*seen_by.values())
     waiting = sorted(files, key=lambda f: -sizes[f])
     running: dict[str, tuple[str, Any, float]] = {}  # worker -> (file, future, start)
-    tried: dict[str, list[str]] = {}  # file -> workers that died reading it
+    tried: dict[str, list[str]] = {}  # file -> workers that left or failed while reading it
+    hows: dict[str, list[str]] = {}  # file -> what happened on each of them
     answers: dict[str, tuple[str, Any]] = {}
     total = sum(sizes.values())
     done_bytes = 0
@@ -303,11 +306,8 @@ def _hand_out(
                 if not any(a in alive and a not in tried.get(f, ()) for a in seen_by[f]):
                     waiting.remove(f)
                     died = tried.get(f, [])
-                    why = (
-                        f"its reader died on {len(died)} worker(s) ({', '.join(died)})"
-                        if len(died) >= 2
-                        else "no worker left that can see it"
-                        + (f" (its reader on {died[0]} died)" if died else "")
+                    why = "no worker left that can see it" + (
+                        f" (tried: {'; '.join(hows[f])})" if died else ""
                     )
                     answers[f] = (died[-1] if died else "", {"error": why})
             time.sleep(_WAIT_STEP_S)
@@ -325,11 +325,15 @@ def _hand_out(
                         got = {"error": f"its answer was lost ({type(got).__name__})"}
                     answers[f] = (addr, got)
                 elif status in ("error", "cancelled", "lost") or addr not in alive:
+                    # the worker left (the scheduler says so), or its task failed there: the
+                    # file once more on another worker; the worker keeps its place unless the
+                    # scheduler says it left (a lost task can be the client's connection)
+                    how = "left the cluster" if addr not in alive else _failed(fut, status)
                     tried.setdefault(f, []).append(addr)
-                    alive.discard(addr)
+                    hows.setdefault(f, []).append(f"{addr} {how}")
                     if len(tried[f]) >= 2:
-                        answers[f] = (addr, {"error": f"its reader died on 2 workers "
-                                                      f"({', '.join(tried[f])})"})  # fmt: skip
+                        answers[f] = (addr, {"error": "tried on 2 workers: "
+                                                      + "; ".join(hows[f])})  # fmt: skip
                     else:
                         waiting.insert(0, f)  # once more, on another worker
                     _cancel(client, fut)
@@ -351,6 +355,15 @@ def _hand_out(
         for _f, fut, _s in running.values():
             _cancel(client, fut, wait=False)
         raise
+
+
+def _failed(fut: Any, status: str) -> str:
+    """What became of a task that gave no answer, in words."""
+    if status == "error":
+        exc = _bounded(lambda: fut.exception(timeout=1.0), 2.0)
+        if isinstance(exc, BaseException):
+            return f"failed there ({type(exc).__name__}: {strip_control(str(exc))[:160]})"
+    return f"gave no answer (its task was {status})"
 
 
 def _result_of(fut: Any) -> Callable[[], Any]:
