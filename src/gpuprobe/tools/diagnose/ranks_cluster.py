@@ -50,6 +50,9 @@ __all__ = [
 ASK_TIMEOUT_S = 30.0  # s a worker has to list its trace files (a slow shared file system)
 RANK_TIMEOUT_S = 3600.0  # s a worker has for one rank (a 1 GB trace reads in ~10 s)
 _WAIT_STEP_S = 0.1  # s between two looks at the work: how soon a signal is acted on
+# ranks handed to a worker at once: one it reads, two queued behind it (the worker runs them one
+# after the other on its one thread), so that it never waits for this loop's next look
+_PER_WORKER = 3
 _ALIVE_EVERY_S = 0.5  # s between two asks for the scheduler's workers (who left)
 _SCHEDULER_TIMEOUT_S = 5.0  # s the scheduler has to say who its workers are
 
@@ -279,11 +282,11 @@ def _hand_out(
     reading: Any,
     rank_timeout: float,
 ) -> dict[str, tuple[str, Any]]:
-    """Each file's (worker, answer): an idle worker takes the largest file left that it can
-    see; a file whose worker left goes to another, once."""
+    """Each file's (worker, answer): each worker is given the largest files left that it can
+    see, :data:`_PER_WORKER` at a time; a file whose worker left goes to another, once."""
     alive = set().union(*seen_by.values())
     waiting = sorted(files, key=lambda f: -sizes[f])
-    running: dict[str, tuple[str, Any, float]] = {}  # worker -> (file, future, start)
+    running: dict[str, tuple[str, Any, float]] = {}  # file -> (worker, future, submitted)
     tried: dict[str, list[str]] = {}  # file -> workers that left or failed while reading it
     hows: dict[str, list[str]] = {}  # file -> what happened on each of them
     answers: dict[str, tuple[str, Any]] = {}
@@ -292,16 +295,21 @@ def _hand_out(
     next_alive = time.monotonic() + _ALIVE_EVERY_S
     try:
         while waiting or running:
-            for addr in sorted(alive - set(running)):
-                f = next((f for f in waiting if addr in seen_by[f] and addr not in tried.get(f, ())), None)  # fmt: skip
-                if f is None:
-                    continue
-                waiting.remove(f)
-                fut = client.submit(
-                    worker_read, f, steps, key=f"gpuprobe-rank-{uuid.uuid4().hex}",
-                    workers=[addr], allow_other_workers=False, pure=False,
-                )  # fmt: skip
-                running[addr] = (f, fut, time.monotonic())
+            load = {a: 0 for a in alive}
+            for a, _fut, _t in running.values():
+                load[a] = load.get(a, 0) + 1
+            for addr in sorted(alive):
+                while load[addr] < _PER_WORKER:
+                    f = next((f for f in waiting if addr in seen_by[f] and addr not in tried.get(f, ())), None)  # fmt: skip
+                    if f is None:
+                        break
+                    waiting.remove(f)
+                    fut = client.submit(
+                        worker_read, f, steps, key=f"gpuprobe-rank-{uuid.uuid4().hex}",
+                        workers=[addr], allow_other_workers=False, pure=False,
+                    )  # fmt: skip
+                    running[f] = (addr, fut, time.monotonic())
+                    load[addr] += 1
             for f in list(waiting):  # no live worker that can see it is left to try
                 if not any(a in alive and a not in tried.get(f, ()) for a in seen_by[f]):
                     waiting.remove(f)
@@ -317,7 +325,7 @@ def _hand_out(
                 seen = _alive(client)
                 if seen is not None:
                     alive &= seen
-            for addr, (f, fut, start) in list(running.items()):
+            for f, (addr, fut, start) in list(running.items()):
                 status = fut.status
                 if status == "finished":
                     got = _bounded(_result_of(fut), _SCHEDULER_TIMEOUT_S + 1)
@@ -345,14 +353,14 @@ def _hand_out(
                     _cancel(client, fut)
                 else:
                     continue
-                del running[addr]
+                del running[f]
                 if f in answers:
                     done_bytes += sizes[f]
                     if progress is not None:
                         progress(min(done_bytes, total), total)
         return answers
     except BaseException:  # Ctrl-C, SIGTERM: what runs on the workers is let go
-        for _f, fut, _s in running.values():
+        for _a, fut, _s in running.values():
             _cancel(client, fut, wait=False)
         raise
 
