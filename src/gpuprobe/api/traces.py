@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the types only; at run time each function imports what it calls
     import os
@@ -67,12 +67,25 @@ def diagnose_ranks(
     *,
     steps: str | tuple[int, int] | None = None,
     progress: ProgressCallback | None = None,
+    jobs: int | None = None,
+    cluster: Any = None,
+    worker_glob: str | None = None,
+    connect_timeout: float | None = None,
+    rank_timeout: float | None = None,
 ) -> MultiRankDiagnosis:
-    """The ranks of one job (a folder or several files, read one at a time): per-rank busy,
-    communication and overlap, the straggler; traces not of one job's ranks are refused."""
+    """The ranks of one job (a folder or several files): per-rank busy, communication and
+    overlap, the straggler; traces not of one job's ranks are refused. The ranks are read in
+    parallel on this machine's cores (``jobs`` processes at most; ``jobs=1``: one at a time
+    here), as many at once as the free memory allows, or on the workers of a Dask ``cluster``
+    (a ``distributed.Client``, a scheduler address, or ``{"scheduler_file": path}``): ``paths``
+    as the workers see it, or ``worker_glob`` expanded on each worker's own disk. Ranks that
+    cannot be read are named in ``unread`` and the rest analysed (``partial``)."""
     from gpuprobe.tools.diagnose.ranks import diagnose_ranks as _diagnose_ranks
 
-    return _diagnose_ranks(paths, steps=steps, progress=progress)
+    return _diagnose_ranks(
+        paths, steps=steps, progress=progress, jobs=jobs, cluster=cluster,
+        worker_glob=worker_glob, connect_timeout=connect_timeout, rank_timeout=rank_timeout,
+    )  # fmt: skip
 
 
 def diagnose_folder(
@@ -80,11 +93,20 @@ def diagnose_folder(
     *,
     steps: str | tuple[int, int] | None = None,
     progress: ProgressCallback | None = None,
+    jobs: int | None = None,
+    cluster: Any = None,
+    worker_glob: str | None = None,
+    connect_timeout: float | None = None,
+    rank_timeout: float | None = None,
 ) -> MultiRankDiagnosis | CycleDiagnosis:
-    """``gpuprobe diagnose DIR``: a job's ranks or one process's profiler cycles (a mix: error)."""
+    """``gpuprobe diagnose DIR``: a job's ranks or one process's profiler cycles (a mix: error).
+    Read as :func:`diagnose_ranks` reads them (``jobs``, ``cluster``, ``worker_glob``)."""
     from gpuprobe.tools.diagnose.cycles import diagnose_folder as _diagnose_folder
 
-    return _diagnose_folder(paths, steps=steps, progress=progress)
+    return _diagnose_folder(
+        paths, steps=steps, progress=progress, jobs=jobs, cluster=cluster,
+        worker_glob=worker_glob, connect_timeout=connect_timeout, rank_timeout=rank_timeout,
+    )  # fmt: skip
 
 
 def diagnose_with_context(

@@ -9,8 +9,9 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from gpuprobe.cli._args import add_cluster_flags, int_in
 from gpuprobe.cli._common import print_json
-from gpuprobe.core.errors import EXIT_OK, UsageError
+from gpuprobe.core.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 if TYPE_CHECKING:
     from gpuprobe import Diagnosis, TraceContext
@@ -66,6 +67,27 @@ def register(sub: Any) -> None:
         "appeared, went, got faster or slower)",
     )
     p.add_argument(
+        "-j",
+        "--jobs",
+        type=int_in(1, 4096, "reader processes"),
+        metavar="N",
+        help="for a folder: read at most N ranks at once, each in a process of its own "
+        "(default: one per usable core, as many as the free memory allows; 1: one after "
+        "the other in this process)",
+    )
+    fleet = add_cluster_flags(
+        p,
+        "read of one rank",
+        "for a folder: read the ranks on the workers of the Dask cluster whose scheduler is "
+        "at ADDRESS (tcp://HOST:8786); the folder's path as the workers see it",
+    )
+    fleet.add_argument(
+        "--worker-glob",
+        metavar="PATTERN",
+        help="with --cluster: the rank files on each worker's own disk, as a pattern each "
+        "worker expands ($VARS and ~ are the worker's), e.g. '/local/$USER/trace/*.json.gz'",
+    )
+    p.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -90,6 +112,20 @@ def run(args: argparse.Namespace) -> int:
     """Diagnose one trace, the ranks of a job (a folder or several traces), or compare two;
     returns the exit code (0; 2 for bad input)."""
     traces = list(args.trace or [])
+    on_cluster = bool(args.cluster or args.scheduler_file)
+    if args.worker_glob is not None and not on_cluster:
+        raise UsageError("--worker-glob is for a Dask cluster: give --cluster ADDRESS with it")
+    if on_cluster:
+        if args.compare or args.html:
+            raise UsageError(
+                "--cluster reads a folder of ranks on a Dask cluster; --compare and --html "
+                "read traces here: leave --cluster out"
+            )
+        if args.jobs is not None:
+            raise UsageError("--jobs is for this machine's cores; --cluster reads on the workers")
+        if not traces and args.worker_glob is None:
+            raise UsageError("--cluster needs the folder of ranks (or --worker-glob PATTERN)")
+        return _run_ranks(traces, args)
     if args.compare:
         return _run_compare(traces, args)
     if len(traces) > 1 or (len(traces) == 1 and os.path.isdir(traces[0])):
@@ -163,7 +199,7 @@ def _run_compare(traces: list[str], args: argparse.Namespace) -> int:
 def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     """A folder or several files: the ranks of one job, or one process's profiler cycles
     (checked first; a mix is refused with one line)."""
-    from gpuprobe import CycleDiagnosis
+    from gpuprobe import CycleDiagnosis, MultiRankDiagnosis
     from gpuprobe.api import diagnose_folder, find_trace_files, write_folder_html
     from gpuprobe.cli._common import say
     from gpuprobe.core import render
@@ -173,29 +209,43 @@ def _run_ranks(traces: list[str], args: argparse.Namespace) -> int:
     if args.html_step is not None and not args.html:
         raise UsageError("--html-step chooses the step drawn in --html FILE: give --html FILE too")
     skipped: list[tuple[str, str]] = []
-    files = find_trace_files(traces, skipped)
+    on_cluster = bool(args.cluster or args.scheduler_file)
+    files = [] if on_cluster else find_trace_files(traces, skipped)
     if skipped:
         whose = "the folder's" if len(traces) == 1 else "the given"
         say(
             f"skipped {len(skipped)} of {whose} files: "
             + "; ".join(f"{os.path.basename(f)} ({why})" for f, why in skipped)
         )
-    if len(files) == 1:  # one trace (a folder of one, or one file given twice): its own verdict
+    if (
+        len(files) == 1 and not on_cluster
+    ):  # one trace (a folder of one, or one file given twice): its own verdict
         say(f"one trace, not the ranks of a job: diagnosing {files[0]} on its own")
         args.trace = files[0]
         return _run_one(args)
     total = sum(os.path.getsize(f) for f in files)
-    shown = total >= PROGRESS_MIN_BYTES and not args.json
-    with progress("reading trace", enabled=shown, bar="bytes") as bar:
+    shown = (on_cluster or total >= PROGRESS_MIN_BYTES) and not args.json
+    cluster = args.cluster or ({"scheduler_file": args.scheduler_file} if on_cluster else None)
+    with progress("reading ranks", enabled=shown, bar="bytes") as bar:
         result = diagnose_folder(
-            traces[0] if len(traces) == 1 else files,
+            traces if on_cluster else traces[0] if len(traces) == 1 else files,
             steps=args.steps,
             progress=bar.advance if bar.active else None,
+            jobs=args.jobs,
+            cluster=cluster,
+            worker_glob=args.worker_glob,
+            connect_timeout=args.connect_timeout,
+            rank_timeout=args.node_timeout,
         )
     cycles = isinstance(result, CycleDiagnosis)
     if args.html:
         write_folder_html(args.html, result, steps=args.steps, step=args.html_step)
     code = 1 if result.status is Status.FAIL else EXIT_OK
+    if isinstance(result, MultiRankDiagnosis) and result.partial:
+        code = EXIT_PARTIAL  # some ranks are not in it: said above the findings, and here
+        if args.json:  # the text names them above its findings
+            for u in result.unread:
+                say(f"not read: {u.line}")
     if args.json:
         # "kind" says which record the rest is (from_dict ignores it)
         doc = {"kind": "cycles" if cycles else "ranks", **result.to_dict()}

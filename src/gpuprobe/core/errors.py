@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "EXIT_CHECK_FAILED",
     "EXIT_OK",
+    "EXIT_PARTIAL",
     "EXIT_USAGE",
     "GpuprobeError",
     "InputError",
@@ -22,6 +23,8 @@ __all__ = [
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
+# the analysis is partial: some of its inputs (ranks of a job) could not be read and are named
+EXIT_PARTIAL = 3
 
 
 class GpuprobeError(Exception):

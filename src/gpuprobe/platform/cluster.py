@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpuprobe.core.errors import GpuprobeError, UsageError
+from gpuprobe.core.errors import GpuprobeError, InputError, UsageError
 from gpuprobe.core.text import strip_control
 
 __all__ = [
@@ -37,8 +37,10 @@ __all__ = [
     "check_connect_timeout",
     "close_client",
     "connect_client",
+    "connect_cluster",
     "identify",
     "quiet_dask",
+    "scheduler_file_address",
     "scheduler_gone",
 ]
 
@@ -163,6 +165,45 @@ def connect_client(
             f"{flag} {strip_control(address)}: the scheduler answered, then the client "
             f"could not connect ({exc}); try again, or give a longer --connect-timeout"
         ) from None
+
+
+def scheduler_file_address(path: str) -> str:
+    """The address in a scheduler file (``dask scheduler --scheduler-file``, dask-jobqueue):
+    read here, so that a file that is not there is one line at once (Dask's own client waits for
+    it to appear)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise InputError(
+            f"--scheduler-file {path}: {e.strerror or e}; give the file the scheduler wrote "
+            "(dask scheduler --scheduler-file FILE)"
+        ) from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(f"--scheduler-file {path}: not a scheduler file ({e})") from None
+    address = data.get("address") if isinstance(data, dict) else None
+    if not isinstance(address, str) or not address:
+        raise InputError(f"--scheduler-file {path}: no 'address' in it; is it a scheduler file?")
+    return address
+
+
+def connect_cluster(cluster: Any, timeout: float, hint: str = _START) -> tuple[Any, bool]:
+    """A ``distributed.Client`` for ``cluster`` (a Client, a scheduler address, or
+    ``{"scheduler_file": path}``: what ``--cluster`` and ``--scheduler-file`` give) and whether
+    this call made it (and must close it). The address is asked what it is first
+    (:func:`connect_client`): anything but a Dask scheduler answering within ``timeout`` s is
+    one :class:`UsageError`."""
+    if hasattr(cluster, "scheduler_info") and hasattr(cluster, "run"):  # a Client already
+        return cluster, False
+    flag = "--cluster"
+    if isinstance(cluster, dict) and "scheduler_file" in cluster:
+        flag = f"--scheduler-file {cluster['scheduler_file']}: the scheduler at"
+        address = scheduler_file_address(str(cluster["scheduler_file"]))
+    else:
+        address = str(cluster)
+    return connect_client(address, timeout, flag, hint), True
 
 
 class SchedulerLost(GpuprobeError):

@@ -23,6 +23,7 @@ import os
 import statistics
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from gpuprobe.core.errors import InputError
 from gpuprobe.tools.diagnose.cycles_model import CycleDiagnosis, CycleRow, Phase
@@ -247,16 +248,50 @@ def diagnose_folder(
     *,
     steps: str | tuple[int, int] | None = None,
     progress: ProgressCallback | None = None,
+    jobs: int | None = None,
+    cluster: Any = None,
+    worker_glob: str | None = None,
+    connect_timeout: float | None = None,
+    rank_timeout: float | None = None,
 ) -> MultiRankDiagnosis | CycleDiagnosis:
     """A folder of traces (or several files), checked before it is judged: the ranks of one job
     give a :class:`~gpuprobe.tools.diagnose.ranks_model.MultiRankDiagnosis`, one process's
     successive profiler cycles a :class:`CycleDiagnosis`, a job's ranks over several cycles the
     ranks of the last cycle (saying so). Anything else raises a one-line
-    :class:`~gpuprobe.core.errors.InputError` saying what was found and what to pass."""
+    :class:`~gpuprobe.core.errors.InputError` saying what was found and what to pass.
+
+    The files are read as :func:`~gpuprobe.tools.diagnose.ranks.diagnose_ranks` reads them
+    (``jobs`` local reader processes, or the workers of ``cluster``); a rank that cannot be read
+    is named and left out, a cycle that cannot be read is an InputError."""
+    from gpuprobe.tools.diagnose.ranks import Reading, whole_job
+    from gpuprobe.tools.diagnose.steps import parse_step_range
+
     t0 = time.perf_counter()
-    parts, wanted, where = _read(paths, steps, progress)
+    wanted = parse_step_range(steps) if isinstance(steps, str) else steps
+    reading = Reading(whole_job=whole_job(paths, cluster))
+    if cluster is not None:
+        from gpuprobe.tools.diagnose.ranks import diagnose_ranks
+
+        return diagnose_ranks(
+            paths, steps=wanted, progress=progress, cluster=cluster, worker_glob=worker_glob,
+            connect_timeout=connect_timeout, rank_timeout=rank_timeout,
+        )  # fmt: skip
+    if worker_glob is not None:
+        from gpuprobe.core.errors import UsageError
+
+        raise UsageError("--worker-glob is for a Dask cluster: give --cluster ADDRESS with it")
+    files = find_trace_files(paths)
+    parts = read_traces(files, wanted, progress, jobs=jobs, reading=reading)
+    where = folder_name(paths)
+    if not parts:
+        from gpuprobe.tools.diagnose.ranks import judge_parts
+
+        return judge_parts(parts, where, t0, reading)  # raises: none could be read
     layout = classify([p.identity for p in parts], where)
     chosen = [parts[i] for i in layout.indices]
     if layout.kind == "cycles":
+        if reading.unread:
+            u = reading.unread[0]
+            raise InputError(f"{u.path}: {u.why}")
         return cycles_result(chosen, t0, wanted)
-    return ranks_result(chosen, t0, note=layout.note)
+    return ranks_result(chosen, t0, note=layout.note, reading=reading)

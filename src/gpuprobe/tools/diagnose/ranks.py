@@ -28,14 +28,10 @@ would name the wrong rank: the ranks that wait have the longest steps.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import stat
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,306 +39,44 @@ import numpy as np
 from gpuprobe.core.errors import InputError
 from gpuprobe.core.findings import worst_first
 from gpuprobe.core.rules import apply_rules
-from gpuprobe.tools.diagnose import patterns as P
-from gpuprobe.tools.diagnose.intervals import merge_intervals, overlaps
-from gpuprobe.tools.diagnose.jsonstream import file_kind
-from gpuprobe.tools.diagnose.kernels import (
-    FAMILY_COMM,
-    FAMILY_MEMORY,
-    family_of_activities,
-    kernel_breakdown,
-)
 from gpuprobe.tools.diagnose.kineto import ProgressCallback
 from gpuprobe.tools.diagnose.layout import (
-    TraceFacts,
-    TraceIdentity,
     classify,
-    identify,
-    trace_facts,
 )
-from gpuprobe.tools.diagnose.ranks_model import CollectiveWait, MultiRankDiagnosis, RankRow
+from gpuprobe.tools.diagnose.rank_files import distinct_traces, find_trace_files
+from gpuprobe.tools.diagnose.rank_part import (
+    TracePart,
+    _read_rank,
+    interval_overlap,
+    rank_from_name,
+)
+from gpuprobe.tools.diagnose.ranks_model import (
+    CollectiveWait,
+    MultiRankDiagnosis,
+    RankRow,
+    ReaderStat,
+    UnreadRank,
+)
 from gpuprobe.tools.diagnose.rules.ranks import RULES_RANKS, RanksContext, cold_ranks_apart
 
 __all__ = [
     "COLLECTIVES_SHOWN",
+    "Reading",
     "TracePart",
     "diagnose_ranks",
     "distinct_traces",
     "find_trace_files",
     "folder_name",
     "interval_overlap",
+    "judge_parts",
+    "missing_ranks",
     "rank_from_name",
     "ranks_result",
     "read_traces",
+    "whole_job",
 ]
 
 COLLECTIVES_SHOWN = 5  # collectives listed by the waiting they cause; gpuprobe's choice
-TRACE_SUFFIXES = (".json", ".json.gz")  # what a folder's trace files end with (Kineto writes both)
-
-# Rank in a file name, most specific first: rank-3 / rank_3 / rank3, worker3, then _3. (as in
-# torch.profiler.tensorboard_trace_handler's "{worker_name}.{ts}.pt.trace.json" with a rank).
-_RANK_IN_NAME = (
-    re.compile(r"(?i)rank[-_]?(\d+)"),
-    re.compile(r"(?i)worker[-_]?(\d+)"),
-    re.compile(r"_(\d+)\."),
-)
-
-
-def rank_from_name(path: str) -> int | None:
-    """The rank written in a trace's file name, or None."""
-    base = os.path.basename(path)
-    for rx in _RANK_IN_NAME:
-        m = rx.search(base)
-        if m:
-            return int(m.group(1))
-    return None
-
-
-def find_trace_files(
-    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    skipped: list[tuple[str, str]] | None = None,
-) -> list[str]:
-    """A folder's trace files (``*.json``, ``*.json.gz``, sorted), or the given files. A
-    folder's entries with those names that cannot be read as a file (a FIFO, a dangling link,
-    no permission) are left out, each added to ``skipped`` as (path, why) when it is given."""
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    out: list[str] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            found: list[str] = []
-            left: list[tuple[str, str]] = []
-            for f in sorted(p.iterdir()):
-                if f.name.endswith(TRACE_SUFFIXES):
-                    why = _unreadable(f)
-                    if why is None:
-                        found.append(str(f))
-                    else:
-                        left.append((str(f), why))
-            if skipped is not None:
-                skipped.extend(left)
-            if not found:
-                names = "; ".join(f"{os.path.basename(f)}: {why}" for f, why in left)
-                raise InputError(
-                    f"{p}: no readable trace files (*.json, *.json.gz) in this folder "
-                    f"(skipped {names})"
-                    if names
-                    else f"{p}: no trace files (*.json, *.json.gz) in this folder"
-                )
-            out.extend(found)
-        elif p.exists():
-            out.append(str(p))
-        else:
-            raise InputError(f"{p}: no such file or folder")
-    if not out:
-        raise InputError("no trace files given: pass a folder or one trace file per rank")
-    return distinct_traces(out, skipped)
-
-
-_HASH_CHUNK = 1 << 20  # bytes read at a time when two files of one size are compared
-
-
-def _digest(path: str) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def distinct_traces(
-    files: Sequence[str], skipped: list[tuple[str, str]] | None = None
-) -> list[str]:
-    """``files`` without repeats: a file given twice (by the same or another path, a link) or
-    a copy of another's content is one trace, not two ranks. Each repeat left out is added to
-    ``skipped`` as (path, "the same trace as NAME"). Only files of equal size are read to
-    compare their content."""
-    seen: dict[tuple[int, int], str] = {}
-    by_size: dict[int, list[str]] = {}
-    first: list[str] = []
-    for f in files:
-        st = os.stat(f)
-        ident = (st.st_dev, st.st_ino)
-        if ident in seen:
-            if skipped is not None:
-                skipped.append((f, f"the same file as {seen[ident]}"))
-            continue
-        seen[ident] = f
-        first.append(f)
-        by_size.setdefault(st.st_size, []).append(f)
-    copies: dict[str, str] = {}
-    for same in by_size.values():
-        if len(same) < 2:
-            continue
-        digests: dict[str, str] = {}
-        for f in same:
-            d = _digest(f)
-            if d in digests:
-                copies[f] = digests[d]
-            else:
-                digests[d] = f
-    if skipped is not None:
-        skipped.extend((f, f"the same content as {copies[f]}") for f in first if f in copies)
-    return [f for f in first if f not in copies]
-
-
-def _unreadable(path: Path) -> str | None:
-    """Why a folder entry cannot be read as a trace file (None when it can)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "a dangling link" if os.path.islink(path) else "gone"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISREG(st.st_mode):
-        return f"a {file_kind(st.st_mode)}"
-    if not os.access(path, os.R_OK):
-        return "cannot be read (permission denied)"
-    return None
-
-
-def interval_overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of the intersection of two unions of intervals (sorted, disjoint starts/ends)."""
-    (as_, ae), (bs, be) = a, b
-    if as_.size == 0 or bs.size == 0:
-        return 0.0
-    return float(np.sum(overlaps(bs, be, as_, ae)))
-
-
-def _short(name: str) -> str:
-    """A kernel name without its argument list and leading ``void``."""
-    return name.split("(", 1)[0].removeprefix("void ").strip() or name
-
-
-_Key = tuple[int | None, str, int]  # a collective: (step number, short name, occurrence in step)
-
-
-@dataclass
-class TracePart:
-    """What is kept of one trace while the others are read: its rank's row and collectives,
-    who recorded it and when, and what a cycle's row needs."""
-
-    row: RankRow
-    coll_key: list[_Key]
-    coll_dur: np.ndarray
-    first_rank_from_name: int | None
-    device_rank: int | None
-    identity: TraceIdentity
-    facts: TraceFacts
-
-
-def _read_rank(
-    path: str, steps: tuple[int, int] | None, progress: ProgressCallback | None
-) -> TracePart:
-    from gpuprobe.tools.diagnose.engine import check_memory, out_of_memory
-    from gpuprobe.tools.diagnose.kineto import read_trace
-
-    t0 = time.perf_counter()
-    raw = read_trace(path, progress=progress)
-    check_memory(raw.events, path)
-    try:
-        return _rank_part(path, raw, steps, t0)
-    except MemoryError:
-        raise out_of_memory(path, raw.events) from None
-
-
-def _rank_part(path: str, raw: Any, steps: tuple[int, int] | None, t0: float) -> TracePart:
-    """The summary of one rank's trace, read into ``raw``."""
-    from gpuprobe.tools.diagnose.analysis import TraceContext
-
-    ctx = TraceContext(raw, steps)
-    info = raw.header.get("distributedInfo")
-    rank: int | None = None
-    world: int | None = None
-    if isinstance(info, dict):
-        try:
-            rank = int(info["rank"])
-        except (KeyError, TypeError, ValueError):
-            rank = None
-        try:
-            world = int(info["world_size"])
-        except (KeyError, TypeError, ValueError):
-            world = None
-    summary = ctx.summary(read_seconds=0.0, analyse_seconds=0.0)
-    sel = ctx.gpu_step >= 0
-    fam = family_of_activities(ctx)
-    kern = sel & (fam != FAMILY_MEMORY)
-    comm_m = kern & (fam == FAMILY_COMM)
-    comp_m = kern & (fam != FAMILY_COMM)
-    comm = merge_intervals(ctx.gpu_ts[comm_m], ctx.gpu_end[comm_m])
-    comp = merge_intervals(ctx.gpu_ts[comp_m], ctx.gpu_end[comp_m])
-    comm_us = float(np.sum(comm[1] - comm[0]))
-    compute_us = float(np.sum(comp[1] - comp[0]))
-    overlap_us = interval_overlap(comm, comp)
-    busy_steps = sum(b.gpu_busy_us or 0.0 for b in ctx.breakdowns)
-    durations = ctx.step_durations
-    numbered = [s for s in ctx.steps if s.number is not None]
-    # collectives in order of GPU start, keyed by (step number, short name, occurrence in step)
-    ci = np.nonzero(comm_m)[0]
-    ci = ci[np.argsort(ctx.gpu_ts[ci], kind="stable")]
-    c_step, c_name, c_dur = ctx.gpu_step[ci], ctx.gpu_name[ci], ctx.gpu_dur[ci]
-    if not ctx.has_gpu:  # a CPU job (gloo): its collectives are host spans
-        ci = np.nonzero(P.CPU_COLLECTIVE.mask(ctx.ann_name, ctx.names) & (ctx.ann_step >= 0))[0]
-        ci = ci[np.argsort(ctx.ann_ts[ci], kind="stable")]
-        c_step, c_name, c_dur = ctx.ann_step[ci], ctx.ann_name[ci], ctx.ann_dur[ci]
-        comm = merge_intervals(ctx.ann_ts[ci], ctx.ann_ts[ci] + c_dur)
-        comm_us = float(np.sum(comm[1] - comm[0]))
-    seen: dict[tuple[int | None, str], int] = {}
-    keys: list[_Key] = []
-    for st, nm in zip(c_step.tolist(), c_name.tolist(), strict=True):
-        step = ctx.steps[int(st)].number
-        name = _short(ctx.names[int(nm)])
-        k = seen.get((step, name), 0)
-        seen[(step, name)] = k + 1
-        keys.append((step, name, k))
-    kb = kernel_breakdown(ctx, top=0)
-    row = RankRow(
-        rank=-1 if rank is None else rank,
-        rank_source="distributedInfo" if rank is not None else "",
-        path=path,
-        steps=len(numbered) if numbered else len(ctx.steps),
-        step_median_us=float(np.median(durations)) if durations.size else None,
-        step_total_us=float(durations.sum()),
-        first_step_start_us=float(ctx.step_starts[0]) + ctx.raw.time_base if numbered else None,
-        gpu_busy_fraction=summary.gpu_busy_fraction,
-        gpu_span_us=summary.gpu_span_us,
-        gpu_busy_in_steps_us=float(busy_steps),
-        gpu_idle_in_steps_us=float(max(durations.sum() * max(len(ctx.devices), 1) - busy_steps, 0))
-        if ctx.has_gpu
-        else 0.0,
-        compute_us=compute_us,
-        comm_us=comm_us,
-        overlap_us=overlap_us,
-        overlap_fraction=overlap_us / comm_us if comm_us > 0 else None,
-        exposed_comm_us=comm_us - overlap_us,
-        comm_kernels=int(ci.size),
-        families=kb.families,
-        launches=kb.launches,
-        world_size=world,
-        read_seconds=time.perf_counter() - t0,
-        **_one_time(ctx),
-    )
-    dev_rank = ctx.devices[0] if len(ctx.devices) == 1 else None
-    return TracePart(
-        row=row,
-        coll_key=keys,
-        coll_dur=np.array(c_dur, dtype=float),
-        first_rank_from_name=rank_from_name(path),
-        device_rank=dev_rank,
-        identity=identify(ctx),
-        facts=trace_facts(ctx, ctx.breakdowns),
-    )
-
-
-def _one_time(ctx: Any) -> dict[str, Any]:
-    """A rank's one-time start-up: µs, share of its profiled time, its largest call."""
-    lost, share = ctx.one_time_share
-    calls = ctx.one_time_calls
-    call = ""
-    if calls.size:
-        i = int(calls[np.argmax(ctx.rt_dur[calls])])
-        call = f"{ctx.rt_dur[i] / 1e3:,.1f} ms {ctx.names[int(ctx.rt_name[i])]}"
-    return {"one_time_us": lost, "one_time_share": share, "one_time_call": call}
 
 
 def _assign_ranks(parts: list[TracePart]) -> None:
@@ -420,21 +154,76 @@ def folder_name(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     return f"these {len(items)} traces"
 
 
+@dataclass
+class Reading:
+    """How a job's ranks were read, beside the parts: the ranks left out (each with why), each
+    reader's figures, and where they were read."""
+
+    unread: list[UnreadRank] = field(default_factory=list)
+    readers: list[ReaderStat] = field(default_factory=list)
+    read_on: str = "this process"
+    whole_job: bool = False  # a folder or a pattern was read: a rank not in it is missing
+
+
+def whole_job(paths: Any, cluster: Any) -> bool:
+    """Whether ``paths`` stands for all of a job's traces (a folder, or what a cluster's
+    workers list), not a chosen few files: then a rank its world size counts is missing."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    return cluster is not None or (len(items) == 1 and os.path.isdir(items[0]))
+
+
 def read_traces(
     files: Sequence[str],
     steps: tuple[int, int] | None,
     progress: ProgressCallback | None = None,
+    *,
+    jobs: int | None = None,
+    reading: Reading | None = None,
 ) -> list[TracePart]:
-    """Read ``files`` one at a time, keeping a :class:`TracePart` of each. ``progress(done,
-    total)`` is called with bytes read over all the files."""
+    """Read ``files``, keeping a :class:`TracePart` of each, in the files' order.
+    ``progress(done, total)`` is called with bytes read over all the files.
+
+    ``jobs``: reader processes at once (:mod:`.ranks_read`: bounded by the usable cores and
+    the free memory); ``1`` reads them one at a time in this process, as do ``None`` for less
+    than :data:`~.ranks_read.PARALLEL_MIN_BYTES` in all. Without ``reading``, the first rank
+    that cannot be read raises its :class:`InputError`; with it, such ranks are left out and
+    added to ``reading.unread`` (each with why), and the others are read."""
+    from gpuprobe.tools.diagnose.ranks_read import PARALLEL_MIN_BYTES, local_readers
+
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        from gpuprobe.core.errors import bad_argument
+
+        raise bad_argument("jobs", jobs, "give a number of reader processes, 1 or more")
     sizes = [_size(f) for f in files]
+    small = jobs is None and sum(sizes) < PARALLEL_MIN_BYTES
+    if len(files) > 1 and not small and local_readers(jobs, len(files)) > 1:
+        from gpuprobe.tools.diagnose.ranks_read import read_parallel
+
+        got, unread, readers, where = read_parallel(files, steps, progress, jobs)
+        if unread and reading is None:
+            raise InputError(f"{unread[0].path}: {unread[0].why}")
+        if reading is not None:
+            reading.unread += unread
+            reading.readers += readers
+            reading.read_on = where
+        return [p for p in got if p is not None]
     parts = []
     for i, f in enumerate(files):
         per_file = None
         if progress is not None:
             base, total = sum(sizes[:i]), sum(sizes)
             per_file = _offset(progress, base, total)
-        parts.append(_read_rank(f, steps, per_file))
+        if reading is None:
+            parts.append(_read_rank(f, steps, per_file))
+            continue
+        from gpuprobe.tools.diagnose.ranks_read import part_from_dict, read_one
+
+        answer = read_one(f, steps, per_file)
+        if "part" in answer:
+            parts.append(part_from_dict(answer["part"]))
+        else:
+            why = str(answer["error"])
+            reading.unread.append(UnreadRank(path=f, why=why.removeprefix(f"{f}: ") or why))
     return parts
 
 
@@ -443,23 +232,61 @@ def diagnose_ranks(
     *,
     steps: str | tuple[int, int] | None = None,
     progress: ProgressCallback | None = None,
+    jobs: int | None = None,
+    cluster: Any = None,
+    worker_glob: str | None = None,
+    connect_timeout: float | None = None,
+    rank_timeout: float | None = None,
 ) -> MultiRankDiagnosis:
     """Diagnose the ranks of one distributed job: a folder of traces or one trace per rank.
 
-    Files are read one at a time; only per-rank summaries are kept. ``progress(done, total)`` is
-    called with bytes read over all the files. The traces are checked first
+    Only per-rank summaries are kept. The ranks are read in parallel on the usable cores
+    (``jobs`` reader processes at most; ``jobs=1``: one at a time in this process), never more
+    at once than the free memory allows, or, with ``cluster`` (a ``distributed.Client``, a
+    scheduler address or ``{"scheduler_file": path}``), by the workers of a Dask cluster
+    (:mod:`.ranks_cluster`): ``paths`` as the workers see it, or ``worker_glob``, a pattern each
+    worker expands on its own disk. ``progress(done, total)`` is called with bytes read over all
+    the files. A rank that cannot be read is left out and named in ``unread`` (the result is
+    :attr:`~.ranks_model.MultiRankDiagnosis.partial`). The traces are checked first
     (:func:`~gpuprobe.tools.diagnose.layout.classify`): one process's successive profiler
     cycles, or traces of processes that did not run together, are not ranks. Raises
     :class:`~gpuprobe.core.errors.InputError` for those (one line: what was found, what to
-    pass), and for a path that is missing or not a trace.
+    pass), for a path that is missing or not a trace, and when no rank can be read.
     """
     from gpuprobe.tools.diagnose.steps import parse_step_range
 
     t0 = time.perf_counter()
     wanted = parse_step_range(steps) if isinstance(steps, str) else steps
-    files = find_trace_files(paths)
-    parts = read_traces(files, wanted, progress)
-    where = folder_name(paths)
+    reading = Reading(whole_job=whole_job(paths, cluster))
+    if cluster is not None:
+        from gpuprobe.tools.diagnose.ranks_cluster import RANK_TIMEOUT_S, read_on_cluster
+
+        parts = read_on_cluster(
+            cluster, paths, wanted, progress, reading,
+            worker_glob=worker_glob, connect_timeout=connect_timeout,
+            rank_timeout=rank_timeout or RANK_TIMEOUT_S,
+        )  # fmt: skip
+        where = worker_glob or folder_name(paths)
+    else:
+        if worker_glob is not None:
+            from gpuprobe.core.errors import UsageError
+
+            raise UsageError("--worker-glob is for a Dask cluster: give --cluster ADDRESS with it")
+        files = find_trace_files(paths)
+        parts = read_traces(files, wanted, progress, jobs=jobs, reading=reading)
+        where = folder_name(paths)
+    return judge_parts(parts, where, t0, reading)
+
+
+def judge_parts(
+    parts: list[TracePart], where: str, t0: float, reading: Reading
+) -> MultiRankDiagnosis:
+    """The verdict on the ranks read: checked as one job's (:func:`classify`), then judged;
+    an InputError when none could be read (each named) or they are one process's cycles."""
+    if not parts:
+        names = "; ".join(u.line for u in reading.unread[:5])
+        more = f" and {len(reading.unread) - 5} more" if len(reading.unread) > 5 else ""
+        raise InputError(f"{where}: no rank could be read ({names}{more})")
     layout = classify([p.identity for p in parts], where)
     if layout.kind == "cycles":
         who = parts[layout.indices[0]].identity.label
@@ -467,13 +294,36 @@ def diagnose_ranks(
             f"{where}: {len(parts)} successive profiler cycles of one process ({who}), not "
             "ranks: diagnose them with `gpuprobe diagnose DIR` or gpuprobe.diagnose_folder()"
         )
-    return ranks_result([parts[i] for i in layout.indices], t0, note=layout.note)
+    return ranks_result([parts[i] for i in layout.indices], t0, note=layout.note, reading=reading)
 
 
-def ranks_result(parts: list[TracePart], t0: float, note: str = "") -> MultiRankDiagnosis:
-    """The verdict on ``parts``, the traces of one job's ranks (``t0``: when reading began)."""
+def missing_ranks(
+    parts: Sequence[TracePart], unread: Sequence[UnreadRank] = ()
+) -> list[UnreadRank]:
+    """The ranks the job's ``world_size`` counts that no trace read is of (when the traces say
+    their rank and world size), but for those whose file is already named in ``unread`` (by
+    the rank in its name)."""
+    worlds = {p.row.world_size for p in parts if p.row.world_size}
+    ranks = {p.row.rank for p in parts if p.row.rank_source == "distributedInfo"}
+    if len(worlds) != 1 or len(ranks) != len(parts):
+        return []
+    world = worlds.pop() or 0
+    ranks |= {r for u in unread if u.path and (r := rank_from_name(u.path)) is not None}
+    return [
+        UnreadRank(path="", rank=r, why=f"not found (world size {world}), no trace of it read")
+        for r in range(world)
+        if r not in ranks
+    ]
+
+
+def ranks_result(
+    parts: list[TracePart], t0: float, note: str = "", reading: Reading | None = None
+) -> MultiRankDiagnosis:
+    """The verdict on ``parts``, the traces of one job's ranks (``t0``: when reading began;
+    ``reading``: how they were read, the ranks left out)."""
     import dataclasses
 
+    reading = reading or Reading()
     _assign_ranks(parts)
     parts.sort(key=lambda p: p.row.rank)
     colls, waits = _match_collectives(parts)
@@ -509,6 +359,12 @@ def ranks_result(parts: list[TracePart], t0: float, note: str = "") -> MultiRank
         straggler=straggler,
         seconds=time.perf_counter() - t0,
         note=note,
+        unread=(
+            *reading.unread,
+            *(missing_ranks(parts, reading.unread) if reading.whole_job else ()),
+        ),
+        read_on=reading.read_on,
+        readers=tuple(reading.readers),
     )
 
 

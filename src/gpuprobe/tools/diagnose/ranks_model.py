@@ -6,6 +6,7 @@ rank, the :class:`CollectiveWait` of each collective matched across ranks, and t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from gpuprobe.core import render
@@ -13,7 +14,7 @@ from gpuprobe.core.findings import Finding, Status, worst
 from gpuprobe.core.records import Record
 from gpuprobe.tools.diagnose.kernels import FamilyTime, LaunchStats
 
-__all__ = ["CollectiveWait", "MultiRankDiagnosis", "RankRow"]
+__all__ = ["CollectiveWait", "MultiRankDiagnosis", "RankRow", "ReaderStat", "UnreadRank"]
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,46 @@ class CollectiveWait(Record):
 
 
 @dataclass(frozen=True)
+class UnreadRank(Record):
+    """A rank that is not in the analysis, and why, in one line: its file could not be read
+    (corrupt, unreadable, gone), its reader died twice, or (``path`` empty) its rank was not
+    found at all though the others' ``world_size`` counts it. ``where``: the worker or local
+    process that tried, when one did."""
+
+    path: str
+    why: str
+    rank: int | None = None
+    where: str = ""
+
+    @property
+    def line(self) -> str:
+        """The one line that names it."""
+        who = os.path.basename(self.path) if self.path else f"rank {self.rank}"
+        return f"{who}: {self.why}" + (f" (on {self.where})" if self.where else "")
+
+
+@dataclass(frozen=True)
+class ReaderStat(Record):
+    """What one reader did: a local process (``local pid N``) or a Dask worker (its address),
+    the ranks and bytes it read, its busy seconds (wall clock and CPU) and its process's peak
+    resident memory (MiB; None where it cannot be read)."""
+
+    where: str
+    ranks: int
+    bytes: int
+    seconds: float
+    peak_rss_mib: float | None = None
+    cpu_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class MultiRankDiagnosis(Record):
     """The verdict on the ranks of one job: per-rank rows, the straggler and the findings.
     ``note`` says how the traces were grouped when they were more than these ranks (a job's
-    ranks over several profiler cycles: the last cycle's ranks)."""
+    ranks over several profiler cycles: the last cycle's ranks). ``unread``: the ranks left
+    out, each with why (the analysis is partial); ``read_on`` says where the ranks were read
+    ("this process", "4 local processes", "the Dask cluster at ADDRESS") and ``readers`` what
+    each reader did."""
 
     ranks: tuple[RankRow, ...]
     findings: tuple[Finding, ...]
@@ -95,6 +132,14 @@ class MultiRankDiagnosis(Record):
     straggler: int | None = None
     seconds: float = 0.0
     note: str = ""
+    unread: tuple[UnreadRank, ...] = ()
+    read_on: str = ""
+    readers: tuple[ReaderStat, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """Whether some ranks are not in the analysis (:attr:`unread` says which and why)."""
+        return bool(self.unread)
 
     @property
     def status(self) -> Status:

@@ -60,42 +60,12 @@ def connect(cluster: Any, timeout: float = CONNECT_TIMEOUT_S) -> tuple[Any, bool
     ``{"scheduler_file": path}``) and whether this call made it (and must close it). The address
     is asked what it is first (:mod:`gpuprobe.platform.cluster`): anything but a Dask scheduler
     answering within ``timeout`` s is one :class:`~gpuprobe.core.errors.UsageError`."""
-    if hasattr(cluster, "scheduler_info") and hasattr(cluster, "run"):  # a Client already
-        return cluster, False
-    from gpuprobe.platform.cluster import connect_client
+    from gpuprobe.platform.cluster import connect_cluster
 
-    flag = "--cluster"
-    if isinstance(cluster, dict) and "scheduler_file" in cluster:
-        flag = f"--scheduler-file {cluster['scheduler_file']}: the scheduler at"
-        address = _scheduler_file_address(str(cluster["scheduler_file"]))
-    else:
-        address = str(cluster)
-    return connect_client(address, timeout, flag, _HINT), True
+    return connect_cluster(cluster, timeout, _HINT)
 
 
 _HINT = "start one with `dask scheduler` and workers with `dask worker ADDRESS`"
-
-
-def _scheduler_file_address(path: str) -> str:
-    """The address in a scheduler file (``dask scheduler --scheduler-file``, dask-jobqueue):
-    read here, so that a file that is not there is one line at once (Dask's own client waits for
-    it to appear)."""
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise InputError(
-            f"--scheduler-file {path}: {e.strerror or e}; give the file the scheduler wrote "
-            "(dask scheduler --scheduler-file FILE)"
-        ) from None
-    except (ValueError, RecursionError) as e:
-        raise InputError(f"--scheduler-file {path}: not a scheduler file ({e})") from None
-    address = data.get("address") if isinstance(data, dict) else None
-    if not isinstance(address, str) or not address:
-        raise InputError(f"--scheduler-file {path}: no 'address' in it; is it a scheduler file?")
-    return address
 
 
 def workers_of(client: Any) -> dict[str, dict[str, Any]]:

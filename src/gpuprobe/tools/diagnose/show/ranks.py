@@ -92,6 +92,12 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
     )
     if d.note:
         con.print(Text(d.note, style="dim"))
+    if d.unread:
+        con.print(
+            Text(f"partial: {len(d.unread)} rank(s) not analysed, the others are", style="bold")
+        )
+        for u in d.unread:
+            con.print(Text(f"  not read: {u.line}"))
     con.print()
     _findings(con, d.findings)
     con.print()
@@ -149,7 +155,10 @@ def print_ranks(d: MultiRankDiagnosis, console: object | None = None) -> None:
                 style="dim",
             )
         )
-    con.print(f"[dim]read and analysed {len(d.ranks)} traces in {d.seconds:.2f} s[/dim]")
+    where = f" on {d.read_on}" if d.read_on else ""
+    con.print(
+        Text(f"read and analysed {len(d.ranks)} traces{where} in {d.seconds:.2f} s", style="dim")
+    )
 
 
 _FAMILY_ABBREV = {
