@@ -16,7 +16,7 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -251,21 +251,30 @@ def read_processes(out_dir: Path) -> list[ProfiledProcess]:
     that is not the user's own is left out (a process killed while writing leaves only its
     ``.tmp``), and so is a trace path outside ``out_dir``."""
     out: list[ProfiledProcess] = []
-    try:
-        fd = _open_control(out_dir)
-    except InputError:
-        return out
-    if fd is None:
-        return out
-    try:
+    with _control_or_none(out_dir) as fd:
+        if fd is None:
+            return out
         names = sorted(n for n in os.listdir(fd) if n.startswith("proc-") and n.endswith(".json"))
         for name in names:
             with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
                 doc = safejson.loads(read_own_file(name, dir_fd=fd).decode("utf-8"))
                 out.append(_process(doc, Path(out_dir)))
-    finally:
-        os.close(fd)
     return sorted(out, key=lambda p: (p.rank if p.rank is not None else -1, p.pid))
+
+
+@contextlib.contextmanager
+def _control_or_none(out_dir: Path) -> Iterator[int | None]:
+    """A descriptor of ``out_dir``'s status folder, closed after; None when there is none or it
+    is refused (a link, someone else's): nothing to read then."""
+    try:
+        fd = _open_control(out_dir)
+    except InputError:
+        fd = None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def read_steps(out_dir: Path) -> list[tuple[int, str, str | None, list[float]]]:
@@ -275,22 +284,17 @@ def read_steps(out_dir: Path) -> list[tuple[int, str, str | None, list[float]]]:
     import numpy as np
 
     out: list[tuple[int, str, str | None, list[float]]] = []
-    try:
-        fd = _open_control(out_dir)
-    except InputError:
-        return out
-    if fd is None:
-        return out
-    try:
-        for p in read_processes(out_dir):
+    processes = read_processes(out_dir)
+    with _control_or_none(out_dir) as fd:
+        if fd is None:
+            return out
+        for p in processes:
             with contextlib.suppress(OSError, ValueError):
                 raw = read_own_file(f"steps-{p.pid}.f64", dir_fd=fd)
                 whole = len(raw) - len(raw) % 8  # a kill mid-append leaves part of the last
                 ends = np.frombuffer(raw[:whole], dtype=np.float64)
                 if len(ends):
                     out.append((p.pid, p.name, p.mode, ends.tolist()))
-    finally:
-        os.close(fd)
     return out
 
 
