@@ -54,6 +54,8 @@ def run(
     capture_on: Sequence[str] = (),
     capture_steps: int = 5,
     capture_every_s: float = 600.0,
+    serve: str | None = None,
+    on_serving: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run ``cmd`` (an argument list, never a shell string), record every GPU, the host and the
     command's process tree until it exits, then judge the run. ``out`` (default
@@ -67,7 +69,11 @@ def run(
     Every step of its PyTorch processes is recorded (``result.summary.steps``); with
     ``capture_on=("slow",)`` a slow step makes its process profile ``capture_steps`` steps by
     itself (at most once in ``capture_every_s``), each capture diagnosed and listed
-    (``monitor-captures``)."""
+    (``monitor-captures``). ``serve`` (``PORT`` or ``HOST:PORT``, 127.0.0.1 without a host)
+    serves ``/metrics`` while the command runs: what ``gpuprobe export`` serves, and each
+    process's steps (``gpuprobe_step_seconds``, ``gpuprobe_step_joules``; see
+    :mod:`gpuprobe.tools.monitor.run_metrics`); ``on_serving(url)`` is told where, before the
+    command starts."""
     import contextlib
     import time
     from pathlib import Path
@@ -94,20 +100,43 @@ def run(
         capture_steps=capture_steps,
         capture_every_s=capture_every_s,
     )
+    if serve is not None and not hook:
+        raise UsageError("serve needs the hook for its steps: hook=True")
+    server = None
     if hook:
         check_run(cmd, hz)  # 127 for the command, 2 for --hz, before the folder is made
-        prepare_out(out)
+        if serve is not None:  # a bad address or a taken port, before the folder is made
+            from gpuprobe.tools.monitor.run_metrics import RunServer, parse_listen
+
+            try:
+                host, port = parse_listen(serve)
+            except ValueError as exc:
+                raise UsageError(f"serve {exc}") from None
+            server = RunServer(host, port, lambda: read_steps(out))
+        try:
+            prepare_out(out)
+        except BaseException:
+            if server is not None:
+                server.close()
+            raise
         env = hook_env(out, settings)
-    result = run_command(
-        cmd,
-        out,
-        hz=hz,
-        pcie_throughput=pcie_throughput,
-        env=env,
-        kill_leftovers=kill_leftovers,
-        # the flight recorder: each PyTorch process's steps and captures, into the timeline
-        at_end=(lambda: step_events(read_steps(out)) + capture_events(out)) if hook else None,
-    )
+    if server is not None and on_serving is not None:
+        on_serving(server.url)
+    try:
+        result = run_command(
+            cmd,
+            out,
+            hz=hz,
+            pcie_throughput=pcie_throughput,
+            env=env,
+            kill_leftovers=kill_leftovers,
+            # the flight recorder: each PyTorch process's steps and captures, into the timeline
+            at_end=(lambda: step_events(read_steps(out)) + capture_events(out)) if hook else None,
+            serve=server,
+        )
+    finally:
+        if server is not None:
+            server.close()
     if hook:  # the job is over: nothing to ask it any more, no .gpuprobe-profile/ left behind
         with contextlib.suppress(GpuprobeError):
             clear_control(out)

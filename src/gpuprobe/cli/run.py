@@ -70,6 +70,13 @@ def register(sub: Any) -> None:
         metavar="S",
         help="seconds between two captures of one process at least (default 600)",
     )
+    p.add_argument(
+        "--serve",
+        metavar="[HOST:]PORT",
+        help="serve /metrics for Prometheus while CMD runs (127.0.0.1 without a HOST; 0 picks "
+        "a free port): what `gpuprobe export` serves, and each process's steps and joules a "
+        "step (gpuprobe_step_seconds, gpuprobe_step_joules)",
+    )
     add_command(p, "print the summary as JSON on stdout (the command's own stdout goes to stderr)")
     p.set_defaults(handler=run)
 
@@ -93,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no command given: gpuprobe run [--hz N] [--out DIR] -- CMD [ARGS...]")
     if args.capture_on and args.no_hook:
         raise UsageError("--capture-on needs the hook: leave out --no-hook")
+    if args.serve is not None and args.no_hook:
+        raise UsageError("--serve needs the hook for the steps: leave out --no-hook")
     # with --json, stdout is the JSON alone: the command's own stdout goes to stderr meanwhile
     json_fd = stdout_aside() if args.json else None
     try:
@@ -107,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
             capture_on=args.capture_on,
             capture_steps=args.capture_steps,
             capture_every_s=args.capture_every,
+            serve=args.serve,
+            on_serving=lambda url: say(f"gpuprobe run: metrics at {url}"),
         )
     finally:
         if json_fd is not None:

@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from cli_helper import env, gpuprobe_argv
 from prometheus_client.parser import text_string_to_metric_families
@@ -62,6 +63,7 @@ def test_gpu_metrics_have_dcgm_names_and_labels() -> None:
     assert m["DCGM_FI_DEV_COUNT"][0].value == 1
     (proc,) = m["gpuprobe_gpu_process_memory_bytes"]
     assert proc.labels["pid"] == str(os.getpid()) and proc.value == 18 * 2**30 - 300 * 2**20
+    assert proc.labels["command"] == psutil.Process().name()  # a neighbour is told apart
     cores = m["gpuprobe_host_cpu_utilization_percent"]
     assert len(cores) == len({s.labels["cpu"] for s in cores}) >= 1
     assert m["gpuprobe_host_memory_available_bytes"][0].value > 0

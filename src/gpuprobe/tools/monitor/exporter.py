@@ -28,6 +28,7 @@ from gpuprobe.tools.monitor.hosts import (
     check_listen_host,
     request_host,
 )
+from gpuprobe.tools.monitor.readers import ProcessNames
 from gpuprobe.tools.monitor.records import Sample
 from gpuprobe.tools.monitor.sampler import NvmlFactory, Sampler
 
@@ -37,6 +38,8 @@ __all__ = [
     "GpuprobeCollector",
     "MetricsServer",
     "listen_error",
+    "metric_family",
+    "registry_of",
     "serve",
 ]
 
@@ -77,6 +80,7 @@ class GpuprobeCollector:
         self._latest: Sample | None = None
         self._lock = threading.Lock()
         self.scrapes = 0
+        self.names = ProcessNames()  # the command label of the per-process series
 
     def update(self, sample: Sample) -> None:
         """The sampler's sink: keep the newest sample."""
@@ -192,7 +196,7 @@ class GpuprobeCollector:
         pmem = GaugeMetricFamily(
             "gpuprobe_gpu_process_memory_bytes",
             "GPU memory used by a process (bytes).",
-            labels=[*_GPU_LABELS, "pid"],
+            labels=[*_GPU_LABELS, "pid", "command"],
         )
         energy = CounterMetricFamily(
             "gpuprobe_gpu_energy_joules",
@@ -203,7 +207,7 @@ class GpuprobeCollector:
         psm = GaugeMetricFamily(
             "gpuprobe_gpu_process_sm_utilization_percent",
             "SM utilization of a process (%).",
-            labels=[*_GPU_LABELS, "pid"],
+            labels=[*_GPU_LABELS, "pid", "command"],
         )
         for tick in s.gpus:
             gs = tick.sample
@@ -233,10 +237,11 @@ class GpuprobeCollector:
             if gs.pcie_tx_kbs is not None:
                 pcie_tx.add_metric(labels, float(gs.pcie_tx_kbs))
             for p in tick.processes:
+                who = [*labels, str(p.pid), self.names(p.pid)]
                 if p.used_memory is not None:
-                    pmem.add_metric([*labels, str(p.pid)], float(p.used_memory))
+                    pmem.add_metric(who, float(p.used_memory))
                 if p.sm_percent is not None:
-                    psm.add_metric([*labels, str(p.pid)], float(p.sm_percent))
+                    psm.add_metric(who, float(p.sm_percent))
         if s.gpus:  # a host without GPUs gets no empty GPU families
             yield from fams.values()
             yield from (total, fb_total, reasons, reason_on, pcie_rx, pcie_tx, pmem, psm)
@@ -288,11 +293,38 @@ class GpuprobeCollector:
         yield cost
 
 
-def listen_error(host: str, port: int, exc: OSError) -> str:
-    """What to do when the server cannot listen: the host is wrong, or the port is taken."""
+def metric_family(kind: str, name: str, help_: str, labels: list[str]) -> Any:
+    """A prometheus-client metric family (``kind``: counter, gauge or histogram), for the
+    collectors beside this one (this module is the door to prometheus-client)."""
+    from prometheus_client import core
+
+    cls = {
+        "counter": core.CounterMetricFamily,
+        "gauge": core.GaugeMetricFamily,
+        "histogram": core.HistogramMetricFamily,
+    }[kind]
+    return cls(name, help_, labels=labels)
+
+
+def registry_of(*collectors: Any) -> Any:
+    """A prometheus-client registry of ``collectors`` (described at scrape time only)."""
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    for c in collectors:
+        registry.register(c)
+    return registry
+
+
+def listen_error(
+    host: str, port: int, exc: OSError, flags: tuple[str, str] = ("--host", "--port")
+) -> str:
+    """What to do when the server cannot listen: the host is wrong, or the port is taken;
+    ``flags``: the options that set the host and the port, as the message names them."""
     import errno
     import socket
 
+    host_flag, port_flag = flags
     where = f"{url_host(host)}:{port}"
     why = exc.strerror or str(exc)
     # socket.create_server re-raises a failed name lookup as a plain OSError with the EAI errno
@@ -305,17 +337,19 @@ def listen_error(host: str, port: int, exc: OSError) -> str:
         why = why.split(" (while attempting", 1)[0]
         return (
             f"cannot listen on {where}: {host!r} is not a known name or address ({why}); give an "
-            "address of this machine with --host (127.0.0.1, or 0.0.0.0 for every interface)"
+            f"address of this machine with {host_flag} (127.0.0.1, or 0.0.0.0 for every interface)"
         )
     if exc.errno == errno.EADDRNOTAVAIL:
         return (
             f"cannot listen on {where}: {host} is not an address of this machine ({why}); give "
-            "one of its addresses with --host (127.0.0.1, or 0.0.0.0 for every interface)"
+            f"one of its addresses with {host_flag} (127.0.0.1, or 0.0.0.0 for every interface)"
         )
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return f"cannot listen on {where}: {why}; ports below 1024 need root: pick a --port above"
+        return (
+            f"cannot listen on {where}: {why}; ports below 1024 need root: pick a {port_flag} above"
+        )
     if exc.errno == errno.EADDRINUSE:
-        return f"cannot listen on {where}: the port is in use ({why}); pick another --port"
+        return f"cannot listen on {where}: the port is in use ({why}); pick another {port_flag}"
     return f"cannot listen on {where}: {why}"
 
 
@@ -592,8 +626,6 @@ def serve(
     ``allow_hosts``: more names its requests may give as their Host (:class:`HostCheck`). An
     empty ``host`` is a :class:`~gpuprobe.core.errors.UsageError`. Stop with
     ``server.shutdown(); sampler.close()``."""
-    from prometheus_client import CollectorRegistry
-
     host = check_listen_host(host)
 
     kwargs: dict[str, Any] = {} if nvml is None else {"nvml": nvml}
@@ -601,8 +633,7 @@ def serve(
     sampler.open()
     collector = GpuprobeCollector(sampler)
     collector.update(sampler.take())  # the first scrape has numbers (CPU since open())
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry = registry_of(collector)
     try:
         server = MetricsServer(host, port, registry, tuple(allow_hosts))
     except OSError as exc:

@@ -18,7 +18,7 @@ import psutil
 
 from gpuprobe.tools.monitor.records import HostSample, ProcSample, TreeSample
 
-__all__ = ["TREE_RESCAN_S", "HostReader", "TreeReader"]
+__all__ = ["TREE_RESCAN_S", "HostReader", "ProcessNames", "TreeReader"]
 
 TREE_RESCAN_S = 1.0  # s between scans for new child processes (a scan reads every /proc/PID/stat)
 
@@ -30,6 +30,35 @@ def _busy_idle(t: Any) -> tuple[float, float]:
     total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
     idle = t.idle + getattr(t, "iowait", 0.0)
     return total, total - idle
+
+
+class ProcessNames:
+    """pid -> its process name (``psutil.Process.name()``, control characters taken out), each
+    read once and kept while the pid lives with the same start time (a reused pid is read
+    again); ``""`` for a process this PID namespace cannot see (a container without
+    ``--pid=host``) or one that has gone. At most ``keep`` pids are kept."""
+
+    def __init__(self, keep: int = 4096) -> None:
+        self._names: dict[int, tuple[float, str]] = {}
+        self._keep = keep
+
+    def __call__(self, pid: int) -> str:
+        from gpuprobe.core.text import strip_control
+
+        try:
+            p = psutil.Process(pid)
+            started = p.create_time()
+            known = self._names.get(pid)
+            if known is not None and known[0] == started:
+                return known[1]
+            name = strip_control(p.name())
+        except psutil.Error:
+            self._names.pop(pid, None)
+            return ""
+        if len(self._names) >= self._keep:
+            self._names.clear()
+        self._names[pid] = (started, name)
+        return name
 
 
 class HostReader:

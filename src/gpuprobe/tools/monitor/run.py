@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
@@ -44,6 +44,7 @@ from gpuprobe.core import render
 from gpuprobe.core.errors import GpuprobeError, UsageError
 from gpuprobe.core.findings import status_counts
 from gpuprobe.platform.proc import RUN_ID_ENV, end_processes, find_leftovers, new_run_id
+from gpuprobe.tools.monitor.records import Sample
 from gpuprobe.tools.monitor.sampler import DEFAULT_HZ, NvmlFactory, Sampler, check_hz
 from gpuprobe.tools.monitor.timeline import Timeline, TimelineWriter, read_timeline
 
@@ -227,12 +228,15 @@ def run_command(
     env: Mapping[str, str] | None = None,
     kill_leftovers: bool = False,
     at_end: Callable[[], Sequence[dict[str, Any]]] | None = None,
+    serve: RunWatcher | None = None,
 ) -> RunResult:
     """Record ``cmd`` until it exits; return its exit code and where the timeline is. ``env``:
     the command's environment (default: gpuprobe's own), to which ``GPUPROBE_RUN_ID`` is added.
     The processes the command left running are recorded, and with ``kill_leftovers`` ended.
     ``at_end()``, once the command has exited, gives more events for the timeline (each a dict
     with ``kind`` and ``t``: the steps its processes recorded), written before the end line.
+    ``serve`` (a :class:`~gpuprobe.tools.monitor.run_metrics.RunServer`) gets the sampler once
+    it is open and every sample, and is closed when the recording ends.
 
     Refuses an unwritable ``out_dir`` (:class:`~gpuprobe.core.errors.InputError`, exit 2) and a
     command that is not found or not executable (exit 127) before anything starts.
@@ -259,6 +263,7 @@ def run_command(
         writer.write_event("process", pid=proc.pid, ppid=ppid, name=name, cmdline=cmdline)
 
     sampler = Sampler(hz=hz, pcie_throughput=pcie_throughput, on_new_process=on_new, **kwargs)
+    sink: Callable[[Sample], None] = writer.write_sample
     pending: list[int] = []
     old_handlers: dict[int, Any] = {}
     use_sigwait = _can_wait_signals()
@@ -271,6 +276,9 @@ def run_command(
             group_kwargs["preexec_fn"] = os.setpgrp
     try:
         sampler.open()  # NVML first: its init can take a second without persistence mode
+        if serve is not None:
+            serve.attach(sampler)
+            sink = _tee(writer.write_sample, serve.update)
         if use_sigwait:
             for sig in FORWARDED_SIGNALS:  # a signal before the mask is in place is not lost
                 if signal.getsignal(sig) is signal.SIG_IGN:
@@ -293,7 +301,7 @@ def run_command(
             sampler.watch(proc.pid)
         writer.write_header(sampler.header(started=t_start, command=tuple(cmd), pid=proc.pid))
         writer.write_event("start", t=t_start, pid=proc.pid, executable=executable)
-        sampler.start(writer.write_sample)  # the thread inherits the blocked mask
+        sampler.start(sink)  # the thread inherits the blocked mask
         if on_started is not None:
             on_started(proc.pid)
 
@@ -335,7 +343,7 @@ def run_command(
         exit_code = _exit_code(returncode)
         duration = time.time() - t_start
         writer.write_event("exit", returncode=returncode, exit_code=exit_code)
-        sampler.stop(final_sink=writer.write_sample)
+        sampler.stop(final_sink=sink)
         leftovers = find_leftovers(run_id, command_pid=proc.pid, started=t_start, seen=seen)
         ended: list[int] = []
         running = [lo.pid for lo in leftovers]
@@ -377,8 +385,26 @@ def run_command(
         )
     finally:
         _restore_signals(old_handlers)
+        if serve is not None:
+            serve.close()
         sampler.close()
         writer.close()
+
+
+class RunWatcher(Protocol):
+    """What :func:`run_command` feeds while it records (``serve``)."""
+
+    def attach(self, sampler: Sampler) -> None: ...
+    def update(self, sample: Sample) -> None: ...
+    def close(self) -> None: ...
+
+
+def _tee(*sinks: Callable[[Sample], None]) -> Callable[[Sample], None]:
+    def sink(sample: Sample) -> None:
+        for each in sinks:
+            each(sample)
+
+    return sink
 
 
 def _restore_signals(old_handlers: dict[int, Any]) -> None:

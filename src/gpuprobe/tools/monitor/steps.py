@@ -38,6 +38,7 @@ __all__ = [
     "WARMUP_STEPS",
     "SlowStep",
     "StepStats",
+    "cumulative_joules",
     "step_events",
     "step_stats",
 ]
@@ -138,22 +139,34 @@ def _ends(tl: Timeline) -> dict[int, tuple[str, str | None, np.ndarray]]:
 
 
 def _cumulative_energy(tl: Timeline, index: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """(times, joules since the first sample) of GPU ``index``: its energy counter's rises (a
-    fall, a driver reload, skipped), or its power integrated where it has no counter; empty
-    when it has neither."""
+    """(times, joules since the first sample, method) of GPU ``index``'s samples in ``tl``."""
     ticks = list(tl.gpu_ticks(index))
-    times = np.array([t for t, _ in ticks], dtype=np.float64) + tl.start  # since the epoch
-    counter = [tick.sample.energy_mj for _, tick in ticks]
-    power = [tick.sample.power_w for _, tick in ticks]
-    if len(ticks) < 2:
+    return cumulative_joules(
+        [t + tl.start for t, _ in ticks],
+        [tick.sample.energy_mj for _, tick in ticks],
+        [tick.sample.power_w for _, tick in ticks],
+    )
+
+
+def cumulative_joules(
+    times: Sequence[float],
+    counter_mj: Sequence[float | None],
+    power_w: Sequence[float | None],
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(times, joules since the first sample, method) of one GPU's samples: its energy
+    counter's rises (a fall, a wrap or a driver reload, skipped), or its power integrated where
+    it has no counter (method ``"power × time"``); empty, method ``""``, when it has neither
+    or fewer than two samples."""
+    if len(times) < 2:
         return np.array([]), np.array([]), ""
-    if all(c is not None for c in counter):
-        rises = np.maximum(np.diff(np.asarray(counter, dtype=np.float64)), 0.0) / 1000.0
-        return times, np.concatenate([[0.0], np.cumsum(rises)]), "counter"
-    if all(p is not None for p in power):
-        w = np.asarray(power, dtype=np.float64)
-        parts = 0.5 * (w[1:] + w[:-1]) * np.diff(times)
-        return times, np.concatenate([[0.0], np.cumsum(parts)]), "power × time"
+    t = np.asarray(times, dtype=np.float64)
+    if all(c is not None for c in counter_mj):
+        rises = np.maximum(np.diff(np.asarray(counter_mj, dtype=np.float64)), 0.0) / 1000.0
+        return t, np.concatenate([[0.0], np.cumsum(rises)]), "counter"
+    if all(p is not None for p in power_w):
+        w = np.asarray(power_w, dtype=np.float64)
+        parts = 0.5 * (w[1:] + w[:-1]) * np.diff(t)
+        return t, np.concatenate([[0.0], np.cumsum(parts)]), "power × time"
     return np.array([]), np.array([]), ""
 
 
