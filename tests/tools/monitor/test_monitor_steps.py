@@ -180,6 +180,46 @@ def test_capture_on_slow_profiles_steps_by_itself_and_names_the_stall(tmp_path):
     assert all("steps " in f["title"] and " profiled" in f["title"] for f in caps)
 
 
+EVERY_25 = """
+import time, torch
+m = torch.nn.Linear(16, 16)
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(8, 16)
+for i in range(160):
+    m(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+    time.sleep(0.02)
+    if i % 25 == 24:
+        time.sleep(0.3)  # a checkpoint every 25 steps: steps 25, 50, 75, ... are slow
+"""
+
+
+def test_a_capture_that_missed_the_stall_leaves_the_budget_and_the_period_is_caught(tmp_path):
+    # the first slow step's capture records the normal steps after it; under the default
+    # --capture-every (600 s) that would be the only capture. It is free instead, and once
+    # the stalls recur (25, 50, 75) the window is placed on step 100, which it holds.
+    pytest.importorskip("torch")
+    (tmp_path / "job.py").write_text(EVERY_25)
+    out = tmp_path / "r"
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuprobe", "run", "--json", "--capture-on", "slow",
+         "--out", str(out), "--", sys.executable, "job.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": src},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    caps = [f for f in doc["findings"] if f["id"] == "monitor-captures"]
+    titles = [f["title"] for f in caps]
+    missed = [t for t in titles if "none of them slow" in t]
+    assert missed and all("not counted against --capture-every" in t for t in missed), titles
+    (aimed,) = [f for f in caps if "placed on the next slow one (every 25 steps)" in f["title"]]
+    assert "ran no traced op" in aimed["title"] and aimed["status"] == "warn", aimed["title"]
+    assert {f["evidence"][0]["value"] for f in caps} <= {25, 50, 75}  # the slow steps' numbers
+
+
 def test_capture_on_something_else_is_refused_in_one_line(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "gpuprobe", "run", "--capture-on", "slow,drift", "--out",

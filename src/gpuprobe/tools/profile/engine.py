@@ -164,6 +164,8 @@ def capture_events(out: Path) -> list[dict[str, object]]:
                 "median_s": round(c.median_s, 6),
                 "aimed_at": c.aimed_at,
                 "every": c.every,
+                "held_slow": c.held_slow,
+                "free": c.free,
             }
             if w is None:
                 ev["state"] = p.requests.get(c.request, "not opened: the process ended first")

@@ -329,6 +329,8 @@ def _capture(c: dict[str, Any]) -> ProfiledCapture:
         median_s=float(c.get("median_s") or 0.0),
         aimed_at=None if c.get("aimed_at") is None else int(c["aimed_at"]),
         every=None if c.get("every") is None else int(c["every"]),
+        held_slow=None if c.get("held_slow") is None else bool(c["held_slow"]),
+        free=bool(c.get("free")),
     )
 
 

@@ -57,6 +57,8 @@ class ProfiledCapture(Record):
     median_s: float  # the running median step then
     aimed_at: int | None = None  # the next slow step the window was placed on, when they recur
     every: int | None = None  # their period, in steps
+    held_slow: bool | None = None  # a slow step was in its window (None: not known yet)
+    free: bool = False  # it held none, and did not count against capture_every_s
 
 
 @dataclass(frozen=True)

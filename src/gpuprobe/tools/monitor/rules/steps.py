@@ -185,6 +185,10 @@ def captures(ctx: RunContext) -> list[Finding]:
         if first is not None and last is not None and e.get("trace"):
             aimed = f", placed on the next slow one (every {every} steps)" if every else ""
             recorded = f"steps {first}..{last} profiled{aimed}"
+            if e.get("held_slow") is False:
+                recorded += ", none of them slow (the slow step came and went" + (
+                    "; not counted against --capture-every)" if e.get("free") else ")"
+                )
         else:
             recorded = f"no trace ({e.get('state') or 'not opened'})"
         verdict = e.get("verdict")

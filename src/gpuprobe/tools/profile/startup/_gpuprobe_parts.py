@@ -15,6 +15,7 @@ EXIT_WAIT_S = 2.0  # s a window's own thread is given at exit to reach a step an
 CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the process
 CAPTURE_RECENT = 64  # steps the running median of --capture-on is taken over
 CAPTURE_MIN_STEPS = 20  # steps seen before a step can be judged slow
+CAPTURE_FREE = 3  # captures that held no slow step and left the budget as it was, at most
 CAPTURE_MEDIAN_EVERY = 8  # steps between two reckonings of the running median
 STEPS_FILE = "steps-{pid}.f64"  # each step's end (time.time(), float64, native order), appended
 
@@ -431,6 +432,27 @@ def init_watch(hook):
     hook.slow_seen = []  # the slow steps' numbers, the last few
     hook.captures = []  # what each capture was set off by, for the status
     hook.last_capture = None  # time.time() of the last capture
+    hook.free_captures = 0  # captures that held no slow step, not counted against the budget
+
+
+def _settle_capture(hook, slow):
+    """The last capture at a step end: a slow step while its window is open is in its trace;
+    once its window is over, a capture that held no slow step does not count against
+    ``capture_every_s`` (at most :data:`CAPTURE_FREE` times): the slow step came and went, and
+    the next one, or the one its period points at, is captured."""
+    c = hook.captures[-1]
+    if "held_slow" in c:
+        return
+    if hook.window is not None:
+        c["slow_inside"] = c.get("slow_inside", False) or slow
+        return
+    if hook.pending is not None or hook.due is not None:
+        return
+    c["held_slow"] = c.pop("slow_inside", False)
+    if not c["held_slow"] and hook.free_captures < CAPTURE_FREE:
+        hook.free_captures += 1
+        hook.last_capture = None
+        c["free"] = True
 
 
 def watch_step(hook, now):
@@ -452,6 +474,8 @@ def watch_step(hook, now):
         k = max(float(hook.cfg.get("capture_k") or 2.0), 1.5 * p90 / median if median else 0)
         hook.slow_at = (k * median, median)
     slow = hook.slow_at is not None and d >= hook.slow_at[0]
+    if hook.captures:
+        _settle_capture(hook, slow)
     if not slow:
         recent.append(d)  # slow steps stay out of the median
         return
