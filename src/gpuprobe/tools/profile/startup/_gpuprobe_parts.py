@@ -15,6 +15,7 @@ EXIT_WAIT_S = 2.0  # s a window's own thread is given at exit to reach a step an
 CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the process
 CAPTURE_RECENT = 64  # steps the running median of --capture-on is taken over
 CAPTURE_MIN_STEPS = 20  # steps seen before a step can be judged slow
+PARK_S = 30.0  # s the thread that closed its window at exit waits for the process to end
 CAPTURE_FREE = 3  # captures that held no slow step and left the budget as it was, at most
 CAPTURE_MEDIAN_EVERY = 8  # steps between two reckonings of the running median
 STEPS_FILE = "steps-{pid}.f64"  # each step's end (time.time(), float64, native order), appended
@@ -375,7 +376,7 @@ def close_on_its_thread(hook, how):
         # at its next step's end, not at a module call: the thread then goes on in the
         # script's own code, where finalization stops a daemon thread as without gpuprobe
         # (stopped inside torch's C++ it aborts the process)
-        hook.due = ("close", how)
+        hook.due = ("close", how, "park")
         end = time.monotonic() + EXIT_WAIT_S
         while hook.window is window and window.thread.is_alive() and time.monotonic() < end:
             time.sleep(OPEN_POLL_S)
@@ -398,6 +399,17 @@ def close_on_its_thread(hook, how):
         hook._record_request(window.spec, info["state"])
         hook._restore_term()
     _skip_kineto_teardown()  # Kineto still records on that thread: its teardown would hang
+
+
+def park_thread():
+    """The thread that closed its window because the process exits waits here (at most
+    :data:`PARK_S`) rather than go back into torch's C++ code, where finalization would stop it
+    (a daemon thread is stopped as it takes the GIL: inside C++ frames that aborts the process,
+    "terminate called without an active exception"); waiting here it is stopped as it would be
+    in the script's own ``time.sleep``."""
+    import threading
+
+    threading.Event().wait(PARK_S)
 
 
 def write_steps(hook):

@@ -51,6 +51,7 @@ from _gpuprobe_parts import (
     call_before,
     catch_term,
     close_on_its_thread,
+    park_thread,
     env_int,
     init_watch,
     is_dataloader_worker,
@@ -450,6 +451,7 @@ class _Hook:
         """On the script's thread: open or close the window that is due."""
         if self.inert:
             return
+        park = False
         try:
             with self.lock:
                 due, self.due = self.due, None
@@ -462,8 +464,11 @@ class _Hook:
                     self._open(due[1], seconds=due[2])
                 elif due[0] == "close" and self.window is not None:
                     self._close(due[1] if len(due) > 1 else "done")
+                    park = len(due) > 2 and due[2] == "park"
         except Exception as exc:
             self.fail(exc)
+        if park:
+            park_thread()
 
     def _start_poller(self):
         import threading
