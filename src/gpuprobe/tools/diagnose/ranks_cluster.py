@@ -282,8 +282,8 @@ def _hand_out(
     reading: Any,
     rank_timeout: float,
 ) -> dict[str, tuple[str, Any]]:
-    """Each file's (worker, answer): each worker is given the largest files left that it can
-    see, :data:`_PER_WORKER` at a time; a file whose worker left goes to another, once."""
+    """Each file's (worker, answer): each worker in turn is given the largest file left that it
+    can see, up to :data:`_PER_WORKER` at a time; a file whose worker left goes to another, once."""
     alive = set().union(*seen_by.values())
     waiting = sorted(files, key=lambda f: -sizes[f])
     running: dict[str, tuple[str, Any, float]] = {}  # file -> (worker, future, submitted)
@@ -298,11 +298,15 @@ def _hand_out(
             load = {a: 0 for a in alive}
             for a, _fut, _t in running.values():
                 load[a] = load.get(a, 0) + 1
-            for addr in sorted(alive):
-                while load[addr] < _PER_WORKER:
+            # one file a worker a round, so that every worker has work before any has
+            # _PER_WORKER (8 files, 4 workers: 2 each, not 3, 3, 2 and 0)
+            handing = sorted(alive)
+            while handing:
+                for addr in list(handing):
                     f = next((f for f in waiting if addr in seen_by[f] and addr not in tried.get(f, ())), None)  # fmt: skip
-                    if f is None:
-                        break
+                    if f is None or load[addr] >= _PER_WORKER:
+                        handing.remove(addr)
+                        continue
                     waiting.remove(f)
                     fut = client.submit(
                         worker_read, f, steps, key=f"gpuprobe-rank-{uuid.uuid4().hex}",
