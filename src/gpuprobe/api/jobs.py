@@ -67,7 +67,8 @@ def run(
     Processes the command leaves running when it exits are named in a finding
     (``monitor-leftover-processes``); ``kill_leftovers`` ends them (SIGTERM, then SIGKILL).
     Every step of its PyTorch processes is recorded (``result.summary.steps``); with
-    ``capture_on=("slow",)`` a slow step makes its process profile ``capture_steps`` steps by
+    ``capture_on=("slow",)`` a slow step (``"drift"``: a running median 1.5× its lowest) makes
+    its process profile ``capture_steps`` steps by
     itself (at most once in ``capture_every_s``), each capture diagnosed and listed
     (``monitor-captures``). ``serve`` (``PORT`` or ``HOST:PORT``, 127.0.0.1 without a host)
     serves ``/metrics`` while the command runs: what ``gpuprobe export`` serves, and each

@@ -53,8 +53,9 @@ def register(sub: Any) -> None:
         default=(),
         help="profile a few steps by itself when one goes wrong: 'slow' (a step past 2x the "
         "running median, or more where the steps spread more: the next 5 steps, or the next "
-        "slow one when they recur; at most one capture a process in 10 minutes), each "
-        "diagnosed and listed in the summary",
+        "slow one when they recur; at most one capture a process in 10 minutes), 'drift' "
+        "(the running median 1.5x its lowest: the next 5 steps, once), or 'slow,drift'; "
+        "each diagnosed and listed in the summary",
     )
     p.add_argument(
         "--capture-steps",

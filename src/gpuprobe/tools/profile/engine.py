@@ -166,6 +166,8 @@ def capture_events(out: Path) -> list[dict[str, object]]:
                 "every": c.every,
                 "held_slow": c.held_slow,
                 "free": c.free,
+                "why": c.why,
+                "from_median_s": c.from_median_s,
             }
             if w is None:
                 ev["state"] = p.requests.get(c.request, "not opened: the process ended first")

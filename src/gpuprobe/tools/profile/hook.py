@@ -54,7 +54,7 @@ TRACES = "traces"
 
 # defaults: torch.profiler's own advice (skip the first iterations: lazy init, cudnn autotuning,
 # compilation; warm up so the first recorded step carries no profiler start-up)
-CAPTURE_ON = ("slow",)  # what run --capture-on takes
+CAPTURE_ON = ("slow", "drift")  # what run --capture-on takes
 CAPTURE_SLOW_K = 2.0  # × the running median step: a slow step (the summary's SLOW_K)
 DEFAULT_CAPTURE_STEPS = 5  # steps a capture records
 DEFAULT_CAPTURE_EVERY_S = 600.0  # s: at most one capture a process in this long
@@ -91,8 +91,9 @@ class HookSettings:
         bad = [c for c in self.capture_on if c not in CAPTURE_ON]
         if bad:
             raise UsageError(
-                f"--capture-on {','.join(bad)}: give {', '.join(CAPTURE_ON)} (a step past "
-                f"{CAPTURE_SLOW_K:g}× the running median, or more when the steps spread more)"
+                f"--capture-on {','.join(bad)}: give slow (a step past {CAPTURE_SLOW_K:g}× the "
+                "running median, or more when the steps spread more), drift (the running "
+                "median 1.5× its lowest) or both: slow,drift"
             )
         if self.capture_steps < 1 or self.capture_every_s < 0:
             raise UsageError("--capture-on: need 1 or more steps a capture, 0 s or more apart")
@@ -331,6 +332,8 @@ def _capture(c: dict[str, Any]) -> ProfiledCapture:
         every=None if c.get("every") is None else int(c["every"]),
         held_slow=None if c.get("held_slow") is None else bool(c["held_slow"]),
         free=bool(c.get("free")),
+        why="drift" if c.get("why") == "drift" else "slow",
+        from_median_s=None if c.get("from_median_s") is None else float(c["from_median_s"]),
     )
 
 

@@ -59,6 +59,8 @@ class ProfiledCapture(Record):
     every: int | None = None  # their period, in steps
     held_slow: bool | None = None  # a slow step was in its window (None: not known yet)
     free: bool = False  # it held none, and did not count against capture_every_s
+    why: str = "slow"  # "slow": a slow step; "drift": the running median rose
+    from_median_s: float | None = None  # drift: the lowest running median before it
 
 
 @dataclass(frozen=True)

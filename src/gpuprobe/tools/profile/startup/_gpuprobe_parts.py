@@ -16,6 +16,7 @@ CAUGHT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGQUIT")  # written before they end the
 CAPTURE_RECENT = 64  # steps the running median of --capture-on is taken over
 CAPTURE_MIN_STEPS = 20  # steps seen before a step can be judged slow
 PARK_S = 30.0  # s the thread that closed its window at exit waits for the process to end
+DRIFT_K = 1.5  # × the lowest running median: the steps have drifted (capture-on drift)
 CAPTURE_FREE = 3  # captures that held no slow step and left the budget as it was, at most
 CAPTURE_MEDIAN_EVERY = 8  # steps between two reckonings of the running median
 STEPS_FILE = "steps-{pid}.f64"  # each step's end (time.time(), float64, native order), appended
@@ -437,7 +438,13 @@ def init_watch(hook):
     import collections
 
     cfg = hook.cfg
-    hook.watch = "slow" in (cfg.get("capture_on") or ())
+    on = cfg.get("capture_on") or ()
+    hook.watch = "slow" in on or "drift" in on
+    hook.watch_slow = "slow" in on
+    hook.watch_drift = "drift" in on
+    hook.lowest_median = None  # s: the lowest running median yet (the steady state's)
+    hook.every_step = collections.deque(maxlen=CAPTURE_RECENT)  # every step, slow ones too
+    hook.drifted = False  # a drift was captured: once a process
     hook.recent = collections.deque(maxlen=CAPTURE_RECENT)  # the last steps' durations
     hook.slow_at = None  # s: a step this long or longer is slow
     hook.last_end = None
@@ -461,17 +468,37 @@ def _settle_capture(hook, slow):
     if hook.pending is not None or hook.due is not None:
         return
     c["held_slow"] = c.pop("slow_inside", False)
+    if c.get("why") == "drift":  # its steps are the drifted ones, slow or not
+        c["held_slow"] = None
+        return
     if not c["held_slow"] and hook.free_captures < CAPTURE_FREE:
         hook.free_captures += 1
         hook.last_capture = None
         c["free"] = True
 
 
+def _watch_drift(hook, now, d):
+    """The running median of every step (slow ones too: a drift makes each step slow against
+    the median before it) against the lowest one yet."""
+    every = hook.every_step
+    every.append(d)
+    if len(every) < CAPTURE_MIN_STEPS or hook.steps % CAPTURE_MEDIAN_EVERY or hook.drifted:
+        return
+    median = sorted(every)[len(every) // 2]
+    low = hook.lowest_median
+    if low is None or median < low:
+        hook.lowest_median = low = median
+    if median >= DRIFT_K * low > 0 and _may_capture(hook, now):
+        hook.drifted = True
+        _capture(hook, now, d, "drift", median, from_s=low)
+
+
 def watch_step(hook, now):
     """After each step: its duration against ``k`` × the running median (``k`` the settings',
     more when the recent steps spread more); a slow one opens a window of ``capture_steps``
     steps, through the on-demand path, when none is open or due and the last capture is
-    ``capture_every_s`` old. When the slow steps recur (the last three a period apart) the
+    ``capture_every_s`` old; with ``drift``, so does a running median :data:`DRIFT_K` × the
+    lowest one yet (once a process). When the slow steps recur (the last three a period apart) the
     window is placed on the next one; otherwise it records the steps that follow. A few
     operations a step; the median is reckoned every :data:`CAPTURE_MEDIAN_EVERY` steps."""
     last, hook.last_end = hook.last_end, now
@@ -485,6 +512,8 @@ def watch_step(hook, now):
         p90 = ordered[int(0.9 * (len(ordered) - 1))]
         k = max(float(hook.cfg.get("capture_k") or 2.0), 1.5 * p90 / median if median else 0)
         hook.slow_at = (k * median, median)
+    if hook.watch_drift:
+        _watch_drift(hook, now, d)
     slow = hook.slow_at is not None and d >= hook.slow_at[0]
     if hook.captures:
         _settle_capture(hook, slow)
@@ -495,13 +524,25 @@ def watch_step(hook, now):
     seen = hook.slow_seen
     seen.append(step)
     del seen[:-4]
+    if not hook.watch_slow or not _may_capture(hook, now):
+        return
+    _capture(hook, now, d, "slow", hook.slow_at[1], seen)
+
+
+def _may_capture(hook, now):
+    """No window open or due, gpuprobe not standing aside, the last capture old enough."""
     if hook.window is not None or hook.pending is not None or hook.due is not None:
-        return
-    if hook.aside is not None or (
-        hook.last_capture is not None
-        and now - hook.last_capture < float(hook.cfg.get("capture_every_s", 600))
-    ):
-        return
+        return False
+    return hook.aside is None and (
+        hook.last_capture is None
+        or now - hook.last_capture >= float(hook.cfg.get("capture_every_s", 600))
+    )
+
+
+def _capture(hook, now, d, why, median, seen=(), from_s=None):
+    """Profile the next steps (or, slow steps that recur, the next slow one): ``why`` the
+    capture's cause, ``slow`` or ``drift`` (the running median ``from_s`` the lowest)."""
+    step = hook.steps - 1
     every = aimed = None
     if len(seen) >= 3 and seen[-1] - seen[-2] == seen[-2] - seen[-3] > 2:
         every = seen[-1] - seen[-2]
@@ -519,9 +560,11 @@ def watch_step(hook, now):
                 "request": rid,
                 "step": step,
                 "seconds": d,
-                "median_s": hook.slow_at[1],
+                "median_s": median,
                 "aimed_at": aimed,
                 "every": every,
+                "why": why,
+                "from_median_s": from_s,
             }
         )
         hook.last_capture = now
