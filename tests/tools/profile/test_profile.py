@@ -9,6 +9,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -509,7 +510,8 @@ def test_an_optimizer_closure_is_not_counted_as_optimizer_time(tmp_path, monkeyp
     phases = [b.host_phase_us for b in report.diagnosis.steps]
     assert all(p["backward"] > 0 for p in phases)
     # the optimizer's part is what follows the closure's backward: well under the whole range
-    assert max(p["optimizer"] for p in phases) < 0.5 * min(span)
+    # (medians: one step that a loaded machine held up is no closure counted)
+    assert statistics.median(p["optimizer"] for p in phases) < 0.5 * statistics.median(span)
 
 
 def test_run_arms_the_hook_dormant_unless_told_not_to(tmp_path):

@@ -397,6 +397,12 @@ class Engine:
                 if self._close_client:
                     close_client(self.client, INTERRUPTED_CLOSE_S)
                 close_client(cluster, INTERRUPTED_CLOSE_S)
+            # not closed in that time (a loaded machine): distributed's own atexit handler
+            # would close it again for 10 s, and its assertion on the killed workers' state
+            # printed a traceback after "interrupted"; its workers are dead, its scheduler goes
+            # with this process
+            with contextlib.suppress(Exception):
+                cluster.shutdown_on_close = False
         if self._close_client:
             with contextlib.suppress(Exception):
                 self.client.close()
