@@ -15,8 +15,12 @@ NO_TORCH = $(if $(strip $(TORCH)),,$(PIP) uninstall -y torch)
 run: $(VENV)/.run-ok
 	$(BIN)/gpuprobe doctor
 
+# The suite on TEST_JOBS processes (pytest-xdist), a module to a process so that a module's
+# shared fixtures (a Dask cluster, a read trace) are made once: one more than the cores, as many
+# tests wait on the processes they start; at most 8. `make test TEST_JOBS=0` runs it in one.
+TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(min((os.cpu_count() or 1) + 1, 8))')
 test: $(VENV)/.test-ok
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 # The edit loop: the suite less the tests marked slow and the modules that start real clusters,
 # real profiled runs or the GPU sweep's scripts (README, "Two commands", says which). `make test`
@@ -25,7 +29,7 @@ FAST_SKIPS = tests/tools/profile/test_profile.py tests/tools/fleet/test_fleet_cl
 	tests/tools/fleet/test_fleet_kernels.py tests/tools/fleet/test_fleet_bench_cluster.py \
 	tests/test_gpu_sweep.py tests/test_no_leftovers.py
 test-fast: $(VENV)/.test-ok
-	$(BIN)/python -m pytest -q -m "not slow" $(addprefix --ignore=,$(FAST_SKIPS))
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not slow" $(addprefix --ignore=,$(FAST_SKIPS))
 
 setup: $(VENV)/.run-ok
 setup-test: $(VENV)/.test-ok
