@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["SRC", "gpuprobe_argv", "run_gpuprobe", "wait_for"]
+__all__ = ["SRC", "gpuprobe_argv", "run_gpuprobe", "scrape", "wait_for"]
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 _BOOT = "import sys; from gpuprobe.cli import main; sys.argv[0] = 'gpuprobe'; sys.exit(main())"
@@ -44,3 +44,20 @@ def wait_for(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def scrape(where: int | str) -> dict[str, list]:
+    """``/metrics`` at ``where`` (a port on 127.0.0.1, or a URL), parsed as Prometheus would:
+    sample name -> its samples."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = where if isinstance(where, str) else f"http://127.0.0.1:{where}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out

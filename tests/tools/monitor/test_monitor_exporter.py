@@ -6,14 +6,12 @@ import json
 import os
 import re
 import socket
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from cli_helper import env, gpuprobe_argv
-from prometheus_client.parser import text_string_to_metric_families
+from cli_helper import env, gpuprobe_argv, scrape
 from replay_nvml import ReplayNvml, no_nvml
 
 from gpuprobe.tools.monitor.exporter import serve
@@ -21,22 +19,12 @@ from gpuprobe.tools.monitor.exporter import serve
 GRAFANA = Path(__file__).resolve().parents[3] / "contrib" / "grafana" / "gpuprobe.json"
 
 
-def _scrape(port: int) -> dict[str, list]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
-
-
 def test_gpu_metrics_have_dcgm_names_and_labels() -> None:
     replay = ReplayNvml("healthy.jsonl")
     replay.live_pid = os.getpid()
     server, sampler, collector = serve("127.0.0.1", 0, hz=2.0, nvml=replay)
     try:
-        m = _scrape(server.server_port)
+        m = scrape(server.server_port)
     finally:
         server.shutdown()
         sampler.close()
@@ -73,7 +61,7 @@ def test_gpu_metrics_have_dcgm_names_and_labels() -> None:
 def test_host_only_exporter() -> None:
     server, sampler, _ = serve("127.0.0.1", 0, nvml=no_nvml)
     try:
-        m = _scrape(server.server_port)
+        m = scrape(server.server_port)
     finally:
         server.shutdown()
         sampler.close()
@@ -99,7 +87,7 @@ def test_cli_serves_until_terminated() -> None:
         assert p.stdout is not None
         info = json.loads(p.stdout.readline())
         assert info["url"].startswith("http://127.0.0.1:")
-        m = _scrape(info["port"])
+        m = scrape(info["port"])
         assert "gpuprobe_host_memory_used_bytes" in m
         p.terminate()
         assert p.wait(timeout=30) == 0
@@ -135,7 +123,7 @@ def test_grafana_dashboard_uses_exported_metrics() -> None:
     replay.live_pid = os.getpid()
     server, sampler, _ = serve("127.0.0.1", 0, nvml=replay)
     try:
-        exported = set(_scrape(server.server_port))
+        exported = set(scrape(server.server_port))
     finally:
         server.shutdown()
         sampler.close()
@@ -147,7 +135,7 @@ def test_grafana_dashboard_uses_exported_metrics() -> None:
 def test_real_gpu_is_exported() -> None:
     server, sampler, _ = serve("127.0.0.1", 0)
     try:
-        m = _scrape(server.server_port)
+        m = scrape(server.server_port)
     finally:
         server.shutdown()
         sampler.close()
@@ -158,7 +146,7 @@ def test_real_gpu_is_exported() -> None:
 def _scrape_once(nvml: Any) -> dict[str, list]:
     server, sampler, _ = serve("127.0.0.1", 0, hz=2.0, nvml=nvml)
     try:
-        return _scrape(server.server_port)
+        return scrape(server.server_port)
     finally:
         server.shutdown()
         sampler.close()

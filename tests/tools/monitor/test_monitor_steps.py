@@ -99,34 +99,46 @@ def test_a_damaged_steps_event_is_skipped_and_the_rest_read():
     assert [st.pid for st in summarize(tl).steps] == [MAIN_PID]
 
 
-SCRIPT = """
-import time, torch
-m = torch.nn.Linear(16, 16)
-opt = torch.optim.SGD(m.parameters(), lr=0.01)
-x = torch.randn(8, 16)
-for i in range(150):
-    m(x).square().mean().backward()
-    opt.step()
-    opt.zero_grad()
-    time.sleep(0.004)
-    if i % 50 == 49:
-        time.sleep(0.25)  # a checkpoint every 50 steps
-"""
+def _job(steps: int, sleep: str, every: int = 0, stall: float = 0.0) -> str:
+    """A training loop of ``steps`` optimizer steps on the CPU, each followed by
+    ``time.sleep(SLEEP)`` (``sleep``: an expression of ``i``), and by ``stall`` s more every
+    ``every`` steps (the step after i = every - 1, 2 every - 1, ... is slow)."""
+    stalls = f"    if i % {every} == {every - 1}:\n        time.sleep({stall})\n" if every else ""
+    return (
+        "import time, torch\n"
+        "m = torch.nn.Linear(16, 16)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+        "x = torch.randn(8, 16)\n"
+        f"for i in range({steps}):\n"
+        "    m(x).square().mean().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n"
+        f"    time.sleep({sleep})\n" + stalls
+    )
+
+
+SCRIPT = _job(150, "0.004", every=50, stall=0.25)  # a checkpoint every 50 steps
+
+
+def _run_json(tmp_path: Path, script: str, *flags: str) -> dict:
+    """``gpuprobe run --json FLAGS --out tmp/r -- python job.py`` (job.py: ``script``): its
+    summary, once the run exited 0."""
+    (tmp_path / "job.py").write_text(script)
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuprobe", "run", "--json", *flags, "--out",
+         str(tmp_path / "r"), "--", sys.executable, "job.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": src},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
 
 
 def test_run_records_every_step_of_a_real_script_and_names_the_slow_ones(tmp_path):
     pytest.importorskip("torch")
-    (tmp_path / "job.py").write_text(SCRIPT)
     out = tmp_path / "r"
-    src = str(Path(__file__).resolve().parents[3] / "src")
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuprobe", "run", "--json", "--out", str(out), "--",
-         sys.executable, "job.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=180,
-        env={**os.environ, "PYTHONPATH": src},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout)
+    doc = _run_json(tmp_path, SCRIPT)
     (st,) = doc["steps"]
     assert st["steps"] == 150 and st["mode"] == "optimizer" and st["name"].endswith("(job.py)")
     # steps 50 and 100 held the sleeps (the step after opt.step() of i = 49, 99); 149 ended
@@ -141,35 +153,15 @@ def test_run_records_every_step_of_a_real_script_and_names_the_slow_ones(tmp_pat
     assert kinds.count("steps") == 1 and lines[-1]["type"] == "end"
 
 
-STALLS = """
-import time, torch
-m = torch.nn.Linear(16, 16)
-opt = torch.optim.SGD(m.parameters(), lr=0.01)
-x = torch.randn(8, 16)
-for i in range(120):
-    m(x).square().mean().backward()
-    opt.step()
-    opt.zero_grad()
-    time.sleep(0.003)
-    if i % 10 == 9:
-        time.sleep(0.2)  # a stall every 10 steps: any 12 steps recorded hold one
-"""
+STALLS = _job(120, "0.003", every=10, stall=0.2)  # any 12 steps recorded hold a stall
 
 
 def test_capture_on_slow_profiles_steps_by_itself_and_names_the_stall(tmp_path):
     pytest.importorskip("torch")
-    (tmp_path / "job.py").write_text(STALLS)
     out = tmp_path / "r"
-    src = str(Path(__file__).resolve().parents[3] / "src")
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuprobe", "run", "--json", "--capture-on", "slow",
-         "--capture-steps", "12", "--capture-every", "0", "--out", str(out), "--",
-         sys.executable, "job.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": src},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout)
+    doc = _run_json(
+        tmp_path, STALLS, "--capture-on", "slow", "--capture-steps", "12", "--capture-every", "0"
+    )
     caps = [f for f in doc["findings"] if f["id"] == "monitor-captures"]
     assert caps, [f["title"] for f in doc["findings"]]
     traces = sorted(out.glob("captures/step-*/*.pt.trace.json.gz"))
@@ -180,19 +172,9 @@ def test_capture_on_slow_profiles_steps_by_itself_and_names_the_stall(tmp_path):
     assert all("steps " in f["title"] and " profiled" in f["title"] for f in caps)
 
 
-EVERY_25 = """
-import time, torch
-m = torch.nn.Linear(16, 16)
-opt = torch.optim.SGD(m.parameters(), lr=0.01)
-x = torch.randn(8, 16)
-for i in range(110):
-    m(x).square().mean().backward()
-    opt.step()
-    opt.zero_grad()
-    time.sleep(0.05)  # long enough that a loaded machine's noise is no slow step
-    if i % 25 == 24:
-        time.sleep(0.5)  # a checkpoint every 25 steps: steps 25, 50, 75 and 100 are slow
-"""
+# steps long enough that a loaded machine's noise is no slow step; a checkpoint every 25
+# steps: steps 25, 50, 75 and 100 are slow
+EVERY_25 = _job(110, "0.05", every=25, stall=0.5)
 
 
 def test_a_capture_that_missed_the_stall_leaves_the_budget_and_the_period_is_caught(tmp_path):
@@ -200,17 +182,7 @@ def test_a_capture_that_missed_the_stall_leaves_the_budget_and_the_period_is_cau
     # --capture-every (600 s) that would be the only capture. It is free instead, and once
     # the stalls recur (25, 50, 75) the window is placed on step 100, which it holds.
     pytest.importorskip("torch")
-    (tmp_path / "job.py").write_text(EVERY_25)
-    out = tmp_path / "r"
-    src = str(Path(__file__).resolve().parents[3] / "src")
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuprobe", "run", "--json", "--capture-on", "slow",
-         "--out", str(out), "--", sys.executable, "job.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": src},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout)
+    doc = _run_json(tmp_path, EVERY_25, "--capture-on", "slow")
     caps = [f for f in doc["findings"] if f["id"] == "monitor-captures"]
     titles = [f["title"] for f in caps]
     missed = [t for t in titles if "none of them slow" in t]
@@ -221,32 +193,13 @@ def test_a_capture_that_missed_the_stall_leaves_the_budget_and_the_period_is_cau
     assert 25 in {f["evidence"][0]["value"] for f in caps}  # the first slow step's, missed
 
 
-DRIFTS = """
-import time, torch
-m = torch.nn.Linear(16, 16)
-opt = torch.optim.SGD(m.parameters(), lr=0.01)
-x = torch.randn(8, 16)
-for i in range(400):
-    m(x).square().mean().backward()
-    opt.step()
-    opt.zero_grad()
-    time.sleep(0.005 if i < 120 else 0.02)  # from step 120 each step is 4x as long
-"""
+DRIFTS = _job(400, "0.005 if i < 120 else 0.02")  # from step 120 each step is 4x as long
 
 
 def test_capture_on_drift_profiles_the_drifted_steps_once(tmp_path):
     pytest.importorskip("torch")
-    (tmp_path / "job.py").write_text(DRIFTS)
     out = tmp_path / "r"
-    src = str(Path(__file__).resolve().parents[3] / "src")
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuprobe", "run", "--json", "--capture-on", "drift",
-         "--out", str(out), "--", sys.executable, "job.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": src},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout)
+    doc = _run_json(tmp_path, DRIFTS, "--capture-on", "drift")
     (cap,) = [f for f in doc["findings"] if f["id"] == "monitor-captures"]  # once, not per step
     assert "the steps drifted to " in cap["title"] and " profiled" in cap["title"], cap["title"]
     step = cap["evidence"][0]["value"]

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_helper import env, gpuprobe_argv, run_gpuprobe, wait_for
+from cli_helper import env, gpuprobe_argv, run_gpuprobe, scrape, wait_for
 from prometheus_client.core import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -141,16 +141,6 @@ while not os.path.exists("stop") and time.monotonic() < deadline:
 """
 
 
-def _scrape(url: str) -> dict[str, list]:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
-
-
 @pytest.mark.slow
 def test_run_serve_scraped_while_a_real_job_steps(tmp_path: Path):
     pytest.importorskip("torch")
@@ -169,7 +159,7 @@ def test_run_serve_scraped_while_a_real_job_steps(tmp_path: Path):
         seen: dict[str, list] = {}
 
         def stepped() -> bool:
-            seen.update(_scrape(url))
+            seen.update(scrape(url))
             return (
                 bool(seen.get("gpuprobe_steps_total")) and seen["gpuprobe_steps_total"][0].value > 5
             )
