@@ -300,8 +300,8 @@ def scale_lstsq(
             if compare_dask and w == sizes[-1]:
                 say(f"dask.array.linalg.lstsq on {w} worker(s)")
                 baselines.append(_dask_baseline(a_w, b_w, client, subset, x_ref))
-            if held:
-                client.cancel([a_w, b_w])
+            if held:  # the last references: the scheduler releases the blocks (a cancel of
+                # persisted keys trips distributed's `assert ts.who_wants`, a logged traceback)
                 del a_w, b_w
         blocks = len(a.chunks[0])
         results = _with_speedup(results, sizes[0], blocks)
