@@ -18,9 +18,11 @@ run: $(VENV)/.run-ok
 # The suite on TEST_JOBS processes (pytest-xdist), a module to a process so that a module's
 # shared fixtures (a Dask cluster, a read trace) are made once: one more than the cores, as many
 # tests wait on the processes they start; at most 8. `make test TEST_JOBS=0` runs it in one.
+# The tests marked serial (Ctrl-C timed against real worker processes) run after, alone.
 TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(min((os.cpu_count() or 1) + 1, 8))')
 test: $(VENV)/.test-ok
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 # The edit loop: the suite less the tests marked slow and the modules that start real clusters,
 # real profiled runs or the GPU sweep's scripts (README, "Two commands", says which). `make test`

@@ -136,7 +136,8 @@ def test_a_trainer_left_running_by_the_command_is_said_as_not_yet_known(tmp_path
     import time
 
     stop = tmp_path / "stop"
-    env = {**os.environ, "STOP_FILE": str(stop)}
+    go = tmp_path / "go"  # the trainer steps once profile is over: its window comes after
+    env = {**os.environ, "STOP_FILE": str(stop), "GO_FILE": str(go)}
     code = (  # starts its trainer detached, in a session of its own, and exits at once
         "import subprocess, sys\n"
         "p = subprocess.Popen([sys.executable, 'long_job.py'], start_new_session=True,\n"
@@ -153,11 +154,13 @@ def test_a_trainer_left_running_by_the_command_is_said_as_not_yet_known(tmp_path
         assert f"left 1 process(es) running (pid {trainer}; a detached child?)" in note
         assert "is not known" in note and "none imported torch" not in note
         # as the note says: its window is written under traces/ when it ends
+        go.write_text("")
         end = time.monotonic() + BOUND_S
         while not list((out / "traces").glob("*.pt.trace.json.gz")):
             assert time.monotonic() < end
             time.sleep(0.2)
     finally:
+        go.write_text("")
         stop.write_text("")
         end = time.monotonic() + BOUND_S
         while Path(f"/proc/{trainer}").exists() and time.monotonic() < end:

@@ -19,6 +19,7 @@ import pytest
 from _support import stop_group
 
 pytest.importorskip("distributed")
+pytestmark = pytest.mark.serial  # Ctrl-C timed against worker start-up: alone (Makefile)
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 # a hang, not a speed: the old failure was tracebacks (asserted below) or an exit that never came;
@@ -62,16 +63,3 @@ def test_ctrl_c_stops_the_sweep_in_one_line(
     assert took < STOP_BOUND_S
     for c in workers:  # no worker process left behind
         assert not c.is_running() or c.status() == psutil.STATUS_ZOMBIE
-
-
-def test_a_plain_sweep_leaves_stderr_free_of_dasks_tracebacks() -> None:
-    # a cancel of the held blocks between worker counts made distributed's scheduler log an
-    # `assert ts.who_wants` traceback on every run of this size
-    r = subprocess.run(
-        [sys.executable, "-m", "gpuprobe", "scale", "lstsq", "--workers", "1", "--rows",
-         "400000", "--cols", "200"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "Traceback" not in r.stderr and "ERROR" not in r.stderr, r.stderr[-2000:]
-    assert "speed-up" in r.stdout or "workers" in r.stdout

@@ -1,4 +1,5 @@
-"""A job that trains until STOP_FILE appears (at most 120 s): profiled on demand."""
+"""A job that trains until STOP_FILE appears (at most 120 s): profiled on demand. With GO_FILE,
+it starts training once that file appears (at most 120 s)."""
 
 import os
 import time
@@ -9,6 +10,10 @@ from torch.utils.data import DataLoader
 stop = os.environ["STOP_FILE"]
 model, opt = model_and_optimizer()
 loader = DataLoader(Batches(delay=0.0002), batch_size=32)
+end = time.monotonic() + 120
+go = os.environ.get("GO_FILE")
+while go and not os.path.exists(go) and time.monotonic() < end:
+    time.sleep(0.02)
 end = time.monotonic() + 120
 steps = 0
 while not os.path.exists(stop) and time.monotonic() < end:
