@@ -228,6 +228,7 @@ def test_too_few_steps_says_how_to_lower_skip(tmp_path, monkeypatch):
     assert "--skip 2" in note
 
 
+@pytest.mark.serial  # the window is timed from the profiler's start: slow under a loaded run
 def test_a_time_window_profiles_a_loop_without_steps(tmp_path, monkeypatch):
     # the 1 s window is timed from the profiler's start, which took 2.5 s once on a loaded
     # machine: the script outlasts that (with 3 s it ended first, the window cut short)
