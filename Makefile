@@ -16,10 +16,11 @@ run: $(VENV)/.run-ok
 	$(BIN)/gpuprobe doctor
 
 # The suite on TEST_JOBS processes (pytest-xdist), a module to a process so that a module's
-# shared fixtures (a Dask cluster, a read trace) are made once: one more than the cores, as many
-# tests wait on the processes they start; at most 8. `make test TEST_JOBS=0` runs it in one.
+# shared fixtures (a Dask cluster, a read trace) are made once. 0 (the default): one process.
+# `make test TEST_JOBS=3` takes 8 min instead of 14 on a 2-core machine, but some tests that
+# time real processes still fail under that load (issue 41): CI runs the default.
 # The tests marked serial (Ctrl-C timed against real worker processes) run after, alone.
-TEST_JOBS ?= $(shell $(PYTHON) -c 'import os; print(min((os.cpu_count() or 1) + 1, 8))')
+TEST_JOBS ?= 0
 test: $(VENV)/.test-ok
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile -m "not serial"
 	$(BIN)/python -m pytest -q -m serial

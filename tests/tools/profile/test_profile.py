@@ -119,7 +119,9 @@ def test_an_item_every_step_is_counted_per_step(tmp_path):
     assert len(items) == 2 * 4  # loss.item() and accuracy.item(), per recorded step
     sync = report.diagnosis.finding("sync")
     assert sync.status is Status.INFO and _ev(sync, "scalar_reads_per_step_median") == 2
-    assert [b.items for b in report.diagnosis.steps] == [2, 2, 2, 2]
+    # each step diagnosed has both reads (a step a loaded machine held up may be set apart)
+    items = [b.items for b in report.diagnosis.steps]
+    assert len(items) >= 3 and set(items) == {2}
     # --with-stack: the trace has the Python frames, and the finding names the script's line
     # (torch's Python tracer gives a C call the line of its frame's last Python call)
     assert report.diagnosis.summary.with_stack
