@@ -303,8 +303,10 @@ def _hand_out(
             handing = sorted(alive)
             while handing:
                 for addr in list(handing):
-                    f = next((f for f in waiting if addr in seen_by[f] and addr not in tried.get(f, ())), None)  # fmt: skip
-                    if f is None or load[addr] >= _PER_WORKER:
+                    f = None
+                    if load[addr] < _PER_WORKER:
+                        f = next((f for f in waiting if addr in seen_by[f] and addr not in tried.get(f, ())), None)  # fmt: skip
+                    if f is None:
                         handing.remove(addr)
                         continue
                     waiting.remove(f)

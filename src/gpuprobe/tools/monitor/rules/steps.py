@@ -181,13 +181,14 @@ def captures(ctx: RunContext) -> list[Finding]:
         if step is None or seconds is None or not median:
             continue
         first, last, every = _int(e.get("first")), _int(e.get("last")), _int(e.get("every"))
-        what = f"step {step} took {seconds / median:.3g}× the median ({_ms(median)})"
         low = _num(e.get("from_median_s"))
         if e.get("why") == "drift" and low:
             what = (
                 f"the steps drifted to {median / low:.3g}× their lowest running median "
                 f"({_ms(low)} → {_ms(median)}) by step {step}"
             )
+        else:
+            what = f"step {step} took {seconds / median:.3g}× the median ({_ms(median)})"
         if first is not None and last is not None and e.get("trace"):
             aimed = f", placed on the next slow one (every {every} steps)" if every else ""
             recorded = f"steps {first}..{last} profiled{aimed}"

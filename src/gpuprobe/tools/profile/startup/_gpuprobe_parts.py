@@ -439,11 +439,11 @@ def init_watch(hook):
 
     cfg = hook.cfg
     on = cfg.get("capture_on") or ()
-    hook.watch = "slow" in on or "drift" in on
     hook.watch_slow = "slow" in on
     hook.watch_drift = "drift" in on
+    hook.watch = hook.watch_slow or hook.watch_drift
     hook.lowest_median = None  # s: the lowest running median yet (the steady state's)
-    hook.every_step = collections.deque(maxlen=CAPTURE_RECENT)  # every step, slow ones too
+    hook.all_steps = collections.deque(maxlen=CAPTURE_RECENT)  # every step, slow ones too
     hook.drifted = False  # a drift was captured: once a process
     hook.recent = collections.deque(maxlen=CAPTURE_RECENT)  # the last steps' durations
     hook.slow_at = None  # s: a step this long or longer is slow
@@ -467,11 +467,12 @@ def _settle_capture(hook, slow):
         return
     if hook.pending is not None or hook.due is not None:
         return
-    c["held_slow"] = c.pop("slow_inside", False)
+    held = c.pop("slow_inside", False)
     if c.get("why") == "drift":  # its steps are the drifted ones, slow or not
         c["held_slow"] = None
         return
-    if not c["held_slow"] and hook.free_captures < CAPTURE_FREE:
+    c["held_slow"] = held
+    if not held and hook.free_captures < CAPTURE_FREE:
         hook.free_captures += 1
         hook.last_capture = None
         c["free"] = True
@@ -479,12 +480,14 @@ def _settle_capture(hook, slow):
 
 def _watch_drift(hook, now, d):
     """The running median of every step (slow ones too: a drift makes each step slow against
-    the median before it) against the lowest one yet."""
-    every = hook.every_step
-    every.append(d)
-    if len(every) < CAPTURE_MIN_STEPS or hook.steps % CAPTURE_MEDIAN_EVERY or hook.drifted:
+    the median before it) against the lowest one yet; nothing more once a drift was captured."""
+    if hook.drifted:
         return
-    median = sorted(every)[len(every) // 2]
+    steps = hook.all_steps
+    steps.append(d)
+    if len(steps) < CAPTURE_MIN_STEPS or hook.steps % CAPTURE_MEDIAN_EVERY:
+        return
+    median = sorted(steps)[len(steps) // 2]
     low = hook.lowest_median
     if low is None or median < low:
         hook.lowest_median = low = median
