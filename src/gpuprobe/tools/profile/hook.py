@@ -362,6 +362,7 @@ def _window(w: dict[str, Any], out_dir: Path) -> ProfiledWindow:
 
 def _span(w: dict[str, Any]) -> float | None:
     try:
-        return max(0.0, float(w["stopped"]) - float(w.get("recording", w["started"])))
+        end = w.get("ending", w["stopped"])  # the recording's end, before torch's stop and export
+        return max(0.0, float(end) - float(w.get("recording", w["started"])))
     except (KeyError, TypeError, ValueError):
         return None

@@ -134,6 +134,7 @@ class Window:
         import time
 
         info = self.info()
+        ending = time.time()  # the recording ends here: torch's stop and the export come after
         if self.seconds is not None:
             try:
                 self.prof.stop()
@@ -155,6 +156,7 @@ class Window:
             error=self.error,
             last_step=last,
             recorded_from=self.first + (0 if self.seconds else self.spec["warmup"]),
+            ending=ending,
             stopped=time.time(),
         )
         return info
