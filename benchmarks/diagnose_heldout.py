@@ -18,7 +18,7 @@ Each trace is diagnosed in a child process (a crash is a result, not an abort), 
 * busy: gpuprobe's busy over the GPU's whole span within 0.1 point of the reading's.
 
 Run:  .venv/bin/python benchmarks/diagnose_heldout.py --traces DIR [--split tune|held|all]
-          [--set heldout|heldout2]
+          [--set heldout|heldout2|heldout3]
 Writes benchmarks/results/diagnose_<set>_<split>.md and .json.
 """
 
@@ -170,8 +170,9 @@ def main() -> None:
     ap.add_argument(
         "--set",
         default="heldout",
-        help="the folder of benchmarks/ with readings.tsv: heldout (the first set, 30 traces) "
-        "or heldout2 (the second, 15 traces, read blind on 2026-12-07)",
+        help="the folder of benchmarks/ with readings.tsv: heldout (the first set, 30 traces), "
+        "heldout2 (the second, 15 traces, read blind on 2026-12-07) or heldout3 (the third, "
+        "10 traces, read blind on 2026-12-07)",
     )
     a = ap.parse_args()
     readings = HERE / a.set / "readings.tsv"
